@@ -1,0 +1,232 @@
+// Package storage defines the records the authorization server keeps, one small
+// interface per entity, and the sentinel errors every backend returns.
+//
+// It is a leaf: it imports nothing of this module and nothing of fosite or pgx.
+// Backends live in sibling packages (storage/memory, storage/sqlite,
+// storage/postgres) and prove themselves by passing storage/storagetest.
+//
+// Nothing secret is kept in plain text. Token and code records are keyed by
+// their signature (an HMAC or JWT signature computed by the AS, never the token
+// itself); client secrets and registration access tokens are stored as keyed
+// hashes; private keys and token payloads arrive here already sealed by the
+// caller (see internal/seal), so a backend never sees them in clear.
+package storage
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Compare with errors.Is; backends may wrap them.
+var (
+	// ErrNotFound: no record with that key.
+	ErrNotFound = errors.New("storage: not found")
+	// ErrAlreadyExists: a record with that key exists already.
+	ErrAlreadyExists = errors.New("storage: already exists")
+	// ErrInactive: the token or code exists but was used, rotated past its
+	// grace window, or revoked. Methods that return it also return the record
+	// when their signature allows, so callers can act on the family.
+	ErrInactive = errors.New("storage: inactive")
+	// ErrAlreadyUsed: a one-time value (jti, flow id) was presented twice.
+	ErrAlreadyUsed = errors.New("storage: already used")
+	// ErrUnavailable: the backend cannot be reached (database down, pool
+	// exhausted). The AS answers temporarily_unavailable / 503.
+	ErrUnavailable = errors.New("storage: unavailable")
+)
+
+// Client is an OAuth client, from configuration, RFC 7591 registration or a
+// Client ID Metadata Document. Field names follow RFC 7591 §2.
+type Client struct {
+	ID string
+	// SecretHash is the keyed hash of the client secret (internal/secret);
+	// empty for public clients.
+	SecretHash      []byte
+	SecretExpiresAt time.Time // zero: never expires
+	Public          bool      // token_endpoint_auth_method "none"
+	Name            string
+	RedirectURIs    []string
+	GrantTypes      []string
+	ResponseTypes   []string
+	Scopes          []string // scopes the client may be granted
+	Resources       []string // canonical resource URIs the client may get tokens for
+	// TokenEndpointAuthMethod: none, client_secret_basic, client_secret_post,
+	// private_key_jwt.
+	TokenEndpointAuthMethod string
+	JWKS                    []byte // RFC 7517 JWK Set JSON, for private_key_jwt
+	JWKSURI                 string
+	ApplicationType         string // "web" or "native"
+	// Metadata is the client metadata JSON as accepted at registration, echoed
+	// by RFC 7592 reads.
+	Metadata []byte
+	// RegistrationTokenHash is the keyed hash of the RFC 7592 registration
+	// access token.
+	RegistrationTokenHash []byte
+	// Source says where the client came from: "config", "dcr" or "cimd".
+	Source     string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	LastUsedAt time.Time // zero: never used at the token endpoint
+}
+
+// ClientStore keeps registered clients.
+type ClientStore interface {
+	// GetClient returns ErrNotFound for an unknown id.
+	GetClient(ctx context.Context, id string) (*Client, error)
+	// CreateClient returns ErrAlreadyExists when the id is taken.
+	CreateClient(ctx context.Context, c *Client) error
+	// UpdateClient runs update on the stored client inside one transaction and
+	// stores what it returns. ErrNotFound for an unknown id; an error from
+	// update is returned unchanged and nothing is written.
+	UpdateClient(ctx context.Context, id string, update func(Client) (Client, error)) error
+	// DeleteClient returns ErrNotFound for an unknown id.
+	DeleteClient(ctx context.Context, id string) error
+	// TouchClient sets LastUsedAt. Cheap; called on every token issued.
+	TouchClient(ctx context.Context, id string, at time.Time) error
+	// CountClients counts clients with the given Source ("" counts all).
+	CountClients(ctx context.Context, source string) (int, error)
+	// ReapClients deletes up to limit clients of Source "dcr" or "cimd" that were
+	// created before neverUsedBefore and never used, or last used before
+	// idleBefore. It returns how many it deleted.
+	ReapClients(ctx context.Context, neverUsedBefore, idleBefore time.Time, limit int) (int, error)
+}
+
+// TokenKind names the kinds of token records.
+type TokenKind string
+
+// Token kinds.
+const (
+	KindAuthorizeCode TokenKind = "code"
+	KindPKCE          TokenKind = "pkce"
+	KindAccessToken   TokenKind = "access"
+	KindRefreshToken  TokenKind = "refresh"
+)
+
+// Token is one issued code or token. The secret value itself is never stored:
+// Signature is what the AS derives from it to look it up.
+type Token struct {
+	Kind      TokenKind
+	Signature string
+	// RequestID identifies the grant: every code, access token and refresh
+	// token of one authorization share it (the refresh-token family).
+	RequestID string
+	ClientID  string
+	Subject   string
+	Active    bool
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	// RotatedAt is when a refresh token was first exchanged; zero before.
+	RotatedAt time.Time
+	// Data is the serialized, sealed request; opaque to storage.
+	Data []byte
+}
+
+// TokenStore keeps codes and tokens. Exactly-once behaviour comes from single
+// atomic operations, not from retries.
+type TokenStore interface {
+	// CreateToken returns ErrAlreadyExists for a duplicate (Kind, Signature).
+	CreateToken(ctx context.Context, t *Token) error
+	// GetToken returns the record whether active or not (callers check
+	// Active and RotatedAt); ErrNotFound when absent.
+	GetToken(ctx context.Context, kind TokenKind, signature string) (*Token, error)
+	// DeactivateToken flips Active from true to false. Exactly one of any
+	// number of concurrent callers succeeds; the others get ErrInactive.
+	// ErrNotFound when absent.
+	DeactivateToken(ctx context.Context, kind TokenKind, signature string) error
+	// RotateToken marks a refresh token used at now. It succeeds when the
+	// token is active and either not yet rotated or rotated no longer than
+	// grace before now (two racing refreshes); otherwise it returns
+	// ErrInactive. With grace 0 exactly one of concurrent callers succeeds.
+	RotateToken(ctx context.Context, kind TokenKind, signature string, now time.Time, grace time.Duration) error
+	// RevokeTokens deactivates every token of kind with that RequestID. It is
+	// not an error when there is none.
+	RevokeTokens(ctx context.Context, kind TokenKind, requestID string) error
+	// DeleteToken removes one record; ErrNotFound when absent.
+	DeleteToken(ctx context.Context, kind TokenKind, signature string) error
+	// DeleteExpiredTokens removes up to limit records that expired before
+	// before, and returns how many it removed.
+	DeleteExpiredTokens(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// Consent is a person's remembered approval of a client for one resource.
+type Consent struct {
+	Subject   string
+	ClientID  string
+	Resource  string
+	Scopes    []string
+	GrantedAt time.Time
+	ExpiresAt time.Time // zero: until revoked
+}
+
+// ConsentStore keeps remembered consents, keyed by (Subject, ClientID, Resource).
+type ConsentStore interface {
+	// GetConsent returns ErrNotFound when none is remembered.
+	GetConsent(ctx context.Context, subject, clientID, resource string) (*Consent, error)
+	// PutConsent inserts or replaces.
+	PutConsent(ctx context.Context, c *Consent) error
+	// DeleteConsents removes the subject's consents for clientID (all of the
+	// subject's consents when clientID is ""). Not an error when none exist.
+	DeleteConsents(ctx context.Context, subject, clientID string) error
+	// ListConsents returns the subject's consents.
+	ListConsents(ctx context.Context, subject string) ([]Consent, error)
+	// DeleteExpiredConsents removes up to limit consents that expired before before.
+	DeleteExpiredConsents(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// SigningKey is one JWT signing key. The private part is sealed by the caller.
+type SigningKey struct {
+	ID            string // kid
+	Algorithm     string // ES256, RS256, EdDSA
+	PublicJWK     []byte // JSON of the public JWK
+	PrivateSealed []byte // encrypted private key
+	CreatedAt     time.Time
+	// RetiredAt is when a newer key took over signing; zero while this key
+	// signs. Retired keys stay in the JWKS until the tokens they signed expire.
+	RetiredAt time.Time
+}
+
+// KeyStore keeps signing keys.
+type KeyStore interface {
+	// ListKeys returns every key, newest first.
+	ListKeys(ctx context.Context) ([]SigningKey, error)
+	// CreateKey returns ErrAlreadyExists for a duplicate ID.
+	CreateKey(ctx context.Context, k *SigningKey) error
+	// RetireKeys sets RetiredAt = at on every key except keepID that is not
+	// retired yet.
+	RetireKeys(ctx context.Context, keepID string, at time.Time) error
+	// DeleteKey returns ErrNotFound for an unknown ID.
+	DeleteKey(ctx context.Context, id string) error
+}
+
+// JTIStore remembers one-time identifiers (private_key_jwt assertion jti,
+// login flow ids) until they expire.
+type JTIStore interface {
+	// UseJTI records id until expiresAt; ErrAlreadyUsed when it is recorded
+	// and not yet expired. Exactly one of concurrent callers succeeds.
+	UseJTI(ctx context.Context, id string, expiresAt time.Time) error
+	// DeleteExpiredJTIs removes up to limit expired ids.
+	DeleteExpiredJTIs(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// Transactional is fosite's storage.Transactional shape: the transaction
+// travels in the returned context, and every method called with that context
+// takes part in it. Backends without real transactions must still make the
+// work of a rolled-back transaction invisible.
+type Transactional interface {
+	BeginTX(ctx context.Context) (context.Context, error)
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+// Store is everything a backend provides.
+type Store interface {
+	ClientStore
+	TokenStore
+	ConsentStore
+	KeyStore
+	JTIStore
+	Transactional
+	// Ping reports ErrUnavailable (wrapped) when the backend is unreachable.
+	Ping(ctx context.Context) error
+	Close() error
+}
