@@ -1,0 +1,676 @@
+// Package memory is an in-process storage.Store for tests and throwaway runs.
+//
+// Every method is safe for concurrent use. Records are copied on the way in and
+// on the way out, so callers never share memory with the store.
+//
+// Transactions (storage.Transactional) are serialised: BeginTX waits until no
+// other transaction of this store is open, then every write made with the
+// returned context is applied at once and journalled; Rollback undoes the
+// journal, so the work of a rolled-back transaction is invisible afterwards.
+// Writes of an open transaction are visible to readers outside it (read
+// uncommitted), which the AS never relies on. A transaction must end with
+// Commit or Rollback; an abandoned one blocks later BeginTX calls until their
+// context ends.
+package memory
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpauth/mcpauth/storage"
+)
+
+type tokenKey struct {
+	kind storage.TokenKind
+	sig  string
+}
+
+type consentKey struct {
+	subject, clientID, resource string
+}
+
+// Store is the in-memory backend. The zero value is not usable; call New.
+type Store struct {
+	mu       sync.Mutex
+	clients  map[string]*storage.Client
+	tokens   map[tokenKey]*storage.Token
+	consents map[consentKey]*storage.Consent
+	keys     map[string]*storage.SigningKey
+	jtis     map[string]time.Time
+	closed   bool
+
+	txSem chan struct{} // holds one token while a transaction is open
+	now   func() time.Time
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		clients:  map[string]*storage.Client{},
+		tokens:   map[tokenKey]*storage.Token{},
+		consents: map[consentKey]*storage.Consent{},
+		keys:     map[string]*storage.SigningKey{},
+		jtis:     map[string]time.Time{},
+		txSem:    make(chan struct{}, 1),
+		now:      time.Now,
+	}
+}
+
+// tx is an open transaction: the undo journal of its writes.
+type tx struct {
+	s    *Store
+	undo []func()
+	done bool
+}
+
+type txKey struct{}
+
+// txFrom returns the open transaction of s carried by ctx, or nil.
+func (s *Store) txFrom(ctx context.Context) *tx {
+	t, _ := ctx.Value(txKey{}).(*tx)
+	if t == nil || t.s != s || t.done {
+		return nil
+	}
+	return t
+}
+
+// remember journals the current entry of m[k] so that Rollback restores it.
+// Stored values are never modified in place, only replaced, so keeping the
+// old pointer is enough. Callers hold s.mu.
+func remember[K comparable, V any](t *tx, m map[K]V, k K) {
+	if t == nil {
+		return
+	}
+	old, ok := m[k]
+	t.undo = append(t.undo, func() {
+		if ok {
+			m[k] = old
+		} else {
+			delete(m, k)
+		}
+	})
+}
+
+// lock takes the data lock and returns the transaction in ctx, if any.
+func (s *Store) lock(ctx context.Context) (*tx, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errClosed
+	}
+	return s.txFrom(ctx), nil
+}
+
+var errClosed = errors.Join(storage.ErrUnavailable, errors.New("memory: store closed"))
+
+// BeginTX starts a transaction carried by the returned context. If ctx
+// already carries one of this store, it is reused (no nesting).
+func (s *Store) BeginTX(ctx context.Context) (context.Context, error) {
+	if s.txFrom(ctx) != nil {
+		return ctx, nil
+	}
+	select {
+	case s.txSem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx, ctx.Err()
+	}
+	return context.WithValue(ctx, txKey{}, &tx{s: s}), nil
+}
+
+// ErrNoTransaction is returned by Commit and Rollback when ctx carries no open
+// transaction of this store.
+var ErrNoTransaction = errors.New("memory: no open transaction in context")
+
+// Commit makes the transaction's writes final.
+func (s *Store) Commit(ctx context.Context) error {
+	s.mu.Lock()
+	t := s.txFrom(ctx)
+	if t == nil {
+		s.mu.Unlock()
+		return ErrNoTransaction
+	}
+	t.done, t.undo = true, nil
+	s.mu.Unlock()
+	<-s.txSem
+	return nil
+}
+
+// Rollback undoes every write made in the transaction.
+func (s *Store) Rollback(ctx context.Context) error {
+	s.mu.Lock()
+	t := s.txFrom(ctx)
+	if t == nil {
+		s.mu.Unlock()
+		return ErrNoTransaction
+	}
+	for i := len(t.undo) - 1; i >= 0; i-- {
+		t.undo[i]()
+	}
+	t.done, t.undo = true, nil
+	s.mu.Unlock()
+	<-s.txSem
+	return nil
+}
+
+// Ping reports a closed store as unavailable.
+func (s *Store) Ping(ctx context.Context) error {
+	_, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Close makes every later call fail with storage.ErrUnavailable.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return nil
+}
+
+func cloneClient(c *storage.Client) *storage.Client {
+	n := *c
+	n.SecretHash = slices.Clone(c.SecretHash)
+	n.RedirectURIs = slices.Clone(c.RedirectURIs)
+	n.GrantTypes = slices.Clone(c.GrantTypes)
+	n.ResponseTypes = slices.Clone(c.ResponseTypes)
+	n.Scopes = slices.Clone(c.Scopes)
+	n.Resources = slices.Clone(c.Resources)
+	n.JWKS = slices.Clone(c.JWKS)
+	n.Metadata = slices.Clone(c.Metadata)
+	n.RegistrationTokenHash = slices.Clone(c.RegistrationTokenHash)
+	return &n
+}
+
+// GetClient implements storage.ClientStore.
+func (s *Store) GetClient(ctx context.Context, id string) (*storage.Client, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	c, ok := s.clients[id]
+	if !ok {
+		return nil, storage.ErrNotFound
+	}
+	return cloneClient(c), nil
+}
+
+// CreateClient implements storage.ClientStore. A zero CreatedAt or UpdatedAt
+// is stored as the current time.
+func (s *Store) CreateClient(ctx context.Context, c *storage.Client) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.clients[c.ID]; ok {
+		return storage.ErrAlreadyExists
+	}
+	n := cloneClient(c)
+	now := s.now()
+	if n.CreatedAt.IsZero() {
+		n.CreatedAt = now
+	}
+	if n.UpdatedAt.IsZero() {
+		n.UpdatedAt = n.CreatedAt
+	}
+	remember(t, s.clients, c.ID)
+	s.clients[c.ID] = n
+	return nil
+}
+
+// UpdateClient implements storage.ClientStore. update runs under the store's
+// lock, so it must not call the store. The ID cannot be changed.
+func (s *Store) UpdateClient(ctx context.Context, id string, update func(storage.Client) (storage.Client, error)) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	old, ok := s.clients[id]
+	if !ok {
+		return storage.ErrNotFound
+	}
+	n, err := update(*cloneClient(old))
+	if err != nil {
+		return err
+	}
+	nc := cloneClient(&n)
+	nc.ID = id
+	remember(t, s.clients, id)
+	s.clients[id] = nc
+	return nil
+}
+
+// DeleteClient implements storage.ClientStore.
+func (s *Store) DeleteClient(ctx context.Context, id string) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.clients[id]; !ok {
+		return storage.ErrNotFound
+	}
+	remember(t, s.clients, id)
+	delete(s.clients, id)
+	return nil
+}
+
+// TouchClient implements storage.ClientStore; ErrNotFound for an unknown id.
+func (s *Store) TouchClient(ctx context.Context, id string, at time.Time) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	old, ok := s.clients[id]
+	if !ok {
+		return storage.ErrNotFound
+	}
+	n := cloneClient(old)
+	n.LastUsedAt = at
+	remember(t, s.clients, id)
+	s.clients[id] = n
+	return nil
+}
+
+// CountClients implements storage.ClientStore.
+func (s *Store) CountClients(ctx context.Context, source string) (int, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.clients {
+		if source == "" || c.Source == source {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// ReapClients implements storage.ClientStore. A limit <= 0 deletes nothing.
+func (s *Store) ReapClients(ctx context.Context, neverUsedBefore, idleBefore time.Time, limit int) (int, error) {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	var ids []string
+	for id, c := range s.clients {
+		if c.Source != "dcr" && c.Source != "cimd" {
+			continue
+		}
+		if (c.LastUsedAt.IsZero() && c.CreatedAt.Before(neverUsedBefore)) ||
+			(!c.LastUsedAt.IsZero() && c.LastUsedAt.Before(idleBefore)) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	if len(ids) > max(limit, 0) {
+		ids = ids[:max(limit, 0)]
+	}
+	for _, id := range ids {
+		remember(t, s.clients, id)
+		delete(s.clients, id)
+	}
+	return len(ids), nil
+}
+
+func cloneToken(t *storage.Token) *storage.Token {
+	n := *t
+	n.Data = slices.Clone(t.Data)
+	return &n
+}
+
+// CreateToken implements storage.TokenStore.
+func (s *Store) CreateToken(ctx context.Context, tok *storage.Token) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	k := tokenKey{tok.Kind, tok.Signature}
+	if _, ok := s.tokens[k]; ok {
+		return storage.ErrAlreadyExists
+	}
+	remember(t, s.tokens, k)
+	s.tokens[k] = cloneToken(tok)
+	return nil
+}
+
+// GetToken implements storage.TokenStore.
+func (s *Store) GetToken(ctx context.Context, kind storage.TokenKind, signature string) (*storage.Token, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	tok, ok := s.tokens[tokenKey{kind, signature}]
+	if !ok {
+		return nil, storage.ErrNotFound
+	}
+	return cloneToken(tok), nil
+}
+
+// DeactivateToken implements storage.TokenStore.
+func (s *Store) DeactivateToken(ctx context.Context, kind storage.TokenKind, signature string) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	k := tokenKey{kind, signature}
+	tok, ok := s.tokens[k]
+	if !ok {
+		return storage.ErrNotFound
+	}
+	if !tok.Active {
+		return storage.ErrInactive
+	}
+	n := cloneToken(tok)
+	n.Active = false
+	remember(t, s.tokens, k)
+	s.tokens[k] = n
+	return nil
+}
+
+// RotateToken implements storage.TokenStore.
+func (s *Store) RotateToken(ctx context.Context, kind storage.TokenKind, signature string, now time.Time, grace time.Duration) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	k := tokenKey{kind, signature}
+	tok, ok := s.tokens[k]
+	if !ok {
+		return storage.ErrNotFound
+	}
+	if !tok.Active {
+		return storage.ErrInactive
+	}
+	if !tok.RotatedAt.IsZero() {
+		if grace > 0 && !now.After(tok.RotatedAt.Add(grace)) {
+			return nil
+		}
+		return storage.ErrInactive
+	}
+	n := cloneToken(tok)
+	n.RotatedAt = now
+	remember(t, s.tokens, k)
+	s.tokens[k] = n
+	return nil
+}
+
+// RevokeTokens implements storage.TokenStore.
+func (s *Store) RevokeTokens(ctx context.Context, kind storage.TokenKind, requestID string) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	for k, tok := range s.tokens {
+		if k.kind == kind && tok.RequestID == requestID && tok.Active {
+			n := cloneToken(tok)
+			n.Active = false
+			remember(t, s.tokens, k)
+			s.tokens[k] = n
+		}
+	}
+	return nil
+}
+
+// DeleteToken implements storage.TokenStore.
+func (s *Store) DeleteToken(ctx context.Context, kind storage.TokenKind, signature string) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	k := tokenKey{kind, signature}
+	if _, ok := s.tokens[k]; !ok {
+		return storage.ErrNotFound
+	}
+	remember(t, s.tokens, k)
+	delete(s.tokens, k)
+	return nil
+}
+
+// DeleteExpiredTokens implements storage.TokenStore. Records with a zero
+// ExpiresAt never expire. A limit <= 0 deletes nothing.
+func (s *Store) DeleteExpiredTokens(ctx context.Context, before time.Time, limit int) (int, error) {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	n := 0
+	for k, tok := range s.tokens {
+		if n >= limit {
+			break
+		}
+		if !tok.ExpiresAt.IsZero() && tok.ExpiresAt.Before(before) {
+			remember(t, s.tokens, k)
+			delete(s.tokens, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+func cloneConsent(c *storage.Consent) *storage.Consent {
+	n := *c
+	n.Scopes = slices.Clone(c.Scopes)
+	return &n
+}
+
+// GetConsent implements storage.ConsentStore.
+func (s *Store) GetConsent(ctx context.Context, subject, clientID, resource string) (*storage.Consent, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	c, ok := s.consents[consentKey{subject, clientID, resource}]
+	if !ok {
+		return nil, storage.ErrNotFound
+	}
+	return cloneConsent(c), nil
+}
+
+// PutConsent implements storage.ConsentStore.
+func (s *Store) PutConsent(ctx context.Context, c *storage.Consent) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	k := consentKey{c.Subject, c.ClientID, c.Resource}
+	remember(t, s.consents, k)
+	s.consents[k] = cloneConsent(c)
+	return nil
+}
+
+// DeleteConsents implements storage.ConsentStore.
+func (s *Store) DeleteConsents(ctx context.Context, subject, clientID string) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	for k := range s.consents {
+		if k.subject == subject && (clientID == "" || k.clientID == clientID) {
+			remember(t, s.consents, k)
+			delete(s.consents, k)
+		}
+	}
+	return nil
+}
+
+// ListConsents implements storage.ConsentStore, ordered by client id then
+// resource.
+func (s *Store) ListConsents(ctx context.Context, subject string) ([]storage.Consent, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []storage.Consent
+	for k, c := range s.consents {
+		if k.subject == subject {
+			out = append(out, *cloneConsent(c))
+		}
+	}
+	slices.SortFunc(out, func(a, b storage.Consent) int {
+		if c := strings.Compare(a.ClientID, b.ClientID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Resource, b.Resource)
+	})
+	return out, nil
+}
+
+// DeleteExpiredConsents implements storage.ConsentStore. A limit <= 0
+// deletes nothing.
+func (s *Store) DeleteExpiredConsents(ctx context.Context, before time.Time, limit int) (int, error) {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	n := 0
+	for k, c := range s.consents {
+		if n >= limit {
+			break
+		}
+		if !c.ExpiresAt.IsZero() && c.ExpiresAt.Before(before) {
+			remember(t, s.consents, k)
+			delete(s.consents, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+func cloneKey(k *storage.SigningKey) *storage.SigningKey {
+	n := *k
+	n.PublicJWK = slices.Clone(k.PublicJWK)
+	n.PrivateSealed = slices.Clone(k.PrivateSealed)
+	return &n
+}
+
+// ListKeys implements storage.KeyStore: newest CreatedAt first, ties by ID
+// descending.
+func (s *Store) ListKeys(ctx context.Context) ([]storage.SigningKey, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := make([]storage.SigningKey, 0, len(s.keys))
+	for _, k := range s.keys {
+		out = append(out, *cloneKey(k))
+	}
+	slices.SortFunc(out, func(a, b storage.SigningKey) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	return out, nil
+}
+
+// CreateKey implements storage.KeyStore.
+func (s *Store) CreateKey(ctx context.Context, k *storage.SigningKey) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.keys[k.ID]; ok {
+		return storage.ErrAlreadyExists
+	}
+	remember(t, s.keys, k.ID)
+	s.keys[k.ID] = cloneKey(k)
+	return nil
+}
+
+// RetireKeys implements storage.KeyStore.
+func (s *Store) RetireKeys(ctx context.Context, keepID string, at time.Time) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	for id, k := range s.keys {
+		if id != keepID && k.RetiredAt.IsZero() {
+			n := cloneKey(k)
+			n.RetiredAt = at
+			remember(t, s.keys, id)
+			s.keys[id] = n
+		}
+	}
+	return nil
+}
+
+// DeleteKey implements storage.KeyStore.
+func (s *Store) DeleteKey(ctx context.Context, id string) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.keys[id]; !ok {
+		return storage.ErrNotFound
+	}
+	remember(t, s.keys, id)
+	delete(s.keys, id)
+	return nil
+}
+
+// UseJTI implements storage.JTIStore. An id whose earlier record has expired
+// (by the wall clock) may be used again.
+func (s *Store) UseJTI(ctx context.Context, id string, expiresAt time.Time) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if exp, ok := s.jtis[id]; ok && exp.After(s.now()) {
+		return storage.ErrAlreadyUsed
+	}
+	remember(t, s.jtis, id)
+	s.jtis[id] = expiresAt
+	return nil
+}
+
+// DeleteExpiredJTIs implements storage.JTIStore. A limit <= 0 deletes nothing.
+func (s *Store) DeleteExpiredJTIs(ctx context.Context, before time.Time, limit int) (int, error) {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	n := 0
+	for id, exp := range s.jtis {
+		if n >= limit {
+			break
+		}
+		if exp.Before(before) {
+			remember(t, s.jtis, id)
+			delete(s.jtis, id)
+			n++
+		}
+	}
+	return n, nil
+}
