@@ -1,0 +1,173 @@
+// Package password hashes and checks the passwords of people (local users of
+// the login page).
+//
+// New hashes are argon2id (RFC 9106) in the PHC string format
+//
+//	$argon2id$v=19$m=65536,t=1,p=2$<salt>$<hash>
+//
+// with salt and hash in unpadded standard base64. Check also accepts bcrypt
+// hashes ($2a$, $2b$, $2y$) so existing user databases can be imported.
+//
+// Generated client secrets are not passwords: they are long random values and
+// are hashed with a fast keyed hash (internal/secret), not with this package.
+package password
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/crypto/argon2"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Parameters of new hashes. RFC 9106 §4 recommends argon2id; 64 MiB with one
+// pass and two lanes stays well under 100 ms on a small server while costing
+// an attacker 64 MiB per guess.
+const (
+	memoryKiB   = 64 * 1024
+	iterations  = 1
+	parallelism = 2
+	saltLen     = 16
+	keyLen      = 32
+)
+
+// Limits on parameters read from a stored hash, so that a hostile or mistyped
+// hash cannot make Check allocate gigabytes or spin for minutes.
+const (
+	maxMemoryKiB = 1 << 20 // 1 GiB
+	maxTime      = 16
+	minSaltLen   = 8
+	maxSaltLen   = 64
+	minKeyLen    = 16
+	maxKeyLen    = 128
+	maxHashLen   = 512
+)
+
+// ErrMalformed is returned (wrapped) by Check for a hash string it cannot parse
+// or whose parameters are out of range.
+var ErrMalformed = errors.New("password: malformed hash")
+
+// Hash returns the argon2id PHC string of pw with a fresh random salt.
+func Hash(pw string) (string, error) {
+	salt := make([]byte, saltLen)
+	if _, err := rand.Read(salt); err != nil {
+		return "", fmt.Errorf("password: reading random salt: %w", err)
+	}
+	key := argon2.IDKey([]byte(pw), salt, iterations, memoryKiB, parallelism, keyLen)
+	b64 := base64.RawStdEncoding
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
+		argon2.Version, memoryKiB, iterations, parallelism,
+		b64.EncodeToString(salt), b64.EncodeToString(key)), nil
+}
+
+// Check reports whether pw matches hash, an argon2id PHC string or a bcrypt
+// hash. A wrong password is (false, nil); a hash that cannot be parsed is
+// (false, error wrapping ErrMalformed). The final comparison is constant-time.
+func Check(hash, pw string) (bool, error) {
+	if len(hash) > maxHashLen {
+		return false, fmt.Errorf("%w: too long", ErrMalformed)
+	}
+	switch {
+	case strings.HasPrefix(hash, "$argon2id$"):
+		return checkArgon2id(hash, pw)
+	case strings.HasPrefix(hash, "$2a$"), strings.HasPrefix(hash, "$2b$"), strings.HasPrefix(hash, "$2y$"):
+		return checkBcrypt(hash, pw)
+	default:
+		return false, fmt.Errorf("%w: unknown scheme (want $argon2id$ or bcrypt $2a$/$2b$/$2y$)", ErrMalformed)
+	}
+}
+
+// NeedsRehash reports whether hash was made with other parameters or another
+// scheme than Hash uses today, so a caller may store a fresh hash after a
+// successful login.
+func NeedsRehash(hash string) bool {
+	p, err := parseArgon2id(hash)
+	if err != nil {
+		return true
+	}
+	return p.memory != memoryKiB || p.time != iterations || p.threads != parallelism || len(p.key) != keyLen
+}
+
+type argon2Params struct {
+	memory  uint32
+	time    uint32
+	threads uint8
+	salt    []byte
+	key     []byte
+}
+
+// parseArgon2id parses $argon2id$v=19$m=M,t=T,p=P$salt$hash.
+func parseArgon2id(hash string) (*argon2Params, error) {
+	parts := strings.Split(hash, "$")
+	// "", "argon2id", "v=19", "m=..,t=..,p=..", salt, hash
+	if len(parts) != 6 || parts[0] != "" || parts[1] != "argon2id" {
+		return nil, fmt.Errorf("%w: want $argon2id$v=19$m=,t=,p=$salt$hash", ErrMalformed)
+	}
+	if parts[2] != "v="+strconv.Itoa(argon2.Version) {
+		return nil, fmt.Errorf("%w: unsupported argon2 version %q", ErrMalformed, parts[2])
+	}
+	var p argon2Params
+	fields := strings.Split(parts[3], ",")
+	if len(fields) != 3 {
+		return nil, fmt.Errorf("%w: want m=,t=,p= parameters", ErrMalformed)
+	}
+	for i, name := range []string{"m", "t", "p"} {
+		v, ok := strings.CutPrefix(fields[i], name+"=")
+		if !ok {
+			return nil, fmt.Errorf("%w: parameter %d is not %s=", ErrMalformed, i+1, name)
+		}
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("%w: bad %s", ErrMalformed, name)
+		}
+		switch name {
+		case "m":
+			p.memory = uint32(n)
+		case "t":
+			p.time = uint32(n)
+		case "p":
+			if n > 255 {
+				return nil, fmt.Errorf("%w: p out of range", ErrMalformed)
+			}
+			p.threads = uint8(n)
+		}
+	}
+	if p.memory > maxMemoryKiB || p.memory < 8*uint32(p.threads) || p.time > maxTime {
+		return nil, fmt.Errorf("%w: parameters out of range", ErrMalformed)
+	}
+	var err error
+	if p.salt, err = base64.RawStdEncoding.Strict().DecodeString(parts[4]); err != nil || len(p.salt) < minSaltLen || len(p.salt) > maxSaltLen {
+		return nil, fmt.Errorf("%w: bad salt", ErrMalformed)
+	}
+	if p.key, err = base64.RawStdEncoding.Strict().DecodeString(parts[5]); err != nil || len(p.key) < minKeyLen || len(p.key) > maxKeyLen {
+		return nil, fmt.Errorf("%w: bad hash", ErrMalformed)
+	}
+	return &p, nil
+}
+
+func checkArgon2id(hash, pw string) (bool, error) {
+	p, err := parseArgon2id(hash)
+	if err != nil {
+		return false, err
+	}
+	got := argon2.IDKey([]byte(pw), p.salt, p.time, p.memory, p.threads, uint32(len(p.key)))
+	return subtle.ConstantTimeCompare(got, p.key) == 1, nil
+}
+
+func checkBcrypt(hash, pw string) (bool, error) {
+	// CompareHashAndPassword compares in constant time.
+	err := bcrypt.CompareHashAndPassword([]byte(hash), []byte(pw))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, bcrypt.ErrMismatchedHashAndPassword):
+		return false, nil
+	default:
+		return false, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+}
