@@ -1,0 +1,340 @@
+package metadata
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+func TestWellKnownURL(t *testing.T) {
+	tests := []struct {
+		name, id, suffix, want string
+		wantErr                bool
+	}{
+		{"inserts the suffix before the path", "https://h/mcp", SuffixProtectedResource, "https://h/.well-known/oauth-protected-resource/mcp", false},
+		{"drops a terminating slash", "https://h/mcp/", SuffixProtectedResource, "https://h/.well-known/oauth-protected-resource/mcp", false},
+		{"uses the root for an origin", "https://h", SuffixAuthorizationServer, "https://h/.well-known/oauth-authorization-server", false},
+		{"uses the root for an origin with slash", "https://h/", SuffixAuthorizationServer, "https://h/.well-known/oauth-authorization-server", false},
+		{"keeps the port and deep paths", "http://127.0.0.1:8080/a/b", SuffixAuthorizationServer, "http://127.0.0.1:8080/.well-known/oauth-authorization-server/a/b", false},
+		{"refuses a query", "https://h/mcp?x=y", SuffixProtectedResource, "", true},
+		{"refuses a fragment", "https://h/mcp#f", SuffixProtectedResource, "", true},
+		{"refuses a relative reference", "/mcp", SuffixProtectedResource, "", true},
+		{"refuses another scheme", "ftp://h/mcp", SuffixProtectedResource, "", true},
+		{"refuses userinfo", "https://u@h/mcp", SuffixProtectedResource, "", true},
+		{"refuses an empty suffix", "https://h/mcp", "", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := WellKnownURL(tt.id, tt.suffix)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Fatalf("WellKnownURL(%q) = %q, %v; want %q, err %v", tt.id, got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestDiscoveryURLs(t *testing.T) {
+	tests := []struct {
+		name, issuer string
+		want         []string
+	}{
+		{"lists all four forms for an issuer with a path", "https://h/tenant", []string{
+			"https://h/.well-known/oauth-authorization-server/tenant",
+			"https://h/.well-known/openid-configuration/tenant",
+			"https://h/tenant/.well-known/openid-configuration",
+			"https://h/.well-known/oauth-authorization-server",
+		}},
+		{"collapses to the root forms for an origin", "https://h", []string{
+			"https://h/.well-known/oauth-authorization-server",
+			"https://h/.well-known/openid-configuration",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DiscoveryURLs(tt.issuer)
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("DiscoveryURLs(%q) = %q, %v; want %q", tt.issuer, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func sampleAS(issuer string) AuthorizationServerMetadata {
+	return AuthorizationServerMetadata{
+		Issuer:                                     issuer,
+		AuthorizationEndpoint:                      issuer + "/authorize",
+		TokenEndpoint:                              issuer + "/token",
+		JWKSURI:                                    issuer + "/jwks.json",
+		RegistrationEndpoint:                       issuer + "/register",
+		ScopesSupported:                            []string{"mcp:read", "mcp:write"},
+		ResponseTypesSupported:                     []string{"code"},
+		GrantTypesSupported:                        []string{"authorization_code", "refresh_token", "client_credentials", "urn:ietf:params:oauth:grant-type:token-exchange"},
+		TokenEndpointAuthMethodsSupported:          []string{"none", "client_secret_basic", "client_secret_post", "private_key_jwt"},
+		TokenEndpointAuthSigningAlgValuesSupported: []string{"ES256", "RS256", "EdDSA"},
+		RevocationEndpoint:                         issuer + "/revoke",
+		RevocationEndpointAuthMethodsSupported:     []string{"none", "client_secret_basic"},
+		IntrospectionEndpoint:                      issuer + "/introspect",
+		IntrospectionEndpointAuthMethodsSupported:  []string{"client_secret_basic"},
+		CodeChallengeMethodsSupported:              []string{"S256"},
+		AuthorizationResponseISSParameterSupported: true,
+		ClientIDMetadataDocumentSupported:          true,
+	}
+}
+
+func samplePRM() ProtectedResourceMetadata {
+	return ProtectedResourceMetadata{
+		Resource:               "https://mcp.example.com/mcp",
+		AuthorizationServers:   []string{"https://auth.example.com"},
+		ScopesSupported:        []string{"mcp:read", "mcp:write"},
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           "Example MCP server",
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from golden file:\n got: %s\nwant: %s", name, got, want)
+	}
+}
+
+func TestHandlerServesDocumentsAsGolden(t *testing.T) {
+	tests := []struct {
+		name, file string
+		doc        any
+	}{
+		{"serves authorization server metadata", "as-metadata.json", sampleAS("https://auth.example.com")},
+		{"serves protected resource metadata", "prm.json", samplePRM()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := Handler(tt.doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			resp, err := http.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var buf bytes.Buffer
+			_, _ = buf.ReadFrom(resp.Body)
+			if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+				t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
+			}
+			golden(t, tt.file, buf.Bytes())
+		})
+	}
+}
+
+func TestHandlerMethods(t *testing.T) {
+	h, _ := Handler(samplePRM())
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	tests := []struct {
+		name, method string
+		status       int
+	}{
+		{"answers a CORS preflight with 204", http.MethodOptions, http.StatusNoContent},
+		{"answers HEAD without a body", http.MethodHead, http.StatusOK},
+		{"refuses POST with 405", http.MethodPost, http.StatusMethodNotAllowed},
+		{"refuses DELETE with 405", http.MethodDelete, http.StatusMethodNotAllowed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, srv.URL, nil)
+			req.Header.Set("Origin", "https://inspector.example")
+			req.Header.Set("Access-Control-Request-Method", "GET")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.status || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+				t.Fatalf("status %d ACAO %q", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+			}
+		})
+	}
+}
+
+// asServer serves doc at path and 404 elsewhere; it counts requests per path.
+func asServer(t *testing.T, routes map[string]http.HandlerFunc) *httptest.Server {
+	mux := http.NewServeMux()
+	for p, h := range routes {
+		mux.HandleFunc(p, h)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func jsonHandler(doc any) http.HandlerFunc {
+	h, err := Handler(doc)
+	if err != nil {
+		panic(err)
+	}
+	return h.ServeHTTP
+}
+
+func TestFetchAuthorizationServerMetadata(t *testing.T) {
+	ctx := context.Background()
+	t.Run("finds the RFC 8414 path-inserted document", func(t *testing.T) {
+		var srv *httptest.Server
+		srv = asServer(t, map[string]http.HandlerFunc{
+			"/.well-known/oauth-authorization-server/tenant": func(w http.ResponseWriter, r *http.Request) {
+				jsonHandler(sampleAS(srv.URL+"/tenant"))(w, r)
+			},
+		})
+		m, err := FetchAuthorizationServerMetadata(ctx, srv.Client(), srv.URL+"/tenant")
+		if err != nil || m.TokenEndpoint != srv.URL+"/tenant/token" {
+			t.Fatalf("got %+v, %v", m, err)
+		}
+	})
+	t.Run("falls back to the OIDC path-appended document", func(t *testing.T) {
+		var srv *httptest.Server
+		srv = asServer(t, map[string]http.HandlerFunc{
+			"/tenant/.well-known/openid-configuration": func(w http.ResponseWriter, r *http.Request) {
+				jsonHandler(sampleAS(srv.URL+"/tenant"))(w, r)
+			},
+		})
+		m, err := FetchAuthorizationServerMetadata(ctx, srv.Client(), srv.URL+"/tenant")
+		if err != nil || m.Issuer != srv.URL+"/tenant" {
+			t.Fatalf("got %+v, %v", m, err)
+		}
+	})
+	t.Run("refuses a document naming another issuer", func(t *testing.T) {
+		var srv *httptest.Server
+		srv = asServer(t, map[string]http.HandlerFunc{
+			"/.well-known/oauth-authorization-server": func(w http.ResponseWriter, r *http.Request) {
+				jsonHandler(sampleAS(srv.URL+"/"))(w, r) // trailing slash: not byte-equal
+			},
+		})
+		_, err := FetchAuthorizationServerMetadata(ctx, srv.Client(), srv.URL)
+		if !errors.Is(err, ErrMismatch) {
+			t.Fatalf("err = %v, want ErrMismatch", err)
+		}
+	})
+	t.Run("does not follow redirects", func(t *testing.T) {
+		var srv *httptest.Server
+		srv = asServer(t, map[string]http.HandlerFunc{
+			"/.well-known/oauth-authorization-server": func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, "/elsewhere", http.StatusFound)
+			},
+			"/elsewhere": func(w http.ResponseWriter, r *http.Request) { jsonHandler(sampleAS(srv.URL))(w, r) },
+		})
+		if _, err := FetchAuthorizationServerMetadata(ctx, srv.Client(), srv.URL); err == nil {
+			t.Fatal("followed a redirect")
+		}
+	})
+	t.Run("refuses an oversized document", func(t *testing.T) {
+		srv := asServer(t, map[string]http.HandlerFunc{
+			"/.well-known/oauth-authorization-server": func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"issuer":"` + strings.Repeat("a", MaxDocumentBytes) + `"}`))
+			},
+		})
+		_, err := FetchAuthorizationServerMetadata(ctx, srv.Client(), srv.URL)
+		if !errors.Is(err, ErrInvalidDocument) {
+			t.Fatalf("err = %v, want ErrInvalidDocument", err)
+		}
+	})
+	t.Run("refuses a document that is not JSON", func(t *testing.T) {
+		srv := asServer(t, map[string]http.HandlerFunc{
+			"/.well-known/oauth-authorization-server": func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/html")
+				_, _ = w.Write([]byte(`<html>`))
+			},
+		})
+		_, err := FetchAuthorizationServerMetadata(ctx, srv.Client(), srv.URL)
+		if !errors.Is(err, ErrInvalidDocument) {
+			t.Fatalf("err = %v, want ErrInvalidDocument", err)
+		}
+	})
+	t.Run("reports not found when no form exists", func(t *testing.T) {
+		srv := asServer(t, nil)
+		_, err := FetchAuthorizationServerMetadata(ctx, srv.Client(), srv.URL+"/x")
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("err = %v, want ErrNotFound", err)
+		}
+	})
+}
+
+func TestFetchProtectedResourceMetadata(t *testing.T) {
+	ctx := context.Background()
+	var srv *httptest.Server
+	srv = asServer(t, map[string]http.HandlerFunc{
+		"/.well-known/oauth-protected-resource/mcp": func(w http.ResponseWriter, r *http.Request) {
+			jsonHandler(ProtectedResourceMetadata{Resource: srv.URL + "/mcp", AuthorizationServers: []string{"https://as"}})(w, r)
+		},
+	})
+	t.Run("accepts a document naming the same resource", func(t *testing.T) {
+		m, err := FetchProtectedResourceMetadata(ctx, srv.Client(), srv.URL+"/mcp")
+		if err != nil || m.AuthorizationServers[0] != "https://as" {
+			t.Fatalf("got %+v, %v", m, err)
+		}
+	})
+	t.Run("refuses a document for another resource spelling", func(t *testing.T) {
+		_, err := FetchProtectedResourceMetadata(ctx, srv.Client(), srv.URL+"/mcp/")
+		if !errors.Is(err, ErrMismatch) {
+			t.Fatalf("err = %v, want ErrMismatch", err)
+		}
+	})
+}
+
+func TestCanonicalResourceAttacks(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"treats a trailing slash as the same resource", "https://h/mcp/", "https://h/mcp"},
+		{"lowercases scheme and host", "HTTPS://H.Example/mcp", "https://h.example/mcp"},
+		{"drops the default port", "https://h:443/mcp", "https://h/mcp"},
+		{"refuses dot segments", "https://h/mcp/../admin", ""},
+		{"refuses encoded dot segments", "https://h/mcp/%2e%2e/admin", ""},
+		{"refuses a query", "https://h/mcp?x=y", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := CanonicalResource(tt.in)
+			if got != tt.want || (tt.want == "") != (err != nil) {
+				t.Fatalf("CanonicalResource(%q) = %q, %v", tt.in, got, err)
+			}
+		})
+	}
+}
+
+func FuzzWellKnownURL(f *testing.F) {
+	for _, s := range []string{"https://h/mcp", "https://h", "http://[::1]:8/a/", "https://h/%2e%2e"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		u, err := WellKnownURL(id, SuffixProtectedResource)
+		if err != nil {
+			return
+		}
+		if !strings.Contains(u, "/.well-known/"+SuffixProtectedResource) {
+			t.Fatalf("WellKnownURL(%q) = %q", id, u)
+		}
+	})
+}
