@@ -1,0 +1,219 @@
+package safehttp_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpauth/mcpauth/internal/safehttp"
+)
+
+func TestIsSpecial(t *testing.T) {
+	cases := []struct {
+		name    string
+		addr    string
+		special bool
+	}{
+		{"loopback v4 is special", "127.0.0.1", true},
+		{"the whole of 127/8 is special", "127.9.9.9", true},
+		{"RFC 1918 10/8 is special", "10.1.2.3", true},
+		{"RFC 1918 172.16/12 is special", "172.31.255.254", true},
+		{"RFC 1918 192.168/16 is special", "192.168.0.1", true},
+		{"cloud metadata link-local is special", "169.254.169.254", true},
+		{"CGNAT 100.64/10 is special", "100.100.100.200", true},
+		{"multicast is special", "224.0.0.1", true},
+		{"broadcast is special", "255.255.255.255", true},
+		{"unspecified v4 is special", "0.0.0.0", true},
+		{"TEST-NET-3 documentation is special", "203.0.113.7", true},
+		{"benchmarking 198.18/15 is special", "198.19.0.1", true},
+		{"loopback v6 is special", "::1", true},
+		{"unspecified v6 is special", "::", true},
+		{"unique local fc00::/7 is special", "fd12:3456::1", true},
+		{"link-local fe80::/10 is special", "fe80::1", true},
+		{"IPv4-mapped loopback is special", "::ffff:127.0.0.1", true},
+		{"IPv4-mapped metadata address is special", "::ffff:169.254.169.254", true},
+		{"NAT64 form of loopback is special", "64:ff9b::7f00:1", true},
+		{"NAT64 form of 10.0.0.1 is special", "64:ff9b::a00:1", true},
+		{"IPv6 documentation is special", "2001:db8::1", true},
+		{"6to4 is special", "2002:7f00:1::1", true},
+		{"IPv6 multicast is special", "ff02::1", true},
+		{"a public v4 address is not special", "93.184.215.14", false},
+		{"100.63/16 just below CGNAT is not special", "100.63.0.1", false},
+		{"a public v6 address is not special", "2606:4700::6810:85e5", false},
+		{"NAT64 form of a public address is not special", "64:ff9b::5db8:d70e", false},
+		{"IPv4-mapped public address is not special", "::ffff:93.184.215.14", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := safehttp.IsSpecial(netip.MustParseAddr(tc.addr)); got != tc.special {
+				t.Fatalf("IsSpecial(%s) = %v, want %v", tc.addr, got, tc.special)
+			}
+		})
+	}
+}
+
+func hostOf(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+func TestFetch(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Cookie") != "" {
+			t.Error("a cookie was sent")
+		}
+		fmt.Fprint(w, `{"ok":true}`)
+	})
+	mux.HandleFunc("/exact", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(strings.Repeat("a", 100))) })
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(strings.Repeat("a", 101))) })
+	mux.HandleFunc("/big-chunked", func(w http.ResponseWriter, r *http.Request) {
+		for i := 0; i < 20; i++ {
+			w.Write([]byte(strings.Repeat("b", 10)))
+			w.(http.Flusher).Flush()
+		}
+	})
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ok", http.StatusFound)
+	})
+	mux.HandleFunc("/missing", http.NotFound)
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(3 * time.Second):
+		case <-r.Context().Done():
+		}
+	})
+	srv := httptest.NewTLSServer(mux)
+	defer srv.Close()
+	other := httptest.NewTLSServer(mux) // same content, not on the allowlist
+	defer other.Close()
+	plain := httptest.NewServer(mux)
+	defer plain.Close()
+
+	pool := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	c, err := safehttp.NewClient(safehttp.Config{
+		Allow:                 []string{hostOf(t, srv.URL), hostOf(t, plain.URL)},
+		AllowHTTP:             []string{hostOf(t, plain.URL)},
+		RootCAs:               pool,
+		ResponseHeaderTimeout: 300 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict, err := safehttp.NewClient(safehttp.Config{RootCAs: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPort := hostOf(t, other.URL)[strings.LastIndex(hostOf(t, other.URL), ":"):]
+
+	cases := []struct {
+		name   string
+		client *http.Client
+		url    string
+		want   error // nil: success
+	}{
+		{"fetches an allowlisted TLS server", c, srv.URL + "/ok", nil},
+		{"accepts a body of exactly the cap", c, srv.URL + "/exact", nil},
+		{"fetches plain http from a host on AllowHTTP", c, plain.URL + "/ok", nil},
+		{"refuses a body one byte over the cap", c, srv.URL + "/big", safehttp.ErrTooLarge},
+		{"refuses a chunked body over the cap", c, srv.URL + "/big-chunked", safehttp.ErrTooLarge},
+		{"refuses a redirect", c, srv.URL + "/redirect", safehttp.ErrRedirect},
+		{"refuses a 404", c, srv.URL + "/missing", safehttp.ErrStatus},
+		{"gives up on a slow server", c, srv.URL + "/slow", safehttp.ErrTimeout},
+		{"refuses loopback that is not on the allowlist", c, other.URL + "/ok", safehttp.ErrAddress},
+		{"refuses loopback without any allowlist", strict, srv.URL + "/ok", safehttp.ErrAddress},
+		{"refuses a DNS name resolving to loopback", c, "https://localhost" + otherPort + "/ok", safehttp.ErrAddress},
+		{"refuses IPv6 loopback", c, "https://[::1]" + otherPort + "/ok", safehttp.ErrAddress},
+		{"refuses IPv4-mapped IPv6 loopback", c, "https://[::ffff:127.0.0.1]" + otherPort + "/ok", safehttp.ErrAddress},
+		{"refuses NAT64 loopback", strict, "https://[64:ff9b::7f00:1]/ok", safehttp.ErrAddress},
+		{"refuses a private 10.x address", strict, "https://10.20.30.40/ok", safehttp.ErrAddress},
+		{"refuses the cloud metadata address", strict, "https://169.254.169.254/latest/meta-data/", safehttp.ErrAddress},
+		{"refuses plain http elsewhere", c, "http://93.184.215.14/", safehttp.ErrScheme},
+		{"refuses plain http to an allowlisted TLS host", c, strings.Replace(srv.URL, "https", "http", 1) + "/ok", safehttp.ErrScheme},
+		{"refuses a file URL", c, "file:///etc/passwd", safehttp.ErrScheme},
+		{"refuses userinfo", c, "https://user:pw@" + hostOf(t, srv.URL) + "/ok", safehttp.ErrScheme},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			body, _, err := safehttp.Fetch(ctx, tc.client, tc.url, "application/json", 100)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Fetch: %v", err)
+				}
+				if len(body) == 0 {
+					t.Fatal("empty body")
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Fetch error = %v, want %v", err, tc.want)
+			}
+			if body != nil {
+				t.Fatal("a body came back with an error")
+			}
+		})
+	}
+}
+
+func TestStatusErrorCarriesTheCode(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	defer srv.Close()
+	c, err := safehttp.NewClient(safehttp.Config{Allow: []string{hostOf(t, srv.URL)}, RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = safehttp.Fetch(context.Background(), c, srv.URL, "", 10)
+	var se *safehttp.StatusError
+	if !errors.As(err, &se) || se.Code != http.StatusTeapot {
+		t.Fatalf("err = %v, want StatusError 418", err)
+	}
+}
+
+func TestNewClientRefusesAMalformedAllowEntry(t *testing.T) {
+	for _, entry := range []string{"localhost:80", "10.0.0.0/33", "not an address"} {
+		if _, err := safehttp.NewClient(safehttp.Config{Allow: []string{entry}}); err == nil {
+			t.Errorf("NewClient accepted allow entry %q", entry)
+		}
+	}
+}
+
+func TestCIDRAllowEntryAdmitsAnyPortInside(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("x")) }))
+	defer srv.Close()
+	c, err := safehttp.NewClient(safehttp.Config{Allow: []string{"127.0.0.0/8"}, RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := safehttp.Fetch(context.Background(), c, srv.URL, "", 10); err != nil {
+		t.Fatalf("Fetch: %v", err)
+	}
+}
+
+func ExampleNewClient() {
+	// Production: the zero Config. Tests and development add an allowlist.
+	c, err := safehttp.NewClient(safehttp.Config{})
+	if err != nil {
+		panic(err)
+	}
+	_, _, err = safehttp.Fetch(context.Background(), c, "https://169.254.169.254/latest/meta-data/", "application/json", 5<<10)
+	fmt.Println(errors.Is(err, safehttp.ErrAddress))
+	_, _, err = safehttp.Fetch(context.Background(), c, "http://example.com/client.json", "application/json", 5<<10)
+	fmt.Println(errors.Is(err, safehttp.ErrScheme))
+	// Output:
+	// true
+	// true
+}
