@@ -1,0 +1,440 @@
+// Package config reads, checks and prints the configuration of the authserver
+// command: a YAML file whose `${VAR}` references expand from the environment,
+// three environment overrides (AUTHSERVER_ISSUER, AUTHSERVER_LISTEN,
+// AUTHSERVER_STORAGE, plus AUTHSERVER_SECRET), and the development defaults
+// used when there is no file at all.
+//
+// Every error names the field path it is about, for example
+//
+//	config: resources[1].uri: not an absolute http(s) URI
+//
+// and unknown keys are errors, so a typo never silently falls back to a
+// default. The package only parses and validates; cmd/authserver turns a
+// Config into the plain config structs of as/, dcr/ and the storage backends.
+package config
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole configuration file. Field tags are the public YAML
+// keys; see the README's configuration reference.
+type Config struct {
+	// Issuer is the AS's issuer identifier (RFC 8414 §2): an absolute http(s)
+	// URL without query, fragment or trailing slash.
+	Issuer string `yaml:"issuer"`
+	// Listen is the TCP address the HTTP server binds, host:port.
+	Listen string `yaml:"listen"`
+	// Storage selects the backend: "memory", "sqlite:PATH" or
+	// "postgres://..." (a pgx connection string).
+	Storage string `yaml:"storage"`
+	// Secret is the key material (at least 32 bytes) from which the keys
+	// that seal private keys and token payloads and hash generated secrets
+	// are derived. Changing it makes stored keys and tokens unreadable.
+	Secret string `yaml:"secret"`
+	// Resources are the MCP servers (RFC 8707 resource indicators) the AS
+	// issues tokens for.
+	Resources []Resource `yaml:"resources"`
+	// Clients are pre-registered OAuth clients, kept in memory.
+	Clients []Client `yaml:"clients"`
+	// Users are the local accounts that can log in.
+	Users          []User         `yaml:"users"`
+	Tokens         Tokens         `yaml:"tokens"`
+	Signing        Signing        `yaml:"signing"`
+	Registration   Registration   `yaml:"registration"`
+	CIMD           CIMD           `yaml:"cimd"`
+	Exchange       []ExchangeRule `yaml:"exchange"`
+	GC             GC             `yaml:"gc"`
+	MigrateOnStart *bool          `yaml:"migrate_on_start"`
+	Log            Log            `yaml:"log"`
+
+	// FromFile is false when no configuration file was given and the
+	// development defaults are in use. Not a YAML key.
+	FromFile bool `yaml:"-"`
+}
+
+// Resource is one protected resource (an MCP server).
+type Resource struct {
+	// URI is the resource indicator; stored in canonical form
+	// (metadata.CanonicalResource) after validation.
+	URI     string   `yaml:"uri"`
+	Name    string   `yaml:"name"`
+	Scopes  []string `yaml:"scopes"`
+	Default bool     `yaml:"default"`
+}
+
+// Client is one pre-registered client.
+type Client struct {
+	ID           string   `yaml:"id"`
+	Secret       string   `yaml:"secret"`
+	Public       bool     `yaml:"public"`
+	GrantTypes   []string `yaml:"grant_types"`
+	Scopes       []string `yaml:"scopes"`
+	Resources    []string `yaml:"resources"`
+	RedirectURIs []string `yaml:"redirect_uris"`
+	Name         string   `yaml:"name"`
+}
+
+// User is one local account.
+type User struct {
+	Username     string `yaml:"username"`
+	PasswordHash string `yaml:"password_hash"`
+}
+
+// Tokens holds lifetimes (RFC 6749 §4.1.2 codes, §1.5 refresh tokens).
+type Tokens struct {
+	AccessTTL  Duration `yaml:"access_ttl"`
+	RefreshTTL Duration `yaml:"refresh_ttl"`
+	CodeTTL    Duration `yaml:"code_ttl"`
+	// RefreshGrace is how long an already rotated refresh token is still
+	// accepted (two clients racing) before reuse revokes the family.
+	RefreshGrace Duration `yaml:"refresh_grace"`
+}
+
+// Signing selects the JWS algorithm of access tokens (RFC 9068 §2.1).
+type Signing struct {
+	Algorithm string `yaml:"algorithm"`
+}
+
+// Registration is the RFC 7591 dynamic client registration policy.
+type Registration struct {
+	// Enabled serves POST /register at all.
+	Enabled *bool `yaml:"enabled"`
+	// Open lets anyone register; when false an initial access token
+	// (RFC 7591 §3) from InitialAccessTokens is required.
+	Open                 *bool     `yaml:"open"`
+	InitialAccessTokens  []string  `yaml:"initial_access_tokens"`
+	AllowedRedirectHosts []string  `yaml:"allowed_redirect_hosts"`
+	DeniedRedirectHosts  []string  `yaml:"denied_redirect_hosts"`
+	RateLimit            RateLimit `yaml:"rate_limit"`
+	// MaxClients caps the number of registered clients; 0 means no cap.
+	MaxClients      int `yaml:"max_clients"`
+	MaxRedirectURIs int `yaml:"max_redirect_uris"`
+	// AllowClientCredentials lets registrants ask for client_credentials.
+	AllowClientCredentials bool `yaml:"allow_client_credentials"`
+	// Scopes and Resources are what registrants may be granted; empty means
+	// every configured scope / resource.
+	Scopes    []string `yaml:"scopes"`
+	Resources []string `yaml:"resources"`
+	// ReapNeverUsedAfter deletes registered clients never used at the token
+	// endpoint this long after registration; ReapIdleAfter deletes clients
+	// unused this long. 0 turns either off.
+	ReapNeverUsedAfter Duration `yaml:"reap_never_used_after"`
+	ReapIdleAfter      Duration `yaml:"reap_idle_after"`
+}
+
+// RateLimit limits registrations per client IP address.
+type RateLimit struct {
+	// PerMinute is the sustained rate; 0 turns the limit off.
+	PerMinute int `yaml:"per_minute"`
+	Burst     int `yaml:"burst"`
+}
+
+// CIMD configures Client ID Metadata Documents
+// (draft-ietf-oauth-client-id-metadata-document).
+type CIMD struct {
+	Enabled        *bool    `yaml:"enabled"`
+	AllowedDomains []string `yaml:"allowed_domains"`
+	DeniedDomains  []string `yaml:"denied_domains"`
+	// AllowHosts lets these hosts (host or host:port) be fetched over plain
+	// http and on loopback addresses: for development and tests only.
+	AllowHosts []string `yaml:"allow_hosts"`
+	CacheMin   Duration `yaml:"cache_min"`
+	CacheMax   Duration `yaml:"cache_max"`
+	Timeout    Duration `yaml:"timeout"`
+}
+
+// ExchangeRule allows RFC 8693 token exchange from a token for one resource
+// to a token for another, with at most these scopes.
+type ExchangeRule struct {
+	From   string   `yaml:"from"`
+	To     string   `yaml:"to"`
+	Scopes []string `yaml:"scopes"`
+}
+
+// GC configures the periodic removal of expired records.
+type GC struct {
+	Interval  Duration `yaml:"interval"`
+	BatchSize int      `yaml:"batch_size"`
+}
+
+// Log configures the structured log.
+type Log struct {
+	Level  string `yaml:"level"`  // debug, info, warn, error
+	Format string `yaml:"format"` // text, json
+}
+
+// Duration is a time.Duration written as a Go duration string ("15m", "1h").
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseDuration(n.Value)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML prints the duration as a Go duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+func parseDuration(s string) (time.Duration, error) {
+	if s == "0" {
+		return 0, nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("not a duration (use Go syntax such as 90s, 15m, 720h): %q", s)
+	}
+	if v < 0 {
+		return 0, fmt.Errorf("must not be negative: %q", s)
+	}
+	return v, nil
+}
+
+// Defaults shared by files and the no-file development setup.
+const (
+	DefaultIssuer  = "http://127.0.0.1:9000"
+	DefaultListen  = "127.0.0.1:9000"
+	DefaultStorage = "sqlite:./authserver.db"
+	// DefaultResource is the resource of the development setup.
+	DefaultResource = "http://127.0.0.1:8080/mcp"
+)
+
+// Lookup reads an environment variable; os.LookupEnv is one.
+type Lookup func(name string) (string, bool)
+
+// Load reads the configuration file at path, or returns the development
+// defaults when path is "". Then it applies the environment overrides from
+// env and validates the result.
+func Load(path string, env Lookup) (*Config, error) {
+	if env == nil {
+		env = os.LookupEnv
+	}
+	if path == "" {
+		c := Dev()
+		if err := c.finish(env); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data, env)
+}
+
+// Parse parses a configuration file's content, expands `${VAR}` references
+// from env, applies the environment overrides, fills defaults and validates.
+func Parse(data []byte, env Lookup) (*Config, error) {
+	if env == nil {
+		env = os.LookupEnv
+	}
+	c, err := decode(data, env)
+	if err != nil {
+		return nil, err
+	}
+	c.FromFile = true
+	if err := c.finish(env); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Dev returns the development configuration used when there is no file:
+// loopback issuer and listener, the embedded SQLite database, one default
+// resource, open registration and CIMD. No users are in it; the command adds
+// the admin account.
+func Dev() *Config {
+	return &Config{
+		Issuer:  DefaultIssuer,
+		Listen:  DefaultListen,
+		Storage: DefaultStorage,
+		Resources: []Resource{{
+			URI:     DefaultResource,
+			Name:    "Example MCP server",
+			Scopes:  []string{"mcp:tools", "mcp:admin"},
+			Default: true,
+		}},
+	}
+}
+
+// finish applies the environment overrides and defaults, then validates.
+func (c *Config) finish(env Lookup) error {
+	for _, o := range []struct {
+		name string
+		dst  *string
+	}{
+		{"AUTHSERVER_ISSUER", &c.Issuer},
+		{"AUTHSERVER_LISTEN", &c.Listen},
+		{"AUTHSERVER_STORAGE", &c.Storage},
+		{"AUTHSERVER_SECRET", &c.Secret},
+	} {
+		if v, ok := env(o.name); ok && v != "" {
+			*o.dst = v
+		}
+	}
+	c.defaults()
+	return c.Validate()
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+// defaults fills every unset field with its documented default.
+func (c *Config) defaults() {
+	if c.Issuer == "" {
+		c.Issuer = DefaultIssuer
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Storage == "" {
+		c.Storage = DefaultStorage
+	}
+	t := &c.Tokens
+	if t.AccessTTL == 0 {
+		t.AccessTTL = Duration(time.Hour)
+	}
+	if t.RefreshTTL == 0 {
+		t.RefreshTTL = Duration(30 * 24 * time.Hour)
+	}
+	if t.CodeTTL == 0 {
+		t.CodeTTL = Duration(5 * time.Minute)
+	}
+	if t.RefreshGrace == 0 {
+		t.RefreshGrace = Duration(10 * time.Second)
+	}
+	if c.Signing.Algorithm == "" {
+		c.Signing.Algorithm = "ES256"
+	}
+	r := &c.Registration
+	if r.Enabled == nil {
+		r.Enabled = boolPtr(true)
+	}
+	if r.Open == nil {
+		r.Open = boolPtr(len(r.InitialAccessTokens) == 0)
+	}
+	if r.RateLimit.PerMinute == 0 && r.RateLimit.Burst == 0 {
+		r.RateLimit = RateLimit{PerMinute: 20, Burst: 10}
+	}
+	if r.MaxClients == 0 {
+		r.MaxClients = 10000
+	}
+	if r.MaxRedirectURIs == 0 {
+		r.MaxRedirectURIs = 10
+	}
+	if r.ReapNeverUsedAfter == 0 {
+		r.ReapNeverUsedAfter = Duration(24 * time.Hour)
+	}
+	if r.ReapIdleAfter == 0 {
+		r.ReapIdleAfter = Duration(90 * 24 * time.Hour)
+	}
+	m := &c.CIMD
+	if m.Enabled == nil {
+		m.Enabled = boolPtr(true)
+	}
+	if m.CacheMin == 0 {
+		m.CacheMin = Duration(time.Minute)
+	}
+	if m.CacheMax == 0 {
+		m.CacheMax = Duration(24 * time.Hour)
+	}
+	if m.Timeout == 0 {
+		m.Timeout = Duration(5 * time.Second)
+	}
+	if c.GC.Interval == 0 {
+		c.GC.Interval = Duration(10 * time.Minute)
+	}
+	if c.GC.BatchSize == 0 {
+		c.GC.BatchSize = 500
+	}
+	if c.MigrateOnStart == nil {
+		c.MigrateOnStart = boolPtr(true)
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	for i := range c.Clients {
+		cl := &c.Clients[i]
+		if len(cl.GrantTypes) == 0 {
+			if cl.Public || len(cl.RedirectURIs) > 0 {
+				cl.GrantTypes = []string{"authorization_code", "refresh_token"}
+			} else {
+				cl.GrantTypes = []string{"client_credentials"}
+			}
+		}
+	}
+}
+
+// Redacted is the YAML of the effective configuration with every secret
+// (secret, client secrets, initial access tokens, password hashes) replaced
+// by "[redacted]", for `authserver check-config`.
+func (c *Config) Redacted() ([]byte, error) {
+	r := *c
+	const mark = "[redacted]"
+	if r.Secret != "" {
+		r.Secret = mark
+	}
+	r.Clients = append([]Client(nil), c.Clients...)
+	for i := range r.Clients {
+		if r.Clients[i].Secret != "" {
+			r.Clients[i].Secret = mark
+		}
+	}
+	r.Users = append([]User(nil), c.Users...)
+	for i := range r.Users {
+		r.Users[i].PasswordHash = mark
+	}
+	if n := len(c.Registration.InitialAccessTokens); n > 0 {
+		r.Registration.InitialAccessTokens = make([]string, n)
+		for i := range n {
+			r.Registration.InitialAccessTokens[i] = mark
+		}
+	}
+	return yaml.Marshal(&r)
+}
+
+// StorageKind returns "memory", "sqlite" or "postgres" and, for sqlite, the
+// database path.
+func (c *Config) StorageKind() (kind, path string) {
+	return storageKind(c.Storage)
+}
+
+// MigrateEnabled reports migrate_on_start (default true).
+func (c *Config) MigrateEnabled() bool { return c.MigrateOnStart == nil || *c.MigrateOnStart }
+
+// RegistrationEnabled reports registration.enabled (default true).
+func (c *Config) RegistrationEnabled() bool {
+	return c.Registration.Enabled == nil || *c.Registration.Enabled
+}
+
+// RegistrationOpen reports registration.open.
+func (c *Config) RegistrationOpen() bool {
+	return c.Registration.Open == nil || *c.Registration.Open
+}
+
+// CIMDEnabled reports cimd.enabled (default true).
+func (c *Config) CIMDEnabled() bool { return c.CIMD.Enabled == nil || *c.CIMD.Enabled }
+
+// DefaultResourceURI returns the canonical URI of the default resource, or "".
+func (c *Config) DefaultResourceURI() string {
+	for _, r := range c.Resources {
+		if r.Default {
+			return r.URI
+		}
+	}
+	return ""
+}

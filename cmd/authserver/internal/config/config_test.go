@@ -1,0 +1,322 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpauth/mcpauth/internal/password"
+)
+
+func envOf(m map[string]string) Lookup {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// base is a valid configuration every bad case edits one field of.
+const base = `
+issuer: https://auth.example.com
+listen: 127.0.0.1:9000
+storage: memory
+resources:
+  - uri: https://mcp.example.com/mcp
+    name: Example
+    scopes: [mcp:tools, mcp:admin]
+    default: true
+  - uri: https://other.example.com/api
+    scopes: [read]
+clients:
+  - id: ci-bot
+    secret: 0123456789abcdef0123
+    grant_types: [client_credentials]
+    scopes: [mcp:tools]
+    resources: [https://mcp.example.com/mcp]
+  - id: demo-app
+    public: true
+    redirect_uris: [http://127.0.0.1:7777/callback]
+users:
+  - username: alice
+    password_hash: "$2b$10$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012"
+`
+
+func TestParseAcceptsTheIssueExample(t *testing.T) {
+	c, err := Parse([]byte(base), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Issuer != "https://auth.example.com" || c.Storage != "memory" || !c.FromFile {
+		t.Fatalf("unexpected: %+v", c)
+	}
+	if got := c.DefaultResourceURI(); got != "https://mcp.example.com/mcp" {
+		t.Fatalf("default resource %q", got)
+	}
+	if g := c.Clients[1].GrantTypes; strings.Join(g, " ") != "authorization_code refresh_token" {
+		t.Fatalf("public client default grants %v", g)
+	}
+	if c.Tokens.AccessTTL.D() != time.Hour || c.Signing.Algorithm != "ES256" || !c.MigrateEnabled() {
+		t.Fatalf("defaults not applied: %+v", c.Tokens)
+	}
+}
+
+func TestParseRejectsBadFields(t *testing.T) {
+	cases := []struct {
+		name    string
+		edit    func(string) string
+		wantErr string
+	}{
+		{"rejects a relative resource URI", repl("uri: https://other.example.com/api", "uri: /api"),
+			"config: resources[1].uri: not an absolute http(s) URI"},
+		{"rejects a resource URI with a fragment", repl("uri: https://other.example.com/api", "uri: https://other.example.com/api#x"),
+			"config: resources[1].uri:"},
+		{"rejects two default resources", repl("    scopes: [read]", "    scopes: [read]\n    default: true"),
+			"config: resources[1].default: only one resource"},
+		{"rejects an unknown top-level key", add("isuer: x"), "config: isuer: unknown key"},
+		{"rejects an unknown nested key", add("tokens:\n  acess_ttl: 1h"), "config: tokens.acess_ttl: unknown key"},
+		{"rejects an unknown key inside a list item", repl("    name: Example", "    nam: Example"), "config: resources[0].nam: unknown key"},
+		{"rejects a duration in seconds without a unit", add("tokens:\n  access_ttl: 3600"), "config: tokens.access_ttl: not a duration"},
+		{"rejects a code lifetime over ten minutes", add("tokens:\n  code_ttl: 11m"), "config: tokens.code_ttl: must be between"},
+		{"rejects an unknown signing algorithm", add("signing:\n  algorithm: HS256"), "config: signing.algorithm: must be one of"},
+		{"rejects a string where a list belongs", repl("scopes: [read]", "scopes: read"), "config: resources[1].scopes: expected a list"},
+		{"rejects a non-boolean default", repl("default: true", "default: maybe"), "config: resources[0].default: expected true or false"},
+		{"rejects an issuer with a trailing slash", repl("issuer: https://auth.example.com", "issuer: https://auth.example.com/"), "config: issuer: must not end with a slash"},
+		{"rejects an issuer with a query", repl("issuer: https://auth.example.com", "issuer: https://auth.example.com?a=b"), "config: issuer: must have no query"},
+		{"rejects a listen address without a port", repl("listen: 127.0.0.1:9000", "listen: 127.0.0.1"), "config: listen: not a host:port"},
+		{"rejects an unknown storage", repl("storage: memory", "storage: mysql://x"), "config: storage: must be memory"},
+		{"rejects sqlite without a path", repl("storage: memory", "storage: \"sqlite:\""), "config: storage: sqlite: needs a file path"},
+		{"rejects postgres without a secret", repl("storage: memory", "storage: postgres://u@h/db"), "config: secret: required with postgres storage"},
+		{"rejects a short secret", add("secret: tooshort"), "config: secret: must be at least 32 bytes"},
+		{"rejects a confidential client without a secret", repl("    secret: 0123456789abcdef0123\n", ""), "config: clients[0].secret: required"},
+		{"rejects a public client with a secret", repl("    public: true", "    public: true\n    secret: 0123456789abcdef0123"), "config: clients[1].secret: a public client has no secret"},
+		{"rejects a public client with client credentials", repl("    public: true", "    public: true\n    grant_types: [client_credentials]"), "config: clients[1].grant_types[0]: a public client cannot"},
+		{"rejects the password grant", repl("grant_types: [client_credentials]", "grant_types: [password]"), "config: clients[0].grant_types[0]: must be"},
+		{"rejects a duplicate client id", repl("id: demo-app", "id: ci-bot"), "config: clients[1].id: duplicate client"},
+		{"rejects a client scope no resource has", repl("    scopes: [mcp:tools]\n    resources", "    scopes: [mcp:everything]\n    resources"), "config: clients[0].scopes[0]: scope \"mcp:everything\""},
+		{"rejects a client resource that is not configured", repl("resources: [https://mcp.example.com/mcp]", "resources: [https://evil.example.com/mcp]"), "config: clients[0].resources[0]: https://evil.example.com/mcp is not a configured resource"},
+		{"rejects an http redirect URI on a public host", repl("http://127.0.0.1:7777/callback", "http://app.example.com/callback"), "config: clients[1].redirect_uris[0]: http is allowed only on loopback"},
+		{"rejects a javascript redirect URI", repl("http://127.0.0.1:7777/callback", "\"javascript:alert(1)\""), "config: clients[1].redirect_uris[0]:"},
+		{"rejects a code client without redirect URIs", repl("    redirect_uris: [http://127.0.0.1:7777/callback]\n", ""), "config: clients[1].redirect_uris: required"},
+		{"rejects a password that is not a hash", repl("$2b$10$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012", "hunter2"), "config: users[0].password_hash: not an argon2id or bcrypt hash"},
+		{"rejects a user without a name", repl("username: alice", "username: \"\""), "config: users[0].username: required"},
+		{"rejects a scope with a space", repl("scopes: [read]", "scopes: [\"read write\"]"), "config: resources[1].scopes[0]: not a scope token"},
+		{"rejects closed registration without tokens", add("registration:\n  open: false"), "config: registration.initial_access_tokens: required"},
+		{"rejects a registration scope no resource has", add("registration:\n  scopes: [nope]"), "config: registration.scopes[0]:"},
+		{"rejects a negative cap", add("registration:\n  max_clients: -1"), "config: registration.max_clients: must not be negative"},
+		{"rejects a CIMD cache maximum below its minimum", add("cimd:\n  cache_min: 1h\n  cache_max: 1m"), "config: cimd.cache_max: must not be less"},
+		{"rejects a CIMD domain that is not a host", add("cimd:\n  allowed_domains: [\"https://x\"]"), "config: cimd.allowed_domains[0]: not a domain name"},
+		{"rejects an exchange to an unknown resource", add("exchange:\n  - from: https://mcp.example.com/mcp\n    to: https://nope.example.com\n    scopes: [read]"), "config: exchange[0].to: https://nope.example.com is not a configured resource"},
+		{"rejects an exchange scope of another resource", add("exchange:\n  - from: https://mcp.example.com/mcp\n    to: https://other.example.com/api\n    scopes: [mcp:tools]"), "config: exchange[0].scopes[0]: scope \"mcp:tools\" is not a scope of resource"},
+		{"rejects an exchange without scopes", add("exchange:\n  - from: https://mcp.example.com/mcp\n    to: https://other.example.com/api"), "config: exchange[0].scopes: at least one scope"},
+		{"rejects an unknown log level", add("log:\n  level: loud"), "config: log.level: must be"},
+		{"rejects a GC interval below a second", add("gc:\n  interval: 10ms"), "config: gc.interval: must be at least 1s"},
+		{"rejects migrate_on_start that is not a boolean", add("migrate_on_start: sometimes"), "config: migrate_on_start: expected true or false"},
+		{"rejects a key given twice", add("listen: 127.0.0.1:9001"), "config: listen: key given twice"},
+		{"rejects a file that is a list", func(string) string { return "- a\n- b\n" }, "config: the file must be a YAML mapping"},
+		{"rejects YAML that does not parse", func(string) string { return "issuer: [unclosed\n" }, "config: "},
+		{"rejects no resources at all", func(string) string { return "storage: memory\n" }, "config: resources: at least one resource is required"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src := tc.edit(base)
+			_, err := Parse([]byte(src), envOf(nil))
+			if err == nil {
+				t.Fatalf("accepted:\n%s", src)
+			}
+			if !strings.HasPrefix(err.Error(), tc.wantErr) {
+				t.Fatalf("error %q, want prefix %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func repl(old, new string) func(string) string {
+	return func(s string) string {
+		if !strings.Contains(s, old) {
+			panic("test edit does not apply: " + old)
+		}
+		return strings.Replace(s, old, new, 1)
+	}
+}
+
+func add(extra string) func(string) string {
+	return func(s string) string { return s + extra + "\n" }
+}
+
+func TestParseCanonicalisesResourceURIs(t *testing.T) {
+	src := strings.Replace(base, "uri: https://mcp.example.com/mcp", "uri: HTTPS://MCP.example.com:443/mcp/", 1)
+	c, err := Parse([]byte(src), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Resources[0].URI != "https://mcp.example.com/mcp" {
+		t.Fatalf("got %q", c.Resources[0].URI)
+	}
+}
+
+func TestExpansion(t *testing.T) {
+	cases := []struct {
+		name    string
+		env     map[string]string
+		src     string
+		want    func(*Config) string
+		expect  string
+		wantErr string
+	}{
+		{"expands a variable in a client secret", map[string]string{"CI_BOT_SECRET": "s3cr3t-s3cr3t-s3cr3t"},
+			strings.Replace(base, "0123456789abcdef0123", "${CI_BOT_SECRET}", 1),
+			func(c *Config) string { return c.Clients[0].Secret }, "s3cr3t-s3cr3t-s3cr3t", ""},
+		{"expands inside a longer string", map[string]string{"HOST": "auth.example.org"},
+			strings.Replace(base, "issuer: https://auth.example.com", "issuer: https://${HOST}", 1),
+			func(c *Config) string { return c.Issuer }, "https://auth.example.org", ""},
+		{"expands a plain scalar into an integer", map[string]string{"MAX": "42"},
+			base + "registration:\n  max_clients: ${MAX}\n",
+			func(c *Config) string { return fmt.Sprint(c.Registration.MaxClients) }, "42", ""},
+		{"keeps YAML special characters in a value literal", map[string]string{"S": "a: b # c, [d]"},
+			strings.Replace(base, "    name: Example\n", "    name: ${S}\n", 1),
+			func(c *Config) string { return c.Resources[0].Name }, "a: b # c, [d]", ""},
+		{"leaves a dollar without a brace alone", nil,
+			strings.Replace(base, "    name: Example\n", "    name: costs $5\n", 1),
+			func(c *Config) string { return c.Resources[0].Name }, "costs $5", ""},
+		{"names an unset variable and its field", nil,
+			strings.Replace(base, "0123456789abcdef0123", "${CI_BOT_SECRET}", 1),
+			nil, "", "config: clients[0].secret: environment variable CI_BOT_SECRET is not set"},
+		{"rejects an unterminated reference", nil,
+			strings.Replace(base, "    name: Example\n", "    name: ${OOPS\n", 1),
+			nil, "", "config: resources[0].name: unterminated ${"},
+		{"rejects an invalid variable name", nil,
+			strings.Replace(base, "    name: Example\n", "    name: ${1X}\n", 1),
+			nil, "", "config: resources[0].name: invalid variable name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.src), envOf(tc.env))
+			if tc.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.want(c); got != tc.expect {
+				t.Fatalf("got %q, want %q", got, tc.expect)
+			}
+		})
+	}
+}
+
+func TestEnvironmentOverridesTheFile(t *testing.T) {
+	env := envOf(map[string]string{
+		"AUTHSERVER_ISSUER":  "https://override.example.com/tenant",
+		"AUTHSERVER_LISTEN":  "127.0.0.1:9999",
+		"AUTHSERVER_STORAGE": "sqlite:/tmp/x.db",
+		"AUTHSERVER_SECRET":  strings.Repeat("k", 32),
+	})
+	c, err := Parse([]byte(base), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Issuer != "https://override.example.com/tenant" || c.Listen != "127.0.0.1:9999" ||
+		c.Storage != "sqlite:/tmp/x.db" || c.Secret != strings.Repeat("k", 32) {
+		t.Fatalf("overrides not applied: %+v", c)
+	}
+	// An override is validated like the file.
+	_, err = Parse([]byte(base), envOf(map[string]string{"AUTHSERVER_ISSUER": "ftp://x"}))
+	if err == nil || !strings.HasPrefix(err.Error(), "config: issuer:") {
+		t.Fatalf("bad override accepted: %v", err)
+	}
+}
+
+func TestLoadWithoutAFileGivesDevDefaults(t *testing.T) {
+	c, err := Load("", envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.FromFile || c.Issuer != "http://127.0.0.1:9000" || c.Listen != "127.0.0.1:9000" ||
+		c.Storage != "sqlite:./authserver.db" {
+		t.Fatalf("dev defaults: %+v", c)
+	}
+	if len(c.Resources) != 1 || c.Resources[0].URI != "http://127.0.0.1:8080/mcp" || !c.Resources[0].Default ||
+		c.Resources[0].Name != "Example MCP server" || strings.Join(c.Resources[0].Scopes, " ") != "mcp:tools mcp:admin" {
+		t.Fatalf("dev resource: %+v", c.Resources)
+	}
+	if !c.RegistrationEnabled() || !c.RegistrationOpen() || !c.CIMDEnabled() {
+		t.Fatal("dev defaults must have open registration and CIMD on")
+	}
+	if c.IssuerInsecure() {
+		t.Fatal("loopback http issuer must not be reported insecure")
+	}
+	c, err = Load("", envOf(map[string]string{"AUTHSERVER_STORAGE": "memory", "AUTHSERVER_ISSUER": "http://auth.internal:9000"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Storage != "memory" || !c.IssuerInsecure() {
+		t.Fatalf("env on dev defaults: %+v", c)
+	}
+}
+
+func TestLoadReadsAFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p, envOf(nil))
+	if err != nil || !c.FromFile {
+		t.Fatalf("%v %+v", err, c)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), envOf(nil)); err == nil || !strings.HasPrefix(err.Error(), "config: ") {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestRedactedHidesEverySecret(t *testing.T) {
+	h, err := password.Hash("correct horse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(base, "$2b$10$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012", h, 1) +
+		"secret: " + strings.Repeat("S", 40) + "\nregistration:\n  initial_access_tokens: [iat-iat-iat-iat-iat-1]\n"
+	c, err := Parse([]byte(src), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Redacted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{strings.Repeat("S", 40), "0123456789abcdef0123", h, "iat-iat-iat-iat-iat-1"} {
+		if strings.Contains(string(out), s) {
+			t.Fatalf("redacted output contains %q:\n%s", s, out)
+		}
+	}
+	if c.Clients[0].Secret != "0123456789abcdef0123" {
+		t.Fatal("Redacted changed the config it was called on")
+	}
+	// The redacted document is itself a complete configuration listing.
+	for _, k := range []string{"access_ttl: 1h0m0s", "algorithm: ES256", "migrate_on_start: true", "[redacted]"} {
+		if !strings.Contains(string(out), k) {
+			t.Fatalf("redacted output lacks %q:\n%s", k, out)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(base))
+	f.Add([]byte("issuer: ${X}\n"))
+	f.Add([]byte("resources:\n  - uri: &a http://h/\n    name: *a\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data, envOf(map[string]string{"X": "y"}))
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "config: ") {
+				t.Fatalf("error without prefix: %v", err)
+			}
+			return
+		}
+		// Whatever is accepted validates again unchanged.
+		if err := c.Validate(); err != nil {
+			t.Fatalf("accepted config fails validation: %v", err)
+		}
+	})
+}

@@ -1,0 +1,276 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// maxFileSize bounds the configuration file; a larger one is a mistake.
+const maxFileSize = 1 << 20
+
+// decode parses data into a Config. Before decoding it walks the YAML tree
+// next to the Go type, so that `${VAR}` expansion, unknown keys and type
+// mismatches are reported with the field path rather than a line number.
+func decode(data []byte, env Lookup) (*Config, error) {
+	if len(data) > maxFileSize {
+		return nil, errors.New("config: file larger than 1 MiB")
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	c := &Config{}
+	if root.Kind == 0 { // empty file
+		return c, nil
+	}
+	w := walker{env: env, seen: map[*yaml.Node]bool{}}
+	doc := &root
+	if doc.Kind == yaml.DocumentNode {
+		if len(doc.Content) == 0 {
+			return c, nil
+		}
+		doc = doc.Content[0]
+	}
+	if err := w.walk("", doc, reflect.TypeOf(Config{})); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	// Decode the checked (and expanded) tree; KnownFields stays on as a
+	// second line of defence.
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	if err := enc.Encode(doc); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(&buf)
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	return c, nil
+}
+
+type walker struct {
+	env    Lookup
+	seen   map[*yaml.Node]bool
+	visits int
+}
+
+// maxVisits bounds the walk, so aliases of aliases cannot blow it up.
+const maxVisits = 100000
+
+var durationType = reflect.TypeOf(Duration(0))
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+func kindName(t reflect.Type) string {
+	switch {
+	case t == durationType:
+		return "a duration"
+	case t.Kind() == reflect.Struct:
+		return "a mapping"
+	case t.Kind() == reflect.Slice:
+		return "a list"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() == reflect.Int:
+		return "an integer"
+	default:
+		return "a string"
+	}
+}
+
+func (w *walker) walk(path string, n *yaml.Node, t reflect.Type) error {
+	if w.visits++; w.visits > maxVisits {
+		return errors.New("document too large once aliases are expanded")
+	}
+	for n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == durationType || t.Kind() == reflect.String || t.Kind() == reflect.Bool || t.Kind() == reflect.Int:
+		if n.Kind != yaml.ScalarNode {
+			return fmt.Errorf("%s: expected %s", path, kindName(t))
+		}
+		if err := w.expand(path, n); err != nil {
+			return err
+		}
+		if isNull(n) {
+			return nil
+		}
+		return checkScalar(path, n, t)
+	case t.Kind() == reflect.Slice:
+		if isNull(n) {
+			return nil
+		}
+		if n.Kind != yaml.SequenceNode {
+			return fmt.Errorf("%s: expected a list", path)
+		}
+		for i, e := range n.Content {
+			if err := w.walk(fmt.Sprintf("%s[%d]", path, i), e, t.Elem()); err != nil {
+				return err
+			}
+		}
+		return nil
+	case t.Kind() == reflect.Struct:
+		if isNull(n) {
+			return nil
+		}
+		if n.Kind != yaml.MappingNode {
+			if path == "" {
+				return errors.New("the file must be a YAML mapping of keys")
+			}
+			return fmt.Errorf("%s: expected a mapping", path)
+		}
+		fields := yamlFields(t)
+		seenKeys := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode || k.Value == "<<" {
+				return fmt.Errorf("%s: merge keys and complex keys are not supported", orRoot(path))
+			}
+			p := join(path, k.Value)
+			if seenKeys[k.Value] {
+				return fmt.Errorf("%s: key given twice", p)
+			}
+			seenKeys[k.Value] = true
+			ft, ok := fields[k.Value]
+			if !ok {
+				return fmt.Errorf("%s: unknown key", p)
+			}
+			if err := w.walk(p, v, ft); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("%s: unsupported type %s", path, t)
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "(top level)"
+	}
+	return path
+}
+
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	m := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" || name == "-" || !f.IsExported() {
+			continue
+		}
+		m[name] = f.Type
+	}
+	return m
+}
+
+func checkScalar(path string, n *yaml.Node, t reflect.Type) error {
+	switch {
+	case t == durationType:
+		if _, err := parseDuration(n.Value); err != nil {
+			return fmt.Errorf("%s: %v", path, err)
+		}
+	case t.Kind() == reflect.Bool:
+		var b bool
+		if n.Decode(&b) != nil {
+			return fmt.Errorf("%s: expected true or false, got %q", path, n.Value)
+		}
+	case t.Kind() == reflect.Int:
+		var i int
+		if n.Decode(&i) != nil {
+			return fmt.Errorf("%s: expected an integer, got %q", path, n.Value)
+		}
+		if i < 0 {
+			return fmt.Errorf("%s: must not be negative", path)
+		}
+	}
+	return nil
+}
+
+// expand replaces `${NAME}` in a scalar with the value of the environment
+// variable NAME. An unset variable is an error naming it; `$` not followed by
+// `{` is kept as is.
+func (w *walker) expand(path string, n *yaml.Node) error {
+	if w.seen[n] || !strings.Contains(n.Value, "${") {
+		return nil
+	}
+	w.seen[n] = true
+	out, err := Expand(n.Value, w.env)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	n.Value = out
+	if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
+		// A plain scalar: let YAML resolve the expanded value (so
+		// `${PORT}` can fill an integer), unless it was tagged.
+		if n.Style&yaml.TaggedStyle == 0 {
+			n.Tag = ""
+		}
+	}
+	return nil
+}
+
+// Expand replaces every `${NAME}` in s with env(NAME). NAME is a shell
+// variable name ([A-Za-z_][A-Za-z0-9_]*). It returns an error naming a
+// variable that is not set, or describing a malformed reference.
+func Expand(s string, env Lookup) (string, error) {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		b.WriteString(s[:i])
+		s = s[i+2:]
+		j := strings.IndexByte(s, '}')
+		if j < 0 {
+			return "", errors.New("unterminated ${ in value")
+		}
+		name := s[:j]
+		if !validVarName(name) {
+			return "", fmt.Errorf("invalid variable name in ${%s}", name)
+		}
+		v, ok := env(name)
+		if !ok {
+			return "", fmt.Errorf("environment variable %s is not set", name)
+		}
+		b.WriteString(v)
+		s = s[j+1:]
+	}
+}
+
+func validVarName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

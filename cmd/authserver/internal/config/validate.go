@@ -1,0 +1,466 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcpauth/mcpauth/metadata"
+)
+
+// fieldError is a validation error about one field path.
+type fieldError struct {
+	path string
+	msg  string
+}
+
+func (e *fieldError) Error() string { return "config: " + e.path + ": " + e.msg }
+
+func errf(path, format string, args ...any) error {
+	return &fieldError{path: path, msg: fmt.Sprintf(format, args...)}
+}
+
+// Grant types a configured client may have (OAuth 2.1 §4; no implicit, no
+// password grant).
+var knownGrants = []string{"authorization_code", "refresh_token", "client_credentials"}
+
+// Signing algorithms (RFC 7518 §3.1, RFC 8037 §3.1).
+var knownAlgs = []string{"ES256", "RS256", "EdDSA"}
+
+// Validate checks every field and canonicalises resource URIs in place. It
+// returns the first problem, naming its field path.
+func (c *Config) Validate() error {
+	if err := validateIssuer(c.Issuer); err != nil {
+		return err
+	}
+	if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
+		return errf("listen", "not a host:port address: %q", c.Listen)
+	}
+	kind, path := storageKind(c.Storage)
+	switch kind {
+	case "":
+		return errf("storage", "must be memory, sqlite:PATH or postgres://..., got %q", c.Storage)
+	case "sqlite":
+		if path == "" {
+			return errf("storage", "sqlite: needs a file path, as in sqlite:./authserver.db")
+		}
+	case "postgres":
+		if _, err := url.Parse(c.Storage); err != nil {
+			return errf("storage", "not a valid postgres URL")
+		}
+		if c.Secret == "" {
+			return errf("secret", "required with postgres storage, so every instance shares it (for example secret: ${AUTHSERVER_SECRET})")
+		}
+	}
+	if c.Secret != "" && len(c.Secret) < 32 {
+		return errf("secret", "must be at least 32 bytes of key material (got %d)", len(c.Secret))
+	}
+
+	// Resources.
+	if len(c.Resources) == 0 {
+		return errf("resources", "at least one resource is required")
+	}
+	scopes := map[string]bool{}
+	byURI := map[string]*Resource{}
+	defaults := 0
+	for i := range c.Resources {
+		r := &c.Resources[i]
+		p := fmt.Sprintf("resources[%d]", i)
+		canon, err := metadata.CanonicalResource(r.URI)
+		if err != nil {
+			return errf(p+".uri", "not an absolute http(s) URI without query or fragment: %q", r.URI)
+		}
+		r.URI = canon
+		if byURI[canon] != nil {
+			return errf(p+".uri", "duplicate resource %s", canon)
+		}
+		byURI[canon] = r
+		if len(r.Name) > 200 {
+			return errf(p+".name", "longer than 200 characters")
+		}
+		if err := checkScopes(p+".scopes", r.Scopes); err != nil {
+			return err
+		}
+		for _, s := range r.Scopes {
+			scopes[s] = true
+		}
+		if r.Default {
+			defaults++
+			if defaults > 1 {
+				return errf(p+".default", "only one resource can be the default")
+			}
+		}
+	}
+
+	// Clients.
+	ids := map[string]bool{}
+	for i := range c.Clients {
+		if err := c.validateClient(i, byURI, scopes, ids); err != nil {
+			return err
+		}
+	}
+
+	// Users.
+	names := map[string]bool{}
+	for i, u := range c.Users {
+		p := fmt.Sprintf("users[%d]", i)
+		if u.Username == "" {
+			return errf(p+".username", "required")
+		}
+		if len(u.Username) > 100 || strings.ContainsFunc(u.Username, isSpaceOrControl) {
+			return errf(p+".username", "must be at most 100 characters without spaces or control characters")
+		}
+		if names[u.Username] {
+			return errf(p+".username", "duplicate user %q", u.Username)
+		}
+		names[u.Username] = true
+		if !isPasswordHash(u.PasswordHash) {
+			return errf(p+".password_hash", "not an argon2id or bcrypt hash (make one with `authserver hash-password`)")
+		}
+	}
+
+	// Tokens.
+	t := c.Tokens
+	if t.AccessTTL.D() < time.Minute || t.AccessTTL.D() > 24*time.Hour {
+		return errf("tokens.access_ttl", "must be between 1m and 24h, got %s", t.AccessTTL.D())
+	}
+	if t.CodeTTL.D() < 10*time.Second || t.CodeTTL.D() > 10*time.Minute {
+		return errf("tokens.code_ttl", "must be between 10s and 10m (RFC 6749 §4.1.2), got %s", t.CodeTTL.D())
+	}
+	if t.RefreshTTL.D() < t.AccessTTL.D() {
+		return errf("tokens.refresh_ttl", "must not be shorter than tokens.access_ttl")
+	}
+	if t.RefreshGrace.D() > time.Minute {
+		return errf("tokens.refresh_grace", "must be at most 1m, got %s", t.RefreshGrace.D())
+	}
+	if !slices.Contains(knownAlgs, c.Signing.Algorithm) {
+		return errf("signing.algorithm", "must be one of ES256, RS256, EdDSA, got %q", c.Signing.Algorithm)
+	}
+
+	if err := c.validateRegistration(byURI, scopes); err != nil {
+		return err
+	}
+	if err := c.validateCIMD(); err != nil {
+		return err
+	}
+
+	// Token exchange policy (RFC 8693).
+	for i, x := range c.Exchange {
+		p := fmt.Sprintf("exchange[%d]", i)
+		from, err := configuredResource(x.From, byURI)
+		if err != nil {
+			return errf(p+".from", "%v", err)
+		}
+		to, err := configuredResource(x.To, byURI)
+		if err != nil {
+			return errf(p+".to", "%v", err)
+		}
+		if from == to {
+			return errf(p+".to", "must differ from exchange[%d].from", i)
+		}
+		c.Exchange[i].From, c.Exchange[i].To = from, to
+		if len(x.Scopes) == 0 {
+			return errf(p+".scopes", "at least one scope is required")
+		}
+		for j, s := range x.Scopes {
+			if !slices.Contains(byURI[to].Scopes, s) {
+				return errf(fmt.Sprintf("%s.scopes[%d]", p, j), "scope %q is not a scope of resource %s", s, to)
+			}
+		}
+	}
+
+	if c.GC.Interval.D() < time.Second {
+		return errf("gc.interval", "must be at least 1s")
+	}
+	if c.GC.BatchSize < 1 || c.GC.BatchSize > 10000 {
+		return errf("gc.batch_size", "must be between 1 and 10000")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return errf("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		return errf("log.format", "must be text or json, got %q", c.Log.Format)
+	}
+	return nil
+}
+
+func (c *Config) validateClient(i int, byURI map[string]*Resource, scopes, ids map[string]bool) error {
+	cl := &c.Clients[i]
+	p := fmt.Sprintf("clients[%d]", i)
+	if cl.ID == "" {
+		return errf(p+".id", "required")
+	}
+	if len(cl.ID) > 255 || strings.ContainsFunc(cl.ID, isSpaceOrControl) {
+		return errf(p+".id", "must be at most 255 characters without spaces or control characters")
+	}
+	if strings.HasPrefix(cl.ID, "https://") || strings.HasPrefix(cl.ID, "http://") {
+		return errf(p+".id", "must not be a URL (URL client ids are Client ID Metadata Documents)")
+	}
+	if ids[cl.ID] {
+		return errf(p+".id", "duplicate client %q", cl.ID)
+	}
+	ids[cl.ID] = true
+	if cl.Public && cl.Secret != "" {
+		return errf(p+".secret", "a public client has no secret")
+	}
+	if !cl.Public {
+		if cl.Secret == "" {
+			return errf(p+".secret", "required for a confidential client (or set public: true)")
+		}
+		if len(cl.Secret) < 16 {
+			return errf(p+".secret", "must be at least 16 characters")
+		}
+	}
+	for j, g := range cl.GrantTypes {
+		gp := fmt.Sprintf("%s.grant_types[%d]", p, j)
+		if !slices.Contains(knownGrants, g) {
+			return errf(gp, "must be authorization_code, refresh_token or client_credentials, got %q", g)
+		}
+		if g == "client_credentials" && cl.Public {
+			return errf(gp, "a public client cannot use client_credentials")
+		}
+	}
+	code := slices.Contains(cl.GrantTypes, "authorization_code")
+	if code && len(cl.RedirectURIs) == 0 {
+		return errf(p+".redirect_uris", "required for the authorization_code grant")
+	}
+	if slices.Contains(cl.GrantTypes, "refresh_token") && !code {
+		return errf(p+".grant_types", "refresh_token needs authorization_code")
+	}
+	for j, u := range cl.RedirectURIs {
+		if err := checkRedirectURI(u); err != nil {
+			return errf(fmt.Sprintf("%s.redirect_uris[%d]", p, j), "%v", err)
+		}
+	}
+	for j, s := range cl.Scopes {
+		if !scopes[s] {
+			return errf(fmt.Sprintf("%s.scopes[%d]", p, j), "scope %q is not a scope of any configured resource", s)
+		}
+	}
+	for j, r := range cl.Resources {
+		canon, err := configuredResource(r, byURI)
+		if err != nil {
+			return errf(fmt.Sprintf("%s.resources[%d]", p, j), "%v", err)
+		}
+		cl.Resources[j] = canon
+	}
+	if len(cl.Name) > 200 {
+		return errf(p+".name", "longer than 200 characters")
+	}
+	return nil
+}
+
+func (c *Config) validateRegistration(byURI map[string]*Resource, scopes map[string]bool) error {
+	r := &c.Registration
+	if !c.RegistrationOpen() && len(r.InitialAccessTokens) == 0 && c.RegistrationEnabled() {
+		return errf("registration.initial_access_tokens", "required when registration.open is false")
+	}
+	for i, t := range r.InitialAccessTokens {
+		if len(t) < 16 {
+			return errf(fmt.Sprintf("registration.initial_access_tokens[%d]", i), "must be at least 16 characters")
+		}
+	}
+	for i, h := range r.AllowedRedirectHosts {
+		if !validHostPattern(h) {
+			return errf(fmt.Sprintf("registration.allowed_redirect_hosts[%d]", i), "not a host name: %q", h)
+		}
+	}
+	for i, h := range r.DeniedRedirectHosts {
+		if !validHostPattern(h) {
+			return errf(fmt.Sprintf("registration.denied_redirect_hosts[%d]", i), "not a host name: %q", h)
+		}
+	}
+	if r.RateLimit.PerMinute > 0 && r.RateLimit.Burst == 0 {
+		return errf("registration.rate_limit.burst", "must be at least 1 when per_minute is set")
+	}
+	if r.MaxRedirectURIs > 100 {
+		return errf("registration.max_redirect_uris", "must be at most 100")
+	}
+	for i, s := range r.Scopes {
+		if !scopes[s] {
+			return errf(fmt.Sprintf("registration.scopes[%d]", i), "scope %q is not a scope of any configured resource", s)
+		}
+	}
+	for i, u := range r.Resources {
+		canon, err := configuredResource(u, byURI)
+		if err != nil {
+			return errf(fmt.Sprintf("registration.resources[%d]", i), "%v", err)
+		}
+		r.Resources[i] = canon
+	}
+	return nil
+}
+
+func (c *Config) validateCIMD() error {
+	m := c.CIMD
+	for i, d := range m.AllowedDomains {
+		if !validHostPattern(d) {
+			return errf(fmt.Sprintf("cimd.allowed_domains[%d]", i), "not a domain name: %q", d)
+		}
+	}
+	for i, d := range m.DeniedDomains {
+		if !validHostPattern(d) {
+			return errf(fmt.Sprintf("cimd.denied_domains[%d]", i), "not a domain name: %q", d)
+		}
+	}
+	for i, h := range m.AllowHosts {
+		host := h
+		if hh, _, err := net.SplitHostPort(h); err == nil {
+			host = hh
+		}
+		if !validHostPattern(strings.Trim(host, "[]")) && net.ParseIP(host) == nil {
+			return errf(fmt.Sprintf("cimd.allow_hosts[%d]", i), "not a host or host:port: %q", h)
+		}
+	}
+	if m.CacheMax.D() < m.CacheMin.D() {
+		return errf("cimd.cache_max", "must not be less than cimd.cache_min")
+	}
+	if m.Timeout.D() < 100*time.Millisecond || m.Timeout.D() > time.Minute {
+		return errf("cimd.timeout", "must be between 100ms and 1m")
+	}
+	return nil
+}
+
+func validateIssuer(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || !u.IsAbs() || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Opaque != "" {
+		return errf("issuer", "not an absolute http(s) URL: %q", s)
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(s, "#") || u.User != nil {
+		return errf("issuer", "must have no query, fragment or user info (RFC 8414 §2)")
+	}
+	if strings.HasSuffix(s, "/") {
+		return errf("issuer", "must not end with a slash")
+	}
+	if u.Scheme != strings.ToLower(u.Scheme) || u.Host != strings.ToLower(u.Host) {
+		return errf("issuer", "scheme and host must be lower case")
+	}
+	return nil
+}
+
+// IssuerInsecure reports whether the issuer is plain http on a host that is
+// not loopback (SECURITY-CHECKLIST: warn at start-up).
+func (c *Config) IssuerInsecure() bool {
+	u, err := url.Parse(c.Issuer)
+	return err == nil && u.Scheme == "http" && !IsLoopback(u.Hostname())
+}
+
+// IsLoopback reports whether host is localhost or a loopback IP literal.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+func storageKind(s string) (kind, path string) {
+	switch {
+	case s == "memory":
+		return "memory", ""
+	case strings.HasPrefix(s, "sqlite:"):
+		return "sqlite", strings.TrimPrefix(s, "sqlite:")
+	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
+		return "postgres", ""
+	}
+	return "", ""
+}
+
+func configuredResource(raw string, byURI map[string]*Resource) (string, error) {
+	canon, err := metadata.CanonicalResource(raw)
+	if err != nil {
+		return "", fmt.Errorf("not an absolute http(s) URI without query or fragment: %q", raw)
+	}
+	if byURI[canon] == nil {
+		return "", fmt.Errorf("%s is not a configured resource", canon)
+	}
+	return canon, nil
+}
+
+// checkScopes checks scope-token syntax (RFC 6749 §3.3) and duplicates.
+func checkScopes(path string, scopes []string) error {
+	seen := map[string]bool{}
+	for i, s := range scopes {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if !validScope(s) {
+			return errf(p, "not a scope token (RFC 6749 §3.3): %q", s)
+		}
+		if seen[s] {
+			return errf(p, "duplicate scope %q", s)
+		}
+		seen[s] = true
+	}
+	return nil
+}
+
+func validScope(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if b < 0x21 || b == 0x22 || b == 0x5c || b > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// checkRedirectURI accepts https URIs, http URIs on loopback hosts, and
+// private-use schemes of native apps (RFC 8252 §7), never with a fragment.
+func checkRedirectURI(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || !u.IsAbs() {
+		return errors.New("not an absolute URI")
+	}
+	if u.Fragment != "" || strings.Contains(s, "#") {
+		return errors.New("must not contain a fragment (RFC 6749 §3.1.2)")
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https":
+		if u.Host == "" {
+			return errors.New("https URI without a host")
+		}
+	case "http":
+		if !IsLoopback(u.Hostname()) {
+			return errors.New("http is allowed only on loopback hosts; use https")
+		}
+	case "javascript", "data", "file", "vbscript", "about", "blob":
+		return fmt.Errorf("scheme %q is not allowed", u.Scheme)
+	}
+	return nil
+}
+
+func validHostPattern(h string) bool {
+	h = strings.TrimPrefix(h, "*.")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, r := range h {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '.', r == ':':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isPasswordHash(h string) bool {
+	for _, p := range []string{"$argon2id$", "$2a$", "$2b$", "$2y$"} {
+		if strings.HasPrefix(h, p) {
+			return len(h) > len(p)+20
+		}
+	}
+	return false
+}
+
+func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
