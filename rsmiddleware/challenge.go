@@ -1,0 +1,103 @@
+package rsmiddleware
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// RFC 6750 §3.1 error codes.
+const (
+	ErrCodeInvalidRequest    = "invalid_request"
+	ErrCodeInvalidToken      = "invalid_token"
+	ErrCodeInsufficientScope = "insufficient_scope"
+)
+
+// statusOf is the one table from RFC 6750 §3.1 error code to HTTP status.
+var statusOf = map[string]int{
+	"":                       http.StatusUnauthorized,
+	ErrCodeInvalidRequest:    http.StatusBadRequest,
+	ErrCodeInvalidToken:      http.StatusUnauthorized,
+	ErrCodeInsufficientScope: http.StatusForbidden,
+}
+
+// Challenge is a Bearer WWW-Authenticate challenge (RFC 6750 §3,
+// RFC 9728 §5.1).
+type Challenge struct {
+	ResourceMetadata string   // resource_metadata, the PRM URL
+	Scopes           []string // scope: every scope the request needs
+	Error            string   // "" when no token was sent
+	Description      string   // error_description: fixed, safe text only
+}
+
+// String renders the header value, for example
+//
+//	Bearer resource_metadata="https://h/.well-known/oauth-protected-resource/mcp", scope="read", error="invalid_token"
+func (c Challenge) String() string {
+	var b strings.Builder
+	b.WriteString("Bearer ")
+	sep := ""
+	param := func(k, v string) {
+		if v == "" {
+			return
+		}
+		b.WriteString(sep)
+		b.WriteString(k)
+		b.WriteString(`="`)
+		b.WriteString(quote(v))
+		b.WriteString(`"`)
+		sep = ", "
+	}
+	param("resource_metadata", c.ResourceMetadata)
+	param("scope", strings.Join(c.Scopes, " "))
+	param("error", c.Error)
+	param("error_description", c.Description)
+	return b.String()
+}
+
+// quote escapes a quoted-string (RFC 9110 §5.6.4); control characters
+// are dropped.
+func quote(s string) string {
+	if !strings.ContainsAny(s, "\"\\\r\n\t") {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// Write sends the challenge: status from the error code, the
+// WWW-Authenticate header, CORS exposure of that header, and a small JSON body.
+func (c Challenge) Write(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("WWW-Authenticate", c.String())
+	h.Set("Access-Control-Expose-Headers", "WWW-Authenticate")
+	if r != nil && r.Header.Get("Origin") != "" && h.Get("Access-Control-Allow-Origin") == "" {
+		h.Set("Access-Control-Allow-Origin", "*")
+	}
+	h.Set("Cache-Control", "no-store")
+	status := statusOf[c.Error]
+	if c.Error == "" {
+		h.Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(`{"error":"unauthorized","error_description":"authorization required"}` + "\n"))
+		return
+	}
+	body, _ := json.Marshal(struct {
+		Error       string `json:"error"`
+		Description string `json:"error_description,omitempty"`
+		Scope       string `json:"scope,omitempty"`
+	}{c.Error, c.Description, strings.Join(c.Scopes, " ")})
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}

@@ -1,0 +1,21 @@
+// Package rsmiddleware protects an MCP server (an OAuth 2.1 resource server)
+// the way the MCP authorization specification requires:
+//
+//   - ProtectedResourceMetadata and PRMHandler serve the RFC 9728 document at
+//     the path-inserted well-known URL, so clients discover the AS.
+//   - Verifier checks RFC 9068 JWT access tokens against the AS's JWKS, found
+//     through the AS's RFC 8414 metadata; or, in introspection mode, asks the
+//     AS (RFC 7662) about every token.
+//   - Middleware takes the token from the Authorization header only
+//     (RFC 6750 §2.1), answers RFC 6750 §3 / RFC 9728 §5.1 challenges, maps MCP
+//     tools and JSON-RPC methods to scopes (403 insufficient_scope step-up),
+//     puts the Principal in the request context and strips the header.
+//   - SessionBinding binds Mcp-Session-Id values to the principal that opened
+//     the session.
+//   - Exchanger and its Transport obtain downstream tokens by RFC 8693 token
+//     exchange, and refuse to forward the inbound token.
+//
+// The package imports only the standard library, go-jose and metadata; it
+// never imports the authorization server. The adapter for the official MCP Go
+// SDK lives in the subpackage mcpsdk.
+package rsmiddleware

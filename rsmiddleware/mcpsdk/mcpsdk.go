@@ -1,0 +1,66 @@
+// Package mcpsdk adapts rsmiddleware to the official MCP Go SDK
+// (github.com/modelcontextprotocol/go-sdk/auth): TokenVerifier turns an
+// rsmiddleware.TokenVerifier into an auth.TokenVerifier for
+// auth.RequireBearerToken.
+package mcpsdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/mcpauth/mcpauth/rsmiddleware"
+)
+
+// Keys of auth.TokenInfo.Extra set by TokenVerifier.
+const (
+	ExtraPrincipal = "principal" // *rsmiddleware.Principal
+	ExtraClientID  = "client_id" // string
+	ExtraTokenID   = "jti"       // string
+)
+
+// TokenVerifier returns an auth.TokenVerifier backed by v. TokenInfo.UserID
+// is the token's subject joined with its client ID, so the SDK's session
+// check binds a session to the same user through the same client;
+// TokenInfo.Extra carries the *rsmiddleware.Principal. Failures unwrap to
+// auth.ErrInvalidToken (401); an unreachable AS is reported as a plain error
+// (the SDK answers 500) so that clients do not discard valid tokens.
+//
+// The SDK middleware does not strip the Authorization header and does not
+// make the inbound token available to rsmiddleware.Exchanger; use
+// rsmiddleware.Middleware when the server calls downstream APIs.
+func TokenVerifier(v rsmiddleware.TokenVerifier) auth.TokenVerifier {
+	return func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		p, err := v.Verify(ctx, token)
+		if err != nil {
+			if errors.Is(err, rsmiddleware.ErrInvalidToken) {
+				return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
+			}
+			return nil, err
+		}
+		return &auth.TokenInfo{
+			Scopes:     p.Scopes,
+			Expiration: p.Expiry,
+			UserID:     p.Subject + "\x00" + p.ClientID,
+			Extra: map[string]any{
+				ExtraPrincipal: p,
+				ExtraClientID:  p.ClientID,
+				ExtraTokenID:   p.TokenID,
+			},
+		}, nil
+	}
+}
+
+// Principal returns the principal stored by TokenVerifier in the TokenInfo
+// of ctx (auth.TokenInfoFromContext).
+func Principal(ctx context.Context) (*rsmiddleware.Principal, bool) {
+	ti := auth.TokenInfoFromContext(ctx)
+	if ti == nil {
+		return nil, false
+	}
+	p, ok := ti.Extra[ExtraPrincipal].(*rsmiddleware.Principal)
+	return p, ok
+}

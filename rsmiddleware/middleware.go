@@ -1,0 +1,164 @@
+package rsmiddleware
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/mcpauth/mcpauth/metadata"
+)
+
+// MiddlewareConfig configures a Middleware.
+type MiddlewareConfig struct {
+	// Verifier checks tokens (required); usually a *Verifier.
+	Verifier TokenVerifier
+	// ResourceMetadataURL is the URL of this server's RFC 9728 document,
+	// sent in every challenge (required; see ResourceMetadataURL()).
+	ResourceMetadataURL string
+	// Scopes maps requests to required scopes.
+	Scopes Scopes
+	// MaxBodyBytes bounds the JSON-RPC body read to find methods and tools
+	// (only when Scopes has Methods or Tools). Larger bodies get 413.
+	// Zero value: 4 MiB.
+	MaxBodyBytes int64
+	// Logger receives verification failures (never the token).
+	// Zero value: slog.Default().
+	Logger *slog.Logger
+}
+
+// Middleware is the Bearer token guard of an MCP server.
+type Middleware struct {
+	v       TokenVerifier
+	prmURL  string
+	scopes  Scopes
+	maxBody int64
+	log     *slog.Logger
+}
+
+// ResourceMetadataURL returns the path-inserted RFC 9728 §3.1 URL of the
+// metadata of resource (canonicalised first).
+func ResourceMetadataURL(resource string) (string, error) {
+	c, err := metadata.CanonicalResource(resource)
+	if err != nil {
+		return "", err
+	}
+	return metadata.WellKnownURL(c, metadata.SuffixProtectedResource)
+}
+
+// NewMiddleware checks cfg and returns a Middleware.
+func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
+	if cfg.Verifier == nil {
+		return nil, errors.New("rsmiddleware: MiddlewareConfig.Verifier is required")
+	}
+	if cfg.ResourceMetadataURL == "" {
+		return nil, errors.New("rsmiddleware: MiddlewareConfig.ResourceMetadataURL is required")
+	}
+	m := &Middleware{v: cfg.Verifier, prmURL: cfg.ResourceMetadataURL, scopes: cfg.Scopes, maxBody: cfg.MaxBodyBytes, log: cfg.Logger}
+	if m.maxBody <= 0 {
+		m.maxBody = 4 << 20
+	}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	return m, nil
+}
+
+// Wrap returns next protected by the bearer token check:
+//
+//   - A CORS preflight (OPTIONS with Origin and Access-Control-Request-Method)
+//     passes through unauthenticated.
+//   - access_token in the query string is refused (400 invalid_request,
+//     RFC 6750 §2.3 is not supported, per OAuth 2.1 and MCP).
+//   - No token: 401 with resource_metadata and scope (RFC 9728 §5.1).
+//   - Bad token: 401 error="invalid_token" (RFC 6750 §3.1).
+//   - AS unreachable and no cached key can decide: 503 with Retry-After.
+//   - Missing scopes for the request (base, method, tool; batch: union):
+//     403 error="insufficient_scope" with every scope the request needs.
+//
+// On success the Principal (and, privately, the raw token for Exchanger) is
+// in the request context, the Authorization header is removed, and the body
+// is intact for next.
+func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.URL.Query().Has("access_token") {
+			m.challenge(w, r, m.scopes.Base, ErrCodeInvalidRequest, "access tokens are accepted in the Authorization header only")
+			return
+		}
+		values := r.Header.Values("Authorization")
+		if len(values) > 1 {
+			m.challenge(w, r, m.scopes.Base, ErrCodeInvalidRequest, "more than one Authorization header")
+			return
+		}
+		var header string
+		if len(values) == 1 {
+			header = values[0]
+		}
+		token, err := ParseAuthorization(header)
+		switch {
+		case errors.Is(err, ErrNoToken):
+			m.challenge(w, r, m.scopes.Base, "", "")
+			return
+		case err != nil:
+			m.challenge(w, r, m.scopes.Base, ErrCodeInvalidRequest, "malformed Authorization header")
+			return
+		}
+		p, err := m.v.Verify(r.Context(), token)
+		if err != nil {
+			if errors.Is(err, ErrUnavailable) {
+				m.log.Warn("rsmiddleware: cannot verify token", "err", err)
+				w.Header().Set("Retry-After", "5")
+				http.Error(w, "authorization server unavailable", http.StatusServiceUnavailable)
+				return
+			}
+			m.log.Debug("rsmiddleware: token refused", "err", err)
+			m.challenge(w, r, m.scopes.Base, ErrCodeInvalidToken, "the access token is invalid, expired, or not for this resource")
+			return
+		}
+		need := m.scopes.Base
+		if m.scopes.needsBody() && r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
+			body, err := io.ReadAll(io.LimitReader(r.Body, m.maxBody+1))
+			if err != nil {
+				http.Error(w, "cannot read request body", http.StatusBadRequest)
+				return
+			}
+			if int64(len(body)) > m.maxBody {
+				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			calls, err := peekJSONRPC(body)
+			if err != nil {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}` + "\n"))
+				return
+			}
+			need = m.scopes.required(calls)
+			r.Body = readCloser{bytes.NewReader(body), r.Body}
+		}
+		if len(p.MissingScopes(need)) > 0 {
+			m.challenge(w, r, need, ErrCodeInsufficientScope, "the access token lacks scopes this request needs")
+			return
+		}
+		r = r.WithContext(ContextWithPrincipal(r.Context(), p, token))
+		r.Header.Del("Authorization")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readCloser serves the buffered body and closes the original.
+type readCloser struct {
+	io.Reader
+	c io.Closer
+}
+
+func (rc readCloser) Close() error { return rc.c.Close() }
+
+func (m *Middleware) challenge(w http.ResponseWriter, r *http.Request, scopes []string, code, desc string) {
+	Challenge{ResourceMetadata: m.prmURL, Scopes: scopes, Error: code, Description: desc}.Write(w, r)
+}

@@ -1,0 +1,171 @@
+package rsmiddleware
+
+import (
+	"net/http"
+	"sync"
+	"time"
+)
+
+// SessionHeader is the MCP Streamable HTTP session header.
+const SessionHeader = "Mcp-Session-Id"
+
+// SessionBinding binds MCP sessions to the principal (subject and client ID)
+// whose request created them: the session ID a handler returns in the
+// Mcp-Session-Id response header is recorded with that principal, and a later
+// request carrying that ID for another principal is answered 404 Not Found,
+// exactly as the MCP Streamable HTTP transport answers an unknown or
+// terminated session. 404 (rather than 403) does not confirm that the session
+// exists, and the legitimate client's reaction (start a new session) is right.
+//
+// Wrap it inside Middleware.Wrap, so the principal is in the context.
+// Sessions not used for IdleTimeout are forgotten; at most MaxSessions are
+// kept (the least recently used is dropped). It is safe for concurrent use.
+type SessionBinding struct {
+	// IdleTimeout: zero value 24 h.
+	IdleTimeout time.Duration
+	// MaxSessions: zero value 100000.
+	MaxSessions int
+	// Now: zero value time.Now.
+	Now func() time.Time
+
+	mu    sync.Mutex
+	owner map[string]*sessionEntry
+}
+
+type sessionEntry struct {
+	owner    string
+	lastUsed time.Time
+}
+
+func ownerKey(p *Principal) string { return p.Subject + "\x00" + p.ClientID }
+
+func (b *SessionBinding) now() time.Time {
+	if b.Now != nil {
+		return b.Now()
+	}
+	return time.Now()
+}
+
+// Wrap returns next with session binding applied.
+func (b *SessionBinding) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := PrincipalFromContext(r.Context())
+		if !ok {
+			http.Error(w, "unauthenticated", http.StatusUnauthorized)
+			return
+		}
+		me := ownerKey(p)
+		if id := r.Header.Get(SessionHeader); id != "" {
+			if !b.check(id, me) {
+				http.Error(w, "session not found", http.StatusNotFound)
+				return
+			}
+			if r.Method == http.MethodDelete {
+				defer b.forget(id)
+			}
+		}
+		next.ServeHTTP(&sessionWriter{ResponseWriter: w, b: b, owner: me}, r)
+	})
+}
+
+// check reports whether id may be used by owner; unknown IDs pass (the
+// handler answers them itself).
+func (b *SessionBinding) check(id, owner string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.owner[id]
+	if !ok {
+		return true
+	}
+	if e.owner != owner {
+		return false
+	}
+	e.lastUsed = b.now()
+	return true
+}
+
+func (b *SessionBinding) forget(id string) {
+	b.mu.Lock()
+	delete(b.owner, id)
+	b.mu.Unlock()
+}
+
+// bind records id for owner unless another owner holds it already.
+func (b *SessionBinding) bind(id, owner string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	if b.owner == nil {
+		b.owner = make(map[string]*sessionEntry)
+	}
+	if e, ok := b.owner[id]; ok {
+		if e.owner == owner {
+			e.lastUsed = now
+		}
+		return
+	}
+	idle := b.IdleTimeout
+	if idle <= 0 {
+		idle = 24 * time.Hour
+	}
+	max := b.MaxSessions
+	if max <= 0 {
+		max = 100000
+	}
+	if len(b.owner) >= max {
+		var oldestID string
+		var oldest time.Time
+		for k, e := range b.owner {
+			if now.Sub(e.lastUsed) > idle {
+				delete(b.owner, k)
+				continue
+			}
+			if oldestID == "" || e.lastUsed.Before(oldest) {
+				oldestID, oldest = k, e.lastUsed
+			}
+		}
+		if len(b.owner) >= max {
+			delete(b.owner, oldestID)
+		}
+	}
+	b.owner[id] = &sessionEntry{owner: owner, lastUsed: now}
+}
+
+// sessionWriter records the session ID the handler hands out.
+type sessionWriter struct {
+	http.ResponseWriter
+	b           *SessionBinding
+	owner       string
+	wroteHeader bool
+}
+
+func (sw *sessionWriter) capture() {
+	if sw.wroteHeader {
+		return
+	}
+	sw.wroteHeader = true
+	if id := sw.Header().Get(SessionHeader); id != "" {
+		sw.b.bind(id, sw.owner) // new session, or refresh lastUsed of ours
+	}
+}
+
+func (sw *sessionWriter) WriteHeader(code int) {
+	sw.capture()
+	sw.ResponseWriter.WriteHeader(code)
+}
+
+func (sw *sessionWriter) Write(p []byte) (int, error) {
+	sw.capture()
+	return sw.ResponseWriter.Write(p)
+}
+
+// Flush supports streaming (SSE) responses.
+func (sw *sessionWriter) Flush() {
+	sw.capture()
+	if f, ok := sw.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (sw *sessionWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
