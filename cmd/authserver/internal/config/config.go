@@ -111,9 +111,16 @@ type Registration struct {
 	AllowedRedirectHosts []string  `yaml:"allowed_redirect_hosts"`
 	DeniedRedirectHosts  []string  `yaml:"denied_redirect_hosts"`
 	RateLimit            RateLimit `yaml:"rate_limit"`
-	// MaxClients caps the number of registered clients; 0 means no cap.
-	MaxClients      int `yaml:"max_clients"`
+	// TrustedProxies (addresses or CIDRs) whose X-Forwarded-For is believed
+	// when finding a registrant's address for the rate limit.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// Caps on a registration request.
+	MaxBodyBytes    int `yaml:"max_body_bytes"`
 	MaxRedirectURIs int `yaml:"max_redirect_uris"`
+	MaxStringLength int `yaml:"max_string_length"`
+	// SecretLifetime is how long a generated client secret is valid; 0:
+	// it does not expire.
+	SecretLifetime Duration `yaml:"secret_lifetime"`
 	// AllowClientCredentials lets registrants ask for client_credentials.
 	AllowClientCredentials bool `yaml:"allow_client_credentials"`
 	// Scopes and Resources are what registrants may be granted; empty means
@@ -121,10 +128,10 @@ type Registration struct {
 	Scopes    []string `yaml:"scopes"`
 	Resources []string `yaml:"resources"`
 	// ReapNeverUsedAfter deletes registered clients never used at the token
-	// endpoint this long after registration; ReapIdleAfter deletes clients
-	// unused this long. 0 turns either off.
-	ReapNeverUsedAfter Duration `yaml:"reap_never_used_after"`
-	ReapIdleAfter      Duration `yaml:"reap_idle_after"`
+	// endpoint this long after registration (default 24h); ReapIdleAfter
+	// deletes clients unused this long (default 2160h). 0 turns either off.
+	ReapNeverUsedAfter *Duration `yaml:"reap_never_used_after"`
+	ReapIdleAfter      *Duration `yaml:"reap_idle_after"`
 }
 
 // RateLimit limits registrations per client IP address.
@@ -154,6 +161,9 @@ type ExchangeRule struct {
 	From   string   `yaml:"from"`
 	To     string   `yaml:"to"`
 	Scopes []string `yaml:"scopes"`
+	// Clients may use the rule; empty means every client allowed the
+	// token-exchange grant.
+	Clients []string `yaml:"clients"`
 }
 
 // GC configures the periodic removal of expired records.
@@ -303,7 +313,7 @@ func (c *Config) defaults() {
 	}
 	t := &c.Tokens
 	if t.AccessTTL == 0 {
-		t.AccessTTL = Duration(time.Hour)
+		t.AccessTTL = Duration(15 * time.Minute)
 	}
 	if t.RefreshTTL == 0 {
 		t.RefreshTTL = Duration(30 * 24 * time.Hour)
@@ -312,7 +322,7 @@ func (c *Config) defaults() {
 		t.CodeTTL = Duration(5 * time.Minute)
 	}
 	if t.RefreshGrace == 0 {
-		t.RefreshGrace = Duration(10 * time.Second)
+		t.RefreshGrace = Duration(5 * time.Second)
 	}
 	if c.Signing.Algorithm == "" {
 		c.Signing.Algorithm = "ES256"
@@ -327,17 +337,22 @@ func (c *Config) defaults() {
 	if r.RateLimit.PerMinute == 0 && r.RateLimit.Burst == 0 {
 		r.RateLimit = RateLimit{PerMinute: 20, Burst: 10}
 	}
-	if r.MaxClients == 0 {
-		r.MaxClients = 10000
+	if r.MaxBodyBytes == 0 {
+		r.MaxBodyBytes = 16 << 10
 	}
 	if r.MaxRedirectURIs == 0 {
 		r.MaxRedirectURIs = 10
 	}
-	if r.ReapNeverUsedAfter == 0 {
-		r.ReapNeverUsedAfter = Duration(24 * time.Hour)
+	if r.MaxStringLength == 0 {
+		r.MaxStringLength = 1024
 	}
-	if r.ReapIdleAfter == 0 {
-		r.ReapIdleAfter = Duration(90 * 24 * time.Hour)
+	if r.ReapNeverUsedAfter == nil {
+		d := Duration(24 * time.Hour)
+		r.ReapNeverUsedAfter = &d
+	}
+	if r.ReapIdleAfter == nil {
+		d := Duration(90 * 24 * time.Hour)
+		r.ReapIdleAfter = &d
 	}
 	m := &c.CIMD
 	if m.Enabled == nil {

@@ -55,7 +55,7 @@ func TestParseAcceptsTheIssueExample(t *testing.T) {
 	if g := c.Clients[1].GrantTypes; strings.Join(g, " ") != "authorization_code refresh_token" {
 		t.Fatalf("public client default grants %v", g)
 	}
-	if c.Tokens.AccessTTL.D() != time.Hour || c.Signing.Algorithm != "ES256" || !c.MigrateEnabled() {
+	if c.Tokens.AccessTTL.D() != 15*time.Minute || c.Signing.Algorithm != "ES256" || !c.MigrateEnabled() {
 		t.Fatalf("defaults not applied: %+v", c.Tokens)
 	}
 }
@@ -102,12 +102,16 @@ func TestParseRejectsBadFields(t *testing.T) {
 		{"rejects a scope with a space", repl("scopes: [read]", "scopes: [\"read write\"]"), "config: resources[1].scopes[0]: not a scope token"},
 		{"rejects closed registration without tokens", add("registration:\n  open: false"), "config: registration.initial_access_tokens: required"},
 		{"rejects a registration scope no resource has", add("registration:\n  scopes: [nope]"), "config: registration.scopes[0]:"},
-		{"rejects a negative cap", add("registration:\n  max_clients: -1"), "config: registration.max_clients: must not be negative"},
+		{"rejects a negative cap", add("registration:\n  max_redirect_uris: -1"), "config: registration.max_redirect_uris: must not be negative"},
+		{"rejects a trusted proxy that is not an address", add("registration:\n  trusted_proxies: [proxy.local]"), "config: registration.trusted_proxies[0]: not an IP address"},
+		{"rejects a redirect host with a port", add("registration:\n  denied_redirect_hosts: [\"evil.example:443\"]"), "config: registration.denied_redirect_hosts[0]: not a host name"},
 		{"rejects a CIMD cache maximum below its minimum", add("cimd:\n  cache_min: 1h\n  cache_max: 1m"), "config: cimd.cache_max: must not be less"},
 		{"rejects a CIMD domain that is not a host", add("cimd:\n  allowed_domains: [\"https://x\"]"), "config: cimd.allowed_domains[0]: not a domain name"},
 		{"rejects an exchange to an unknown resource", add("exchange:\n  - from: https://mcp.example.com/mcp\n    to: https://nope.example.com\n    scopes: [read]"), "config: exchange[0].to: https://nope.example.com is not a configured resource"},
 		{"rejects an exchange scope of another resource", add("exchange:\n  - from: https://mcp.example.com/mcp\n    to: https://other.example.com/api\n    scopes: [mcp:tools]"), "config: exchange[0].scopes[0]: scope \"mcp:tools\" is not a scope of resource"},
 		{"rejects an exchange without scopes", add("exchange:\n  - from: https://mcp.example.com/mcp\n    to: https://other.example.com/api"), "config: exchange[0].scopes: at least one scope"},
+		{"rejects an exchange rule naming an unknown client", add("exchange:\n  - from: https://mcp.example.com/mcp\n    to: https://other.example.com/api\n    scopes: [read]\n    clients: [nobody]"), "config: exchange[0].clients[0]: \"nobody\" is not a configured client"},
+		{"rejects token exchange for a public client", repl("    public: true", "    public: true\n    grant_types: [urn:ietf:params:oauth:grant-type:token-exchange]"), "config: clients[1].grant_types[0]: a public client cannot"},
 		{"rejects an unknown log level", add("log:\n  level: loud"), "config: log.level: must be"},
 		{"rejects a GC interval below a second", add("gc:\n  interval: 10ms"), "config: gc.interval: must be at least 1s"},
 		{"rejects migrate_on_start that is not a boolean", add("migrate_on_start: sometimes"), "config: migrate_on_start: expected true or false"},
@@ -170,8 +174,8 @@ func TestExpansion(t *testing.T) {
 			strings.Replace(base, "issuer: https://auth.example.com", "issuer: https://${HOST}", 1),
 			func(c *Config) string { return c.Issuer }, "https://auth.example.org", ""},
 		{"expands a plain scalar into an integer", map[string]string{"MAX": "42"},
-			base + "registration:\n  max_clients: ${MAX}\n",
-			func(c *Config) string { return fmt.Sprint(c.Registration.MaxClients) }, "42", ""},
+			base + "registration:\n  max_redirect_uris: ${MAX}\n",
+			func(c *Config) string { return fmt.Sprint(c.Registration.MaxRedirectURIs) }, "42", ""},
 		{"keeps YAML special characters in a value literal", map[string]string{"S": "a: b # c, [d]"},
 			strings.Replace(base, "    name: Example\n", "    name: ${S}\n", 1),
 			func(c *Config) string { return c.Resources[0].Name }, "a: b # c, [d]", ""},
@@ -295,7 +299,7 @@ func TestRedactedHidesEverySecret(t *testing.T) {
 		t.Fatal("Redacted changed the config it was called on")
 	}
 	// The redacted document is itself a complete configuration listing.
-	for _, k := range []string{"access_ttl: 1h0m0s", "algorithm: ES256", "migrate_on_start: true", "[redacted]"} {
+	for _, k := range []string{"access_ttl: 15m0s", "algorithm: ES256", "migrate_on_start: true", "[redacted]"} {
 		if !strings.Contains(string(out), k) {
 			t.Fatalf("redacted output lacks %q:\n%s", k, out)
 		}

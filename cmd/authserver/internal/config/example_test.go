@@ -34,6 +34,6 @@ clients:
 	_, err = config.Parse([]byte("resources:\n  - uri: /mcp\n"), env)
 	fmt.Println(err)
 	// Output:
-	// http://127.0.0.1:8080/mcp a-long-random-client-secret 1h0m0s
+	// http://127.0.0.1:8080/mcp a-long-random-client-secret 15m0s
 	// config: resources[0].uri: not an absolute http(s) URI without query or fragment: "/mcp"
 }

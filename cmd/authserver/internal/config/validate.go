@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -26,7 +27,10 @@ func errf(path, format string, args ...any) error {
 
 // Grant types a configured client may have (OAuth 2.1 §4; no implicit, no
 // password grant).
-var knownGrants = []string{"authorization_code", "refresh_token", "client_credentials"}
+var knownGrants = []string{"authorization_code", "refresh_token", "client_credentials", GrantTokenExchange}
+
+// GrantTokenExchange is the RFC 8693 §2.1 grant type.
+const GrantTokenExchange = "urn:ietf:params:oauth:grant-type:token-exchange"
 
 // Signing algorithms (RFC 7518 §3.1, RFC 8037 §3.1).
 var knownAlgs = []string{"ES256", "RS256", "EdDSA"}
@@ -166,6 +170,11 @@ func (c *Config) Validate() error {
 		if len(x.Scopes) == 0 {
 			return errf(p+".scopes", "at least one scope is required")
 		}
+		for j, id := range x.Clients {
+			if !ids[id] {
+				return errf(fmt.Sprintf("%s.clients[%d]", p, j), "%q is not a configured client", id)
+			}
+		}
 		for j, s := range x.Scopes {
 			if !slices.Contains(byURI[to].Scopes, s) {
 				return errf(fmt.Sprintf("%s.scopes[%d]", p, j), "scope %q is not a scope of resource %s", s, to)
@@ -222,10 +231,10 @@ func (c *Config) validateClient(i int, byURI map[string]*Resource, scopes, ids m
 	for j, g := range cl.GrantTypes {
 		gp := fmt.Sprintf("%s.grant_types[%d]", p, j)
 		if !slices.Contains(knownGrants, g) {
-			return errf(gp, "must be authorization_code, refresh_token or client_credentials, got %q", g)
+			return errf(gp, "must be authorization_code, refresh_token, client_credentials or %s, got %q", GrantTokenExchange, g)
 		}
-		if g == "client_credentials" && cl.Public {
-			return errf(gp, "a public client cannot use client_credentials")
+		if (g == "client_credentials" || g == GrantTokenExchange) && cl.Public {
+			return errf(gp, "a public client cannot use %s", g)
 		}
 	}
 	code := slices.Contains(cl.GrantTypes, "authorization_code")
@@ -269,12 +278,12 @@ func (c *Config) validateRegistration(byURI map[string]*Resource, scopes map[str
 		}
 	}
 	for i, h := range r.AllowedRedirectHosts {
-		if !validHostPattern(h) {
+		if !validHostPattern(h) || strings.Contains(h, ":") {
 			return errf(fmt.Sprintf("registration.allowed_redirect_hosts[%d]", i), "not a host name: %q", h)
 		}
 	}
 	for i, h := range r.DeniedRedirectHosts {
-		if !validHostPattern(h) {
+		if !validHostPattern(h) || strings.Contains(h, ":") {
 			return errf(fmt.Sprintf("registration.denied_redirect_hosts[%d]", i), "not a host name: %q", h)
 		}
 	}
@@ -283,6 +292,16 @@ func (c *Config) validateRegistration(byURI map[string]*Resource, scopes map[str
 	}
 	if r.MaxRedirectURIs > 100 {
 		return errf("registration.max_redirect_uris", "must be at most 100")
+	}
+	if r.MaxBodyBytes > 1<<20 {
+		return errf("registration.max_body_bytes", "must be at most 1048576")
+	}
+	for i, p := range r.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				return errf(fmt.Sprintf("registration.trusted_proxies[%d]", i), "not an IP address or CIDR: %q", p)
+			}
+		}
 	}
 	for i, s := range r.Scopes {
 		if !scopes[s] {
