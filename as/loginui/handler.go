@@ -1,0 +1,152 @@
+package loginui
+
+import (
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Handler serves /logout, /consents (list and revoke the logged-in person's
+// consents) and the /ui/ assets. Paths may arrive with or without BasePath
+// in front.
+func (u *UI) Handler() http.Handler {
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	assets := http.FileServerFS(static)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path := r.URL.Path
+		if u.cfg.BasePath != "" {
+			if rest, ok := strings.CutPrefix(path, u.cfg.BasePath); ok && strings.HasPrefix(rest, "/") {
+				path = rest
+			}
+		}
+		setPageHeaders(w.Header())
+		switch {
+		case path == "/logout":
+			u.serveLogout(w, r)
+		case path == "/consents":
+			u.serveConsents(w, r)
+		case strings.HasPrefix(path, "/ui/"):
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				w.Header().Set("Allow", "GET, HEAD")
+				u.renderError(w, r, http.StatusMethodNotAllowed, "Method not allowed", "")
+				return
+			}
+			name := strings.TrimPrefix(path, "/ui/")
+			if name == "" || strings.HasSuffix(name, "/") {
+				u.renderError(w, r, http.StatusNotFound, "Not found", "There is no such page.")
+				return
+			}
+			// Assets are versioned by the binary; let browsers cache them briefly.
+			w.Header().Set("Cache-Control", "public, max-age=3600")
+			r2 := r.Clone(r.Context())
+			r2.URL.Path = "/" + name
+			assets.ServeHTTP(w, r2)
+		default:
+			u.renderError(w, r, http.StatusNotFound, "Not found", "There is no such page.")
+		}
+	})
+}
+
+// serveLogout shows a sign-out button (GET) and clears the session (POST
+// with the session's CSRF token).
+func (u *UI) serveLogout(w http.ResponseWriter, r *http.Request) {
+	sess := u.readSession(r)
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		if sess.Subject == "" {
+			render(w, http.StatusOK, "message.html", &view{Title: "Signed out", Base: u.cfg.BasePath, Notice: "You are not signed in."})
+			return
+		}
+		render(w, http.StatusOK, "logout.html", &view{
+			Title: "Sign out", Base: u.cfg.BasePath, Action: selfURL(r), Step: "logout",
+			CSRF: u.csrfToken(sess), Subject: sess.Subject,
+		})
+	case http.MethodPost:
+		f, err := u.parseForm(w, r)
+		if err != nil {
+			u.renderError(w, r, http.StatusBadRequest, "Bad request", "The form could not be read.")
+			return
+		}
+		if f.Step != "logout" || !u.validCSRF(sess, f.CSRF) {
+			u.renderError(w, r, http.StatusForbidden, "Form expired", "This sign-out form has expired. Please open the sign-out page again.")
+			return
+		}
+		u.clearSession(w)
+		u.log.InfoContext(r.Context(), "loginui: logout", "sub", sess.Subject)
+		render(w, http.StatusOK, "message.html", &view{Title: "Signed out", Base: u.cfg.BasePath, Notice: "You are signed out."})
+	default:
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		u.renderError(w, r, http.StatusMethodNotAllowed, "Method not allowed", "")
+	}
+}
+
+// serveConsents lists the person's remembered consents and revokes one
+// client's (POST with CSRF). Anonymous visitors get the login form, which
+// posts back here.
+func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		u.renderError(w, r, http.StatusMethodNotAllowed, "Method not allowed", "")
+		return
+	}
+	sess := u.readSession(r)
+	bind := pageBinding("consents")
+	var f *submittedForm
+	if r.Method == http.MethodPost {
+		var err error
+		if f, err = u.parseForm(w, r); err != nil {
+			u.renderError(w, r, http.StatusBadRequest, "Bad request", "The form could not be read.")
+			return
+		}
+		if f.Step == stepLogin {
+			u.handleLoginPost(w, r, sess, f, bind, nil)
+			return
+		}
+	}
+	if sess.Subject == "" || !u.userExists(sess.Subject) {
+		u.renderLogin(w, r, sess, bind, nil, http.StatusOK, "", "")
+		return
+	}
+	if f != nil {
+		if f.Step != "revoke" || !u.validCSRF(sess, f.CSRF) || f.ClientID == "" {
+			u.renderError(w, r, http.StatusForbidden, "Form expired", "This form has expired. Please open the page again.")
+			return
+		}
+		if err := u.cfg.Consents.DeleteConsents(r.Context(), sess.Subject, f.ClientID); err != nil {
+			u.storageError(w, r, "deleting consents", err)
+			return
+		}
+		u.log.InfoContext(r.Context(), "loginui: consent revoked", "sub", sess.Subject, "client_id", f.ClientID)
+		// Post/Redirect/Get so a reload does not resubmit.
+		http.Redirect(w, r, selfURL(r), http.StatusSeeOther)
+		return
+	}
+	list, err := u.cfg.Consents.ListConsents(r.Context(), sess.Subject)
+	if err != nil {
+		u.storageError(w, r, "listing consents", err)
+		return
+	}
+	v := &view{
+		Title: "Applications with access", Base: u.cfg.BasePath, Action: selfURL(r), Step: "revoke",
+		CSRF: u.csrfToken(sess), Subject: sess.Subject,
+	}
+	now := u.now()
+	for _, c := range list {
+		if !c.ExpiresAt.IsZero() && !now.Before(c.ExpiresAt) {
+			continue
+		}
+		cv := consentView{ClientID: c.ClientID, Resource: c.Resource, Scopes: c.Scopes, GrantedAt: c.GrantedAt.UTC().Format(time.DateOnly)}
+		if !c.ExpiresAt.IsZero() {
+			cv.ExpiresAt = c.ExpiresAt.UTC().Format(time.DateOnly)
+		}
+		if u.cfg.ClientNames != nil {
+			cv.ClientName = u.cfg.ClientNames(r.Context(), c.ClientID)
+		}
+		v.Consents = append(v.Consents, cv)
+	}
+	render(w, http.StatusOK, "consents.html", v)
+}

@@ -1,0 +1,312 @@
+package loginui
+
+import (
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/mcpauth/mcpauth/internal/password"
+	"github.com/mcpauth/mcpauth/storage/memory"
+)
+
+// Test users. Hashes are computed once: argon2id for alice, bcrypt for bob.
+var (
+	hashOnce  sync.Once
+	aliceHash string
+	bobHash   string
+)
+
+const (
+	alicePW = "correct horse battery staple"
+	bobPW   = "bobpw-1234"
+)
+
+func testUsers(t testing.TB) []User {
+	hashOnce.Do(func() {
+		h, err := password.Hash(alicePW)
+		if err != nil {
+			panic(err)
+		}
+		aliceHash = h
+		b, err := bcrypt.GenerateFromPassword([]byte(bobPW), bcrypt.DefaultCost)
+		if err != nil {
+			panic(err)
+		}
+		bobHash = string(b)
+	})
+	return []User{{Username: "alice", PasswordHash: aliceHash}, {Username: "bob", PasswordHash: bobHash}}
+}
+
+// clock is a settable time source that starts at the wall clock, so the
+// memory store's own clock and ours agree on what has expired.
+type clock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off += d
+}
+
+// harness is a real HTTP server: /authorize builds a Prompt from the query
+// (standing in for as/, which validates the request first) and answers a
+// result with a 303 to the redirect URI; every other path is UI.Handler.
+type harness struct {
+	t     *testing.T
+	ui    *UI
+	store *memory.Store
+	srv   *httptest.Server
+	clock *clock
+	// results counts Authorize calls that returned true.
+	mu      sync.Mutex
+	results []Result
+}
+
+func newHarness(t *testing.T, mod func(*Config)) *harness {
+	t.Helper()
+	h := &harness{t: t, store: memory.New(), clock: &clock{}}
+	cfg := Config{
+		Users:             testUsers(t),
+		Consents:          h.store,
+		JTIs:              h.store,
+		Secret:            []byte("0123456789abcdef0123456789abcdef-test-secret"),
+		Now:               h.clock.Now,
+		ScopeDescriptions: map[string]string{"mcp:tools": "Use the tools of the MCP server"},
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	ui, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ui = ui
+	mux := http.NewServeMux()
+	mux.HandleFunc("/authorize", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		ru, err := url.Parse(q.Get("redirect_uri"))
+		if err != nil || ru.Host == "" {
+			ErrorPage(w, http.StatusBadRequest, "Invalid request", "The redirect URI is not registered.")
+			return
+		}
+		p := Prompt{
+			ClientID:     q.Get("client_id"),
+			ClientName:   q.Get("test_client_name"),
+			RedirectURI:  ru.String(),
+			RedirectHost: ru.Host,
+			CIMDHost:     q.Get("test_cimd_host"),
+			LoopbackOnly: ru.Hostname() == "127.0.0.1",
+			Resource:     q.Get("resource"),
+			ResourceName: "Example MCP server",
+			Scopes:       strings.Fields(q.Get("scope")),
+			ForceLogin:   q.Get("prompt") == "login",
+			ForceConsent: q.Get("prompt") == "consent",
+		}
+		res, ok := h.ui.Authorize(w, r, p)
+		if !ok {
+			return
+		}
+		h.mu.Lock()
+		h.results = append(h.results, res)
+		h.mu.Unlock()
+		v := url.Values{"state": {q.Get("state")}}
+		if res.Denied {
+			v.Set("error", "access_denied")
+		} else {
+			v.Set("code", "code-for-"+res.Subject)
+			v.Set("granted", strings.Join(res.Scopes, " "))
+		}
+		http.Redirect(w, r, p.RedirectURI+"?"+v.Encode(), http.StatusSeeOther)
+	})
+	mux.Handle("/", ui.Handler())
+	h.srv = httptest.NewServer(mux)
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *harness) lastResult() Result {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.results) == 0 {
+		h.t.Fatal("no result")
+	}
+	return h.results[len(h.results)-1]
+}
+
+// browser is a cookie-keeping client that follows redirects within the
+// test server and stops at any other (the client's redirect URI).
+type browser struct {
+	h *harness
+	c *http.Client
+}
+
+func (h *harness) browser() *browser {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	srvURL, _ := url.Parse(h.srv.URL)
+	return &browser{h: h, c: &http.Client{
+		Jar: jar,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if req.URL.Host != srvURL.Host {
+				return http.ErrUseLastResponse
+			}
+			if via[len(via)-1].Method == http.MethodPost && req.Method != http.MethodGet {
+				h.t.Errorf("redirect after POST kept method %s", req.Method)
+			}
+			return nil
+		},
+	}}
+}
+
+// page is one response with its body read.
+type page struct {
+	*http.Response
+	Body string
+}
+
+func (b *browser) do(req *http.Request) page {
+	b.h.t.Helper()
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.h.t.Fatal(err)
+	}
+	return page{resp, string(body)}
+}
+
+func (b *browser) get(path string) page {
+	b.h.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, b.h.srv.URL+path, nil)
+	if err != nil {
+		b.h.t.Fatal(err)
+	}
+	return b.do(req)
+}
+
+func (b *browser) post(action string, v url.Values) page {
+	b.h.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, b.h.srv.URL+action, strings.NewReader(v.Encode()))
+	if err != nil {
+		b.h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return b.do(req)
+}
+
+// form is a parsed <form>: where it posts and its hidden fields.
+type form struct {
+	Action string
+	Fields url.Values
+}
+
+var (
+	formRE   = regexp.MustCompile(`(?s)<form method="post" action="([^"]*)">(.*?)</form>`)
+	hiddenRE = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+)
+
+func (p page) forms() []form {
+	var out []form
+	for _, m := range formRE.FindAllStringSubmatch(p.Body, -1) {
+		f := form{Action: html.UnescapeString(m[1]), Fields: url.Values{}}
+		for _, hm := range hiddenRE.FindAllStringSubmatch(m[2], -1) {
+			f.Fields.Set(html.UnescapeString(hm[1]), html.UnescapeString(hm[2]))
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// form returns the only form on the page (failing the test otherwise) with
+// extra fields set.
+func (p page) form(t *testing.T, extra ...string) form {
+	t.Helper()
+	fs := p.forms()
+	if len(fs) != 1 {
+		t.Fatalf("page has %d forms, want 1; status %d body:\n%s", len(fs), p.StatusCode, p.Body)
+	}
+	f := fs[0]
+	f.Fields = cloneValues(f.Fields)
+	for i := 0; i+1 < len(extra); i += 2 {
+		f.Fields.Set(extra[i], extra[i+1])
+	}
+	return f
+}
+
+func cloneValues(v url.Values) url.Values {
+	out := url.Values{}
+	for k, vs := range v {
+		out[k] = append([]string(nil), vs...)
+	}
+	return out
+}
+
+func (b *browser) submit(f form) page {
+	b.h.t.Helper()
+	return b.post(f.Action, f.Fields)
+}
+
+// authorizePath builds an /authorize URL like an MCP client would.
+func authorizePath(extra ...string) string {
+	v := url.Values{
+		"response_type":         {"code"},
+		"client_id":             {"demo-app"},
+		"redirect_uri":          {"https://app.example/callback"},
+		"scope":                 {"mcp:tools"},
+		"resource":              {"http://127.0.0.1:8080/mcp"},
+		"state":                 {"st-1"},
+		"code_challenge":        {"E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"},
+		"code_challenge_method": {"S256"},
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		v.Set(extra[i], extra[i+1])
+	}
+	return "/authorize?" + v.Encode()
+}
+
+// login fetches path, expects the login form and signs in; it returns the
+// page after the 303 that follows a good password.
+func (b *browser) login(path, user, pw string) page {
+	b.h.t.Helper()
+	p := b.get(path)
+	if !strings.Contains(p.Body, `name="password"`) {
+		b.h.t.Fatalf("GET %s: no login form; status %d", path, p.StatusCode)
+	}
+	return b.submit(p.form(b.h.t, "username", user, "password", pw))
+}
+
+// redirectedTo returns the Location of a 303 to the client, or fails.
+func (p page) redirectedTo(t *testing.T) *url.URL {
+	t.Helper()
+	if p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("status %d, want 303 to the client; body:\n%s", p.StatusCode, p.Body)
+	}
+	u, err := url.Parse(p.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}

@@ -1,0 +1,96 @@
+package loginui
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpauth/mcpauth/internal/password"
+)
+
+// handleLoginPost checks a submitted login form. On success it rotates the
+// session id and answers 303 See Other to the same URL (RFC 9700 §4.12), so
+// the next step is a GET that the authorization endpoint validates afresh.
+// p is nil for logins on the pages Handler serves.
+func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess session, f *submittedForm, bind string, p *Prompt) {
+	ok, err := u.checkForm(r.Context(), sess, f, stepLogin, bind)
+	if err != nil {
+		u.storageError(w, r, "using flow token", err)
+		return
+	}
+	if !ok {
+		u.renderLogin(w, r, sess, bind, p, http.StatusForbidden, "This sign-in form has expired or was already used. Please try again.", f.Username)
+		return
+	}
+	now := u.now()
+	acct := "user:" + strings.ToLower(f.Username)
+	addr := "addr:" + u.cfg.ClientAddr(r)
+	if wait := u.throttle.wait(now, acct, addr); wait > 0 {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		u.log.WarnContext(r.Context(), "loginui: login throttled", "addr", addr, "retry_after_s", secs)
+		u.renderLogin(w, r, sess, bind, p, http.StatusTooManyRequests,
+			fmt.Sprintf("Too many sign-in attempts. Please wait %s and try again.", humanSeconds(secs)), f.Username)
+		return
+	}
+	good, err := u.checkPassword(r.Context(), f.Username, f.Password)
+	if err != nil {
+		u.renderError(w, r, http.StatusServiceUnavailable, "Temporarily unavailable", "Too many sign-ins are in progress. Please try again in a moment.")
+		return
+	}
+	if !good {
+		u.throttle.fail(now, acct, u.cfg.AccountFreeAttempts)
+		u.throttle.fail(now, addr, u.cfg.AddressFreeAttempts)
+		u.log.InfoContext(r.Context(), "loginui: login failed", "addr", addr)
+		u.renderLogin(w, r, sess, bind, p, http.StatusUnauthorized, "Incorrect username or password.", f.Username)
+		return
+	}
+	u.throttle.succeed(acct)
+	// Session fixation (OWASP): a new random id at every login.
+	u.writeSession(w, session{
+		ID:       randomID(),
+		Subject:  f.Username,
+		AuthTime: now.Unix(),
+		LoginFor: bind,
+		Exp:      now.Add(u.cfg.SessionTTL).Unix(),
+	})
+	u.log.InfoContext(r.Context(), "loginui: login", "sub", f.Username, "addr", addr)
+	http.Redirect(w, r, selfURL(r), http.StatusSeeOther)
+}
+
+// checkPassword compares pw with the user's hash, or with a dummy hash for an
+// unknown user so both answers take about the same time. At most
+// MaxConcurrentChecks run at once.
+func (u *UI) checkPassword(ctx context.Context, username, pw string) (bool, error) {
+	select {
+	case u.checks <- struct{}{}:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	defer func() { <-u.checks }()
+	hash, known := u.users[username]
+	if !known {
+		hash = u.dummyHash
+	}
+	ok, err := password.Check(hash, pw)
+	if err != nil {
+		// Hashes were checked in New; this is unreachable in practice.
+		u.log.ErrorContext(ctx, "loginui: stored password hash unreadable", "err", err)
+		return false, nil
+	}
+	return ok && known, nil
+}
+
+func humanSeconds(s int) string {
+	switch {
+	case s == 1:
+		return "1 second"
+	case s < 120:
+		return fmt.Sprintf("%d seconds", s)
+	default:
+		return fmt.Sprintf("%d minutes", (s+59)/60)
+	}
+}

@@ -1,0 +1,430 @@
+// Package loginui serves the person-facing pages of the authorization server:
+// the login form, the consent page, the list of remembered consents and
+// log-out. It knows nothing of OAuth wire formats; the authorization endpoint
+// in as/ validates the request (RFC 6749 §4.1.1, RFC 7636, RFC 8707) and then
+// calls UI.Authorize with a Prompt describing what is asked.
+//
+// Every form posts back to the URL it was served from, query intact, with a
+// hidden mcpauth_step field, so the authorization endpoint re-parses and
+// re-validates the authorization request on every step. Each form carries a
+// CSRF token tied to the browser session and a single-use flow token bound to
+// the session and to the authorization request (RFC 9700 §4.7 and §2.1:
+// state belongs to the client; this flow state is our own).
+//
+// Security measures follow the project's SECURITY-CHECKLIST ("Authorization
+// endpoint and browser pages"): sessions in gorilla/securecookie cookies
+// (HttpOnly, SameSite=Lax, __Host- and Secure on https), the session id
+// rotated at login, anti-framing headers and a strict CSP on every page, login
+// throttling per account and per client address with exponential backoff, and
+// the same answer for unknown users as for wrong passwords.
+package loginui
+
+import (
+	"context"
+	"crypto/hkdf"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gorilla/securecookie"
+
+	"github.com/mcpauth/mcpauth/internal/password"
+	"github.com/mcpauth/mcpauth/storage"
+)
+
+// User is a local account that can log in.
+type User struct {
+	Username string
+	// PasswordHash is an argon2id PHC string or a bcrypt hash
+	// (internal/password).
+	PasswordHash string
+}
+
+// ConsentStore is the part of storage.ConsentStore the pages use.
+type ConsentStore interface {
+	GetConsent(ctx context.Context, subject, clientID, resource string) (*storage.Consent, error)
+	PutConsent(ctx context.Context, c *storage.Consent) error
+	DeleteConsents(ctx context.Context, subject, clientID string) error
+	ListConsents(ctx context.Context, subject string) ([]storage.Consent, error)
+}
+
+// JTIStore is the part of storage.JTIStore the pages use to make flow tokens
+// single-use.
+type JTIStore interface {
+	UseJTI(ctx context.Context, id string, expiresAt time.Time) error
+}
+
+// Config configures the pages. Zero values are documented per field.
+type Config struct {
+	// Users who can log in. Usernames are matched exactly.
+	Users []User
+	// Consents remembers approvals per (subject, client, resource). Required.
+	Consents ConsentStore
+	// JTIs makes flow tokens single use. Required.
+	JTIs JTIStore
+	// Secret (at least 32 bytes) from which the cookie signing and encryption
+	// keys and the CSRF key are derived with HKDF (RFC 5869), each with its
+	// own purpose string.
+	Secret []byte
+	// Secure is true when the issuer is https: cookies get the __Host- prefix
+	// and the Secure attribute (and therefore Path=/).
+	Secure bool
+	// BasePath is the issuer's path ("" or "/auth", no trailing slash). Links
+	// to /ui/, /consents and /logout are prefixed with it, and so is the
+	// cookie path when not Secure.
+	BasePath string
+	// Logger receives login failures and storage errors; nil discards.
+	Logger *slog.Logger
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+
+	// SessionTTL is how long a login lasts; zero means 12 hours.
+	SessionTTL time.Duration
+	// FlowTTL is how long a login or consent form stays valid; zero means 10
+	// minutes.
+	FlowTTL time.Duration
+	// ConsentTTL is how long a remembered consent lasts; zero means until
+	// revoked.
+	ConsentTTL time.Duration
+
+	// AccountFreeAttempts is how many failed logins for one username are
+	// allowed before backoff starts; zero means 5.
+	AccountFreeAttempts int
+	// AddressFreeAttempts is the same per client address; zero means 20.
+	AddressFreeAttempts int
+	// LockoutBase is the first backoff; each further failure doubles it.
+	// Zero means 2 seconds.
+	LockoutBase time.Duration
+	// LockoutMax caps the backoff; zero means 15 minutes. Failure counts are
+	// forgotten after twice this long without a failure.
+	LockoutMax time.Duration
+	// ClientAddr returns the address used for per-address throttling; nil
+	// means the host part of r.RemoteAddr. Set it when behind a trusted proxy.
+	ClientAddr func(r *http.Request) string
+	// MaxConcurrentChecks bounds how many password hashes are computed at
+	// once (each argon2id check takes 64 MiB); zero means 4.
+	MaxConcurrentChecks int
+
+	// ScopeDescriptions maps a scope to a human description shown on the
+	// consent page; scopes without one are shown as they are.
+	ScopeDescriptions map[string]string
+	// ClientNames returns a display name for a client id on the /consents
+	// page; nil shows the client id only.
+	ClientNames func(ctx context.Context, clientID string) string
+}
+
+// Prompt is what the authorization endpoint asks the person to approve. Every
+// field has been validated by the caller; the strings are still untrusted for
+// display and are always escaped.
+type Prompt struct {
+	ClientID, ClientName string
+	RedirectURI          string
+	RedirectHost         string // host of the redirect URI, shown next to the (untrusted) name
+	CIMDHost             string // host of the client_id URL for CIMD clients, else ""
+	LoopbackOnly         bool   // every registered redirect URI is loopback: show a warning
+	Resource             string // canonical resource URI
+	ResourceName         string
+	Scopes               []string // requested (already narrowed to what the client may have)
+	ForceLogin           bool     // prompt=login
+	ForceConsent         bool     // prompt=consent
+}
+
+// Result is the person's answer.
+type Result struct {
+	Subject string
+	Scopes  []string // granted
+	Denied  bool     // the person pressed Deny: the AS answers access_denied
+	// AuthTime is when the person last entered their password (OIDC
+	// auth_time); zero when Denied before logging in.
+	AuthTime time.Time
+}
+
+// UI serves the login, consent, consent-list and log-out pages.
+type UI struct {
+	cfg       Config
+	users     map[string]string // username -> hash
+	dummyHash string
+	cookies   *securecookie.SecureCookie
+	csrfKey   []byte
+	cookie    cookieNames
+	throttle  *throttle
+	checks    chan struct{}
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+type cookieNames struct {
+	session string
+	path    string
+}
+
+// New checks cfg and returns the pages. It computes one password hash (the
+// dummy used for unknown usernames), so it takes a few tens of milliseconds.
+func New(cfg Config) (*UI, error) {
+	if cfg.Consents == nil {
+		return nil, errors.New("loginui: Config.Consents is required")
+	}
+	if cfg.JTIs == nil {
+		return nil, errors.New("loginui: Config.JTIs is required")
+	}
+	if len(cfg.Secret) < 32 {
+		return nil, errors.New("loginui: Config.Secret must be at least 32 bytes")
+	}
+	if cfg.BasePath != "" && (!strings.HasPrefix(cfg.BasePath, "/") || strings.HasSuffix(cfg.BasePath, "/")) {
+		return nil, fmt.Errorf("loginui: Config.BasePath %q must start with / and not end with /", cfg.BasePath)
+	}
+	users := make(map[string]string, len(cfg.Users))
+	for i, u := range cfg.Users {
+		if u.Username == "" {
+			return nil, fmt.Errorf("loginui: Config.Users[%d].Username is empty", i)
+		}
+		if _, dup := users[u.Username]; dup {
+			return nil, fmt.Errorf("loginui: Config.Users[%d].Username %q is listed twice", i, u.Username)
+		}
+		if _, err := password.Check(u.PasswordHash, ""); err != nil {
+			return nil, fmt.Errorf("loginui: Config.Users[%d].PasswordHash: %w", i, err)
+		}
+		users[u.Username] = u.PasswordHash
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.SessionTTL, 12*time.Hour)
+	def(&cfg.FlowTTL, 10*time.Minute)
+	def(&cfg.LockoutBase, 2*time.Second)
+	def(&cfg.LockoutMax, 15*time.Minute)
+	if cfg.AccountFreeAttempts <= 0 {
+		cfg.AccountFreeAttempts = 5
+	}
+	if cfg.AddressFreeAttempts <= 0 {
+		cfg.AddressFreeAttempts = 20
+	}
+	if cfg.MaxConcurrentChecks <= 0 {
+		cfg.MaxConcurrentChecks = 4
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.ClientAddr == nil {
+		cfg.ClientAddr = remoteHost
+	}
+
+	derive := func(purpose string, n int) ([]byte, error) {
+		return hkdf.Key(sha256.New, cfg.Secret, nil, "mcpauth loginui "+purpose, n)
+	}
+	hashKey, err := derive("cookie mac", 64)
+	if err != nil {
+		return nil, err
+	}
+	blockKey, err := derive("cookie encryption", 32)
+	if err != nil {
+		return nil, err
+	}
+	csrfKey, err := derive("csrf", 32)
+	if err != nil {
+		return nil, err
+	}
+	sc := securecookie.New(hashKey, blockKey)
+	sc.SetSerializer(securecookie.JSONEncoder{})
+	sc.MaxAge(int(cfg.SessionTTL / time.Second))
+
+	dummy, err := password.Hash(string(hashKey[:16]))
+	if err != nil {
+		return nil, err
+	}
+	names := cookieNames{session: "mcpauth_session", path: cfg.BasePath}
+	if names.path == "" {
+		names.path = "/"
+	}
+	if cfg.Secure {
+		// RFC 6265bis §4.1.3.2: __Host- cookies are Secure, host-only, Path=/.
+		names = cookieNames{session: "__Host-mcpauth_session", path: "/"}
+	}
+	return &UI{
+		cfg:       cfg,
+		users:     users,
+		dummyHash: dummy,
+		cookies:   sc,
+		csrfKey:   csrfKey,
+		cookie:    names,
+		throttle:  newThrottle(cfg.LockoutBase, cfg.LockoutMax),
+		checks:    make(chan struct{}, cfg.MaxConcurrentChecks),
+		log:       cfg.Logger,
+		now:       cfg.Now,
+	}, nil
+}
+
+// Step names carried in the hidden mcpauth_step form field.
+const (
+	stepField    = "mcpauth_step"
+	stepLogin    = "login"
+	stepConsent  = "consent"
+	maxFormBytes = 16 << 10
+)
+
+// Authorize returns (result, true) when the person is logged in and has
+// approved (now, or earlier by a remembered consent covering these scopes for
+// this client+resource) or denied. Otherwise it has written a page (login
+// form, consent form, error) and returns false. Forms POST back to the same
+// /authorize URL (query intact), so the AS re-validates the request each
+// step. When it returns true it may have set a cookie header; the caller then
+// writes its 303 redirect to the client (RFC 9700 §4.12: never 307).
+func (u *UI) Authorize(w http.ResponseWriter, r *http.Request, p Prompt) (Result, bool) {
+	setPageHeaders(w.Header())
+	bind := authorizeBinding(r, p)
+	sess := u.readSession(r)
+
+	var form *submittedForm
+	if r.Method == http.MethodPost {
+		f, err := u.parseForm(w, r)
+		if err != nil {
+			u.renderError(w, r, http.StatusBadRequest, "Bad request", "The form could not be read. Please start again from the application.")
+			return Result{}, false
+		}
+		form = f
+	}
+
+	if form != nil && form.Step == stepLogin {
+		u.handleLoginPost(w, r, sess, form, bind, &p)
+		return Result{}, false
+	}
+
+	loggedIn := sess.Subject != "" && u.userExists(sess.Subject)
+	if loggedIn && p.ForceLogin && sess.LoginFor != bind {
+		loggedIn = false
+	}
+	if !loggedIn {
+		if form != nil && form.Step == stepConsent {
+			// The session ended between the pages; start over with a login.
+			u.renderLogin(w, r, sess, bind, &p, http.StatusForbidden, "Your session expired. Please sign in again.", "")
+			return Result{}, false
+		}
+		u.renderLogin(w, r, sess, bind, &p, http.StatusOK, "", "")
+		return Result{}, false
+	}
+
+	if form != nil && form.Step == stepConsent {
+		return u.handleConsentPost(w, r, sess, form, bind, p)
+	}
+
+	if !p.ForceConsent {
+		covered, err := u.consentCovers(r.Context(), sess.Subject, p)
+		if err != nil {
+			u.storageError(w, r, "reading consent", err)
+			return Result{}, false
+		}
+		if covered {
+			u.finish(w, sess)
+			return Result{Subject: sess.Subject, Scopes: slices.Clone(p.Scopes), AuthTime: time.Unix(sess.AuthTime, 0)}, true
+		}
+	}
+	u.renderConsent(w, r, sess, bind, p, http.StatusOK, "")
+	return Result{}, false
+}
+
+// finish clears the one-request login marker used to satisfy prompt=login,
+// so a replay of the same authorization URL asks for the password again.
+func (u *UI) finish(w http.ResponseWriter, sess session) {
+	if sess.LoginFor == "" {
+		return
+	}
+	sess.LoginFor = ""
+	u.writeSession(w, sess)
+}
+
+func (u *UI) userExists(name string) bool {
+	_, ok := u.users[name]
+	return ok
+}
+
+// consentCovers reports whether a remembered, unexpired consent for this
+// subject, client and resource includes every requested scope.
+func (u *UI) consentCovers(ctx context.Context, subject string, p Prompt) (bool, error) {
+	c, err := u.cfg.Consents.GetConsent(ctx, subject, p.ClientID, p.Resource)
+	if errors.Is(err, storage.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !c.ExpiresAt.IsZero() && !u.now().Before(c.ExpiresAt) {
+		return false, nil
+	}
+	for _, s := range p.Scopes {
+		if !slices.Contains(c.Scopes, s) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (u *UI) handleConsentPost(w http.ResponseWriter, r *http.Request, sess session, f *submittedForm, bind string, p Prompt) (Result, bool) {
+	if ok, err := u.checkForm(r.Context(), sess, f, stepConsent, bind); err != nil {
+		u.storageError(w, r, "using flow token", err)
+		return Result{}, false
+	} else if !ok {
+		u.renderConsent(w, r, sess, bind, p, http.StatusForbidden, "This form has expired or was already used. Please review the request again.")
+		return Result{}, false
+	}
+	switch f.Action {
+	case "deny":
+		u.finish(w, sess)
+		return Result{Subject: sess.Subject, Denied: true, AuthTime: time.Unix(sess.AuthTime, 0)}, true
+	case "approve":
+	default:
+		u.renderError(w, r, http.StatusBadRequest, "Bad request", "Please choose Allow or Deny.")
+		return Result{}, false
+	}
+	scopes := slices.Clone(p.Scopes)
+	remembered := scopes
+	old, err := u.cfg.Consents.GetConsent(r.Context(), sess.Subject, p.ClientID, p.Resource)
+	switch {
+	case err == nil && (old.ExpiresAt.IsZero() || u.now().Before(old.ExpiresAt)):
+		remembered = union(old.Scopes, scopes)
+	case err != nil && !errors.Is(err, storage.ErrNotFound):
+		u.storageError(w, r, "reading consent", err)
+		return Result{}, false
+	}
+	c := &storage.Consent{
+		Subject:   sess.Subject,
+		ClientID:  p.ClientID,
+		Resource:  p.Resource,
+		Scopes:    remembered,
+		GrantedAt: u.now(),
+	}
+	if u.cfg.ConsentTTL > 0 {
+		c.ExpiresAt = c.GrantedAt.Add(u.cfg.ConsentTTL)
+	}
+	if err := u.cfg.Consents.PutConsent(r.Context(), c); err != nil {
+		u.storageError(w, r, "storing consent", err)
+		return Result{}, false
+	}
+	u.finish(w, sess)
+	return Result{Subject: sess.Subject, Scopes: scopes, AuthTime: time.Unix(sess.AuthTime, 0)}, true
+}
+
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (u *UI) storageError(w http.ResponseWriter, r *http.Request, what string, err error) {
+	u.log.ErrorContext(r.Context(), "loginui: storage error", "op", what, "err", err)
+	u.renderError(w, r, http.StatusServiceUnavailable, "Temporarily unavailable", "The service cannot complete this step right now. Please try again in a moment.")
+}

@@ -1,0 +1,177 @@
+package loginui
+
+import (
+	"bytes"
+	"embed"
+	"html/template"
+	"net/http"
+	"strconv"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+var pages = template.Must(template.ParseFS(templateFS, "templates/*.html"))
+
+// contentSecurityPolicy allows nothing but our own stylesheet and forbids
+// framing. It deliberately has no form-action directive: Chromium applies
+// form-action to the redirect that follows the consent POST, which would
+// block the 303 to the client's redirect URI.
+const contentSecurityPolicy = "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+// setPageHeaders sets the anti-framing, no-referrer, no-store headers every
+// page carries (RFC 9700 §4.11.1 clickjacking, §4.2.4 Referer leakage).
+func setPageHeaders(h http.Header) {
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Pragma", "no-cache")
+	h.Set("X-Content-Type-Options", "nosniff")
+}
+
+// view is the data every template receives; pages use the fields they need.
+type view struct {
+	Title string
+	Base  string // BasePath, for links and the stylesheet
+
+	// Forms.
+	Action string
+	Step   string
+	CSRF   string
+	Flow   string
+	Error  string
+	Notice string
+
+	// Login.
+	Username string
+
+	// Consent.
+	Subject      string
+	ClientID     string
+	ClientName   string
+	RedirectHost string
+	CIMDHost     string
+	LoopbackOnly bool
+	Resource     string
+	ResourceName string
+	Scopes       []scopeView
+
+	// Consents list.
+	Consents []consentView
+
+	// Error page.
+	Detail string
+}
+
+type scopeView struct{ Name, Description string }
+
+type consentView struct {
+	ClientID, ClientName string
+	Resource             string
+	Scopes               []string
+	GrantedAt            string
+	ExpiresAt            string
+}
+
+// render executes a template into a buffer first, so a template error never
+// leaves half a page on the wire.
+func render(w http.ResponseWriter, status int, name string, v *view) {
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, name, v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString("<!doctype html><title>Error</title><p>Something went wrong.</p>")
+	}
+	h := w.Header()
+	setPageHeaders(h)
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// ErrorPage writes an HTML error page with the anti-framing headers (used by
+// as/ for an unknown client or a bad redirect URI, which are never redirected:
+// RFC 6749 §4.1.2.1). title and detail are escaped; keep internals out of
+// them. The stylesheet link assumes the issuer has no path; with a BasePath
+// use (*UI).ErrorPage.
+func ErrorPage(w http.ResponseWriter, status int, title, detail string) {
+	errorPage(w, "", status, title, detail)
+}
+
+// ErrorPage is the package ErrorPage with the stylesheet under BasePath.
+func (u *UI) ErrorPage(w http.ResponseWriter, status int, title, detail string) {
+	errorPage(w, u.cfg.BasePath, status, title, detail)
+}
+
+func errorPage(w http.ResponseWriter, base string, status int, title, detail string) {
+	if status < 400 || status > 599 {
+		status = http.StatusBadRequest
+	}
+	if title == "" {
+		title = http.StatusText(status)
+	}
+	render(w, status, "error.html", &view{Title: title, Base: base, Detail: detail})
+}
+
+func (u *UI) renderError(w http.ResponseWriter, r *http.Request, status int, title, detail string) {
+	errorPage(w, u.cfg.BasePath, status, title, detail)
+}
+
+// renderLogin writes the login form, giving the visitor a session first if
+// needed. p is nil on the pages Handler serves.
+func (u *UI) renderLogin(w http.ResponseWriter, r *http.Request, sess session, bind string, p *Prompt, status int, msg, username string) {
+	sess = u.ensureSession(w, sess)
+	v := &view{
+		Title:    "Sign in",
+		Base:     u.cfg.BasePath,
+		Action:   selfURL(r),
+		Step:     stepLogin,
+		CSRF:     u.csrfToken(sess),
+		Flow:     u.newFlow(sess, stepLogin, bind),
+		Error:    msg,
+		Username: username,
+	}
+	if p != nil {
+		v.ClientID, v.ClientName, v.RedirectHost = p.ClientID, displayName(p), p.RedirectHost
+	}
+	render(w, status, "login.html", v)
+}
+
+func (u *UI) renderConsent(w http.ResponseWriter, r *http.Request, sess session, bind string, p Prompt, status int, msg string) {
+	v := &view{
+		Title:        "Allow access?",
+		Base:         u.cfg.BasePath,
+		Action:       selfURL(r),
+		Step:         stepConsent,
+		CSRF:         u.csrfToken(sess),
+		Flow:         u.newFlow(sess, stepConsent, bind),
+		Error:        msg,
+		Subject:      sess.Subject,
+		ClientID:     p.ClientID,
+		ClientName:   displayName(&p),
+		RedirectHost: p.RedirectHost,
+		CIMDHost:     p.CIMDHost,
+		LoopbackOnly: p.LoopbackOnly,
+		Resource:     p.Resource,
+		ResourceName: p.ResourceName,
+	}
+	if v.ResourceName == "" {
+		v.ResourceName = p.Resource
+	}
+	for _, s := range p.Scopes {
+		v.Scopes = append(v.Scopes, scopeView{Name: s, Description: u.cfg.ScopeDescriptions[s]})
+	}
+	render(w, status, "consent.html", v)
+}
+
+func displayName(p *Prompt) string {
+	if p.ClientName != "" {
+		return p.ClientName
+	}
+	return p.ClientID
+}
