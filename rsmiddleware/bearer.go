@@ -7,8 +7,8 @@ import (
 
 // Errors of ParseAuthorization.
 var (
-	// ErrNoToken: the header is absent or empty (RFC 6750 §3.1: the
-	// challenge then carries no error code).
+	// ErrNoToken: the header is absent, empty, or of another scheme
+	// (RFC 6750 §3.1: the challenge then carries no error code).
 	ErrNoToken = errors.New("rsmiddleware: no bearer token")
 	// ErrMalformedAuthorization: the header is not "Bearer <b64token>"
 	// (RFC 6750 §2.1); answered with invalid_request.
@@ -24,7 +24,12 @@ func ParseAuthorization(header string) (string, error) {
 		return "", ErrNoToken
 	}
 	scheme, rest, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	if !strings.EqualFold(scheme, "Bearer") {
+		// Another scheme carries no bearer token (RFC 6750 §3: answered
+		// like a request without credentials).
+		return "", ErrNoToken
+	}
+	if !ok {
 		return "", ErrMalformedAuthorization
 	}
 	tok := strings.TrimLeft(rest, " ")
