@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpauth/mcpauth/metadata"
+	"github.com/mcpauth/mcpauth/rsmiddleware"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Scopes of this server.
+const (
+	ScopeTools = "mcp:tools" // every request
+	ScopeAdmin = "mcp:admin" // admin_stats
+	// ScopeReportsRead is what fetch_report asks the downstream API for.
+	ScopeReportsRead = "reports:read"
+)
+
+type config struct {
+	listen, resource, issuer, downstream string
+	clientID, clientSecret               string
+	// httpClient reaches the AS (tests); nil means rsmiddleware's default.
+	httpClient *http.Client
+}
+
+// newServer builds the whole HTTP handler: PRM, health, and the guarded MCP
+// endpoint.
+func newServer(cfg config, logger *slog.Logger) (http.Handler, error) {
+	resource, err := metadata.CanonicalResource(cfg.resource)
+	if err != nil {
+		return nil, errors.New("--resource: " + err.Error())
+	}
+	u, err := url.Parse(resource)
+	if err != nil {
+		return nil, err
+	}
+	path := u.Path
+	if path == "" {
+		path = "/"
+	}
+	verifier, err := rsmiddleware.NewVerifier(rsmiddleware.Config{
+		Issuer:     cfg.issuer,
+		Resource:   resource,
+		HTTPClient: cfg.httpClient,
+		Logger:     logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	prmURL, err := rsmiddleware.ResourceMetadataURL(resource)
+	if err != nil {
+		return nil, err
+	}
+	scopes := rsmiddleware.Scopes{
+		Base:  []string{ScopeTools},
+		Tools: map[string][]string{"admin_stats": {ScopeAdmin}},
+	}
+	guard, err := rsmiddleware.NewMiddleware(rsmiddleware.MiddlewareConfig{
+		Verifier:            verifier,
+		ResourceMetadataURL: prmURL,
+		Scopes:              scopes,
+		Logger:              logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	prm, err := rsmiddleware.NewProtectedResourceMetadata(resource, []string{cfg.issuer}, []string{ScopeTools, ScopeAdmin})
+	if err != nil {
+		return nil, err
+	}
+
+	t := &tools{scopes: scopes, downstream: strings.TrimSuffix(cfg.downstream, "/"), logger: logger, started: time.Now()}
+	if cfg.downstream != "" {
+		if cfg.clientSecret == "" {
+			return nil, errors.New("MCPSERVER_CLIENT_SECRET is not set (needed for token exchange to --downstream)")
+		}
+		downstreamResource, err := metadata.CanonicalResource(cfg.downstream)
+		if err != nil {
+			return nil, errors.New("--downstream: " + err.Error())
+		}
+		ex, err := rsmiddleware.NewExchanger(rsmiddleware.ExchangeConfig{
+			Issuer:       cfg.issuer,
+			ClientID:     cfg.clientID,
+			ClientSecret: cfg.clientSecret,
+			Scopes:       []string{ScopeReportsRead},
+			HTTPClient:   cfg.httpClient,
+		})
+		if err != nil {
+			return nil, err
+		}
+		t.downstreamClient = &http.Client{
+			Transport: ex.Transport(nil, downstreamResource),
+			Timeout:   15 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		}
+	}
+
+	server := mcp.NewServer(&mcp.Implementation{Name: "mcpauth-example-server", Version: "0.1.0"}, nil)
+	t.register(server)
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+
+	mux := http.NewServeMux()
+	if err := rsmiddleware.MountPRM(mux, prm, true); err != nil {
+		return nil, err
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	binding := &rsmiddleware.SessionBinding{}
+	mux.Handle(path, guard.Wrap(binding.Wrap(t.requests.bridge(mcpHandler))))
+	return mux, nil
+}
+
+// requestContexts lets tool handlers reach the context of the HTTP request
+// that carried their tools/call. The SDK runs tool handlers in the session's
+// context, which belongs to the request that opened the session (the token
+// seen then, possibly expired or stepped up since), so the principal and the
+// inbound token for the exchange must come from the current request instead.
+// bridge tags each request with a fresh, unguessable reference in a header
+// the SDK passes to handlers as RequestExtra.Header; a client cannot set it,
+// because bridge always overwrites it.
+type requestContexts struct {
+	m sync.Map // ref -> context.Context
+}
+
+const refHeader = "X-Mcpauth-Example-Request-Ref"
+
+func (rc *requestContexts) bridge(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ref := rand.Text()
+		rc.m.Store(ref, r.Context())
+		defer rc.m.Delete(ref)
+		r.Header.Set(refHeader, ref)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// principal returns the verified principal and the context of the request
+// carrying req.
+func (rc *requestContexts) principal(req *mcp.CallToolRequest) (*rsmiddleware.Principal, context.Context, error) {
+	if req.Extra == nil || req.Extra.Header == nil {
+		return nil, nil, errors.New("no HTTP request")
+	}
+	v, ok := rc.m.Load(req.Extra.Header.Get(refHeader))
+	if !ok {
+		return nil, nil, errors.New("request context not found")
+	}
+	ctx := v.(context.Context)
+	p, ok := rsmiddleware.PrincipalFromContext(ctx)
+	if !ok {
+		return nil, nil, errors.New("unauthenticated")
+	}
+	return p, ctx, nil
+}
+
+type tools struct {
+	scopes           rsmiddleware.Scopes
+	downstream       string
+	downstreamClient *http.Client
+	requests         requestContexts
+	logger           *slog.Logger
+	started          time.Time
+
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+// WhoAmI is the result of the whoami tool.
+type WhoAmI struct {
+	Subject   string    `json:"sub"`
+	ClientID  string    `json:"client_id"`
+	Scopes    []string  `json:"scopes"`
+	Audience  []string  `json:"aud"`
+	Issuer    string    `json:"iss"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// AdminStats is the result of the admin_stats tool.
+type AdminStats struct {
+	UptimeSeconds int64          `json:"uptime_seconds"`
+	ToolCalls     map[string]int `json:"tool_calls"`
+	CalledBy      string         `json:"called_by"`
+}
+
+// Report is the result of the fetch_report tool: what the downstream API said.
+type Report struct {
+	Status int             `json:"status"`
+	Body   json.RawMessage `json:"body"`
+}
+
+type empty struct{}
+
+func (t *tools) register(s *mcp.Server) {
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "whoami",
+		Description: "Returns the authenticated principal (needs scope mcp:tools).",
+	}, t.whoami)
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "admin_stats",
+		Description: "Server statistics for administrators (needs scope mcp:admin).",
+	}, t.adminStats)
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "fetch_report",
+		Description: "Fetches a report from the downstream API with a token obtained by token exchange.",
+	}, t.fetchReport)
+}
+
+func (t *tools) count(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.calls == nil {
+		t.calls = map[string]int{}
+	}
+	t.calls[name]++
+}
+
+func (t *tools) whoami(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, WhoAmI, error) {
+	t.count("whoami")
+	p, _, err := t.requests.principal(req)
+	if err != nil {
+		return nil, WhoAmI{}, err
+	}
+	return nil, WhoAmI{Subject: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes, Audience: p.Audience, Issuer: p.Issuer, ExpiresAt: p.Expiry}, nil
+}
+
+func (t *tools) adminStats(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, AdminStats, error) {
+	t.count("admin_stats")
+	p, _, err := t.requests.principal(req)
+	if err != nil {
+		return nil, AdminStats{}, err
+	}
+	// The middleware answers 403 insufficient_scope before this runs; check
+	// again so the tool stays safe if the mapping is ever edited.
+	if missing := p.MissingScopes(t.scopes.ForTool("admin_stats")); len(missing) > 0 {
+		return nil, AdminStats{}, fmt.Errorf("missing scopes %v", missing)
+	}
+	t.mu.Lock()
+	calls := make(map[string]int, len(t.calls))
+	for k, v := range t.calls {
+		calls[k] = v
+	}
+	t.mu.Unlock()
+	return nil, AdminStats{UptimeSeconds: int64(time.Since(t.started).Seconds()), ToolCalls: calls, CalledBy: p.Subject}, nil
+}
+
+func (t *tools) fetchReport(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, Report, error) {
+	t.count("fetch_report")
+	if t.downstreamClient == nil {
+		return nil, Report{}, errors.New("no --downstream configured")
+	}
+	p, reqCtx, err := t.requests.principal(req)
+	if err != nil {
+		return nil, Report{}, err
+	}
+	// The outgoing request carries the inbound request's context, from which
+	// the exchange RoundTripper takes the user's token to exchange; the
+	// Authorization header it sends holds the exchanged token only.
+	callCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(mergeValues(callCtx, reqCtx), http.MethodGet, t.downstream+"/report", nil)
+	if err != nil {
+		return nil, Report{}, err
+	}
+	resp, err := t.downstreamClient.Do(hreq)
+	if err != nil {
+		t.logger.Warn("fetch_report failed", "sub", p.Subject, "err", err)
+		return nil, Report{}, fmt.Errorf("downstream call failed: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return nil, Report{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, Report{}, fmt.Errorf("downstream answered %s", resp.Status)
+	}
+	if !json.Valid(body) {
+		return nil, Report{}, errors.New("downstream answered invalid JSON")
+	}
+	return nil, Report{Status: resp.StatusCode, Body: body}, nil
+}
+
+// mergeValues is a context with the deadline and cancellation of ctx and the
+// values of values (the inbound HTTP request's, where rsmiddleware keeps the
+// principal and token).
+func mergeValues(ctx, values context.Context) context.Context {
+	return valuesContext{Context: ctx, values: values}
+}
+
+type valuesContext struct {
+	context.Context
+	values context.Context
+}
+
+func (c valuesContext) Value(key any) any {
+	if v := c.values.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
+}
