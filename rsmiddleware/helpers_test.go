@@ -6,6 +6,8 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -258,7 +260,8 @@ func (ks *keyServer) serveToken(w http.ResponseWriter, r *http.Request) {
 }
 
 func (ks *keyServer) verifier(t testing.TB, mod func(*Config)) *Verifier {
-	cfg := Config{Issuer: ks.issuer, Resource: testResource, HTTPClient: ks.srv.Client(), RefreshInterval: time.Hour}
+	cfg := Config{Issuer: ks.issuer, Resource: testResource, HTTPClient: ks.srv.Client(), RefreshInterval: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if mod != nil {
 		mod(&cfg)
 	}
