@@ -1,0 +1,632 @@
+// Package postgres is the PostgreSQL storage.Store, built on pgx/v5's pgxpool.
+//
+// Exactly-once behaviour comes from single statements: redeeming a code is
+// one "UPDATE ... WHERE active", rotating a refresh token one UPDATE whose
+// WHERE clause holds the grace rule, using a jti one INSERT ... ON CONFLICT.
+// PostgreSQL re-evaluates the WHERE clause of a blocked UPDATE once the
+// competing transaction commits, so of any number of concurrent callers, on
+// any number of authserver instances, exactly one sees its row change.
+//
+// Transactions (storage.Transactional) travel in the context: BeginTX stores a
+// pgx.Tx in the returned context and every method called with that context
+// runs on it. A statement that fails inside a transaction aborts it (as
+// PostgreSQL does); the caller must then Rollback.
+//
+// Errors: unique violations map to storage.ErrAlreadyExists; a database that
+// cannot be reached, a closed pool, a server shutting down or a connection
+// lost map to a wrapped storage.ErrUnavailable. The pool replaces broken
+// connections, so the store recovers by itself when the server is back.
+//
+// The schema comes from package migrations; call Migrate (or open.Migrate)
+// before use.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/mcpauth/mcpauth/migrations"
+	"github.com/mcpauth/mcpauth/storage"
+)
+
+// Options tune the connection pool. The zero value is usable.
+type Options struct {
+	// MaxConns caps the pool; 0 keeps pgxpool's default (max(4, NumCPU)) or
+	// the DSN's pool_max_conns.
+	MaxConns int32
+	// MinConns keeps that many connections open; 0 opens them on demand.
+	MinConns int32
+}
+
+// Store is the PostgreSQL backend. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// Open connects to dsn (a postgres:// URL or key=value string; extra
+// parameters such as search_path become session settings) and checks the
+// connection. A database that cannot be reached yields a wrapped
+// storage.ErrUnavailable.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse dsn: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.MinConns > 0 {
+		cfg.MinConns = opts.MinConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	s := &Store{pool: pool}
+	if err := s.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Pool exposes the connection pool, for health checks and tests.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Migrate applies pending migrations under an advisory lock and returns the
+// versions it applied.
+func (s *Store) Migrate(ctx context.Context) ([]int, error) {
+	r, db, err := s.runner()
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	v, err := r.Up(ctx)
+	return v, mapErr(err)
+}
+
+// MigrationStatus reports applied and pending migrations.
+func (s *Store) MigrationStatus(ctx context.Context) (migrations.Status, error) {
+	r, db, err := s.runner()
+	if err != nil {
+		return migrations.Status{}, err
+	}
+	defer db.Close()
+	st, err := r.Status(ctx)
+	return st, mapErr(err)
+}
+
+func (s *Store) runner() (*migrations.Runner, *sql.DB, error) {
+	db := stdlib.OpenDBFromPool(s.pool)
+	r, err := migrations.New(db, migrations.Postgres)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return r, db, nil
+}
+
+// Close closes the pool; later calls fail with storage.ErrUnavailable.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Ping implements storage.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	if t := s.txFrom(ctx); t != nil {
+		_, err := t.tx.Exec(ctx, "SELECT 1")
+		return mapErr(err)
+	}
+	return mapErr(s.pool.Ping(ctx))
+}
+
+// mapErr translates pgx errors into storage sentinels, keeping the cause.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, storage.ErrUnavailable) || errors.Is(err, storage.ErrAlreadyExists) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "23505":
+			return fmt.Errorf("%w: %s", storage.ErrAlreadyExists, pgErr.ConstraintName)
+		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			strings.HasPrefix(pgErr.Code, "57P"), // admin/crash shutdown, cannot connect now
+			strings.HasPrefix(pgErr.Code, "53"):  // insufficient resources (too many connections)
+			return fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
+		}
+		return fmt.Errorf("postgres: %w", err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	if errors.As(err, &connErr) || errors.As(err, &netErr) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		pgconn.SafeToRetry(err) || strings.Contains(err.Error(), "closed pool") ||
+		strings.Contains(err.Error(), "conn closed") {
+		return fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
+	}
+	return fmt.Errorf("postgres: %w", err)
+}
+
+// querier is what both the pool and a transaction offer.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+type txKey struct{}
+
+type pgTx struct {
+	s    *Store
+	tx   pgx.Tx
+	done bool
+}
+
+func (s *Store) txFrom(ctx context.Context) *pgTx {
+	t, _ := ctx.Value(txKey{}).(*pgTx)
+	if t == nil || t.s != s || t.done {
+		return nil
+	}
+	return t
+}
+
+// q returns the transaction in ctx, or the pool.
+func (s *Store) q(ctx context.Context) querier {
+	if t := s.txFrom(ctx); t != nil {
+		return t.tx
+	}
+	return s.pool
+}
+
+// BeginTX implements storage.Transactional. A context that already carries a
+// transaction of this store is returned unchanged (no nesting).
+func (s *Store) BeginTX(ctx context.Context) (context.Context, error) {
+	if s.txFrom(ctx) != nil {
+		return ctx, nil
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return ctx, mapErr(err)
+	}
+	return context.WithValue(ctx, txKey{}, &pgTx{s: s, tx: tx}), nil
+}
+
+// ErrNoTransaction is returned by Commit and Rollback when ctx carries no open
+// transaction of this store.
+var ErrNoTransaction = errors.New("postgres: no open transaction in context")
+
+// Commit implements storage.Transactional.
+func (s *Store) Commit(ctx context.Context) error {
+	t := s.txFrom(ctx)
+	if t == nil {
+		return ErrNoTransaction
+	}
+	t.done = true
+	return mapErr(t.tx.Commit(context.WithoutCancel(ctx)))
+}
+
+// Rollback implements storage.Transactional.
+func (s *Store) Rollback(ctx context.Context) error {
+	t := s.txFrom(ctx)
+	if t == nil {
+		return ErrNoTransaction
+	}
+	t.done = true
+	return mapErr(t.tx.Rollback(context.WithoutCancel(ctx)))
+}
+
+// ts turns Go's zero time into NULL.
+func ts(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// untime turns NULL back into the zero time.
+func untime(p *time.Time) time.Time {
+	if p == nil {
+		return time.Time{}
+	}
+	return p.UTC()
+}
+
+// arr keeps nil slices out of NOT NULL array columns.
+func arr(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func emptyNil(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+const clientCols = `id, secret_hash, secret_expires_at, public, name, redirect_uris, grant_types,
+	response_types, scopes, resources, token_endpoint_auth_method, jwks, jwks_uri,
+	application_type, metadata, registration_token_hash, source, created_at, updated_at, last_used_at`
+
+func clientArgs(c *storage.Client) []any {
+	return []any{c.ID, c.SecretHash, ts(c.SecretExpiresAt), c.Public, c.Name, arr(c.RedirectURIs),
+		arr(c.GrantTypes), arr(c.ResponseTypes), arr(c.Scopes), arr(c.Resources),
+		c.TokenEndpointAuthMethod, c.JWKS, c.JWKSURI, c.ApplicationType, c.Metadata,
+		c.RegistrationTokenHash, c.Source, c.CreatedAt, c.UpdatedAt, ts(c.LastUsedAt)}
+}
+
+func scanClient(row pgx.Row) (*storage.Client, error) {
+	var c storage.Client
+	var secretExp, created, updated, lastUsed *time.Time
+	err := row.Scan(&c.ID, &c.SecretHash, &secretExp, &c.Public, &c.Name, &c.RedirectURIs,
+		&c.GrantTypes, &c.ResponseTypes, &c.Scopes, &c.Resources, &c.TokenEndpointAuthMethod,
+		&c.JWKS, &c.JWKSURI, &c.ApplicationType, &c.Metadata, &c.RegistrationTokenHash,
+		&c.Source, &created, &updated, &lastUsed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, storage.ErrNotFound
+	}
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	c.SecretExpiresAt, c.CreatedAt, c.UpdatedAt, c.LastUsedAt = untime(secretExp), untime(created), untime(updated), untime(lastUsed)
+	c.RedirectURIs, c.GrantTypes, c.ResponseTypes = emptyNil(c.RedirectURIs), emptyNil(c.GrantTypes), emptyNil(c.ResponseTypes)
+	c.Scopes, c.Resources = emptyNil(c.Scopes), emptyNil(c.Resources)
+	return &c, nil
+}
+
+// GetClient implements storage.ClientStore.
+func (s *Store) GetClient(ctx context.Context, id string) (*storage.Client, error) {
+	return scanClient(s.q(ctx).QueryRow(ctx, `SELECT `+clientCols+` FROM clients WHERE id = $1`, id))
+}
+
+// CreateClient implements storage.ClientStore. A zero CreatedAt or UpdatedAt
+// is stored as the current time.
+func (s *Store) CreateClient(ctx context.Context, c *storage.Client) error {
+	n := *c
+	if n.CreatedAt.IsZero() {
+		n.CreatedAt = time.Now()
+	}
+	if n.UpdatedAt.IsZero() {
+		n.UpdatedAt = n.CreatedAt
+	}
+	_, err := s.q(ctx).Exec(ctx, `INSERT INTO clients (`+clientCols+`) VALUES
+		($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)`, clientArgs(&n)...)
+	return mapErr(err)
+}
+
+// UpdateClient implements storage.ClientStore: the row is locked (SELECT ...
+// FOR UPDATE) while update runs, in its own transaction or in a savepoint of
+// the caller's.
+func (s *Store) UpdateClient(ctx context.Context, id string, update func(storage.Client) (storage.Client, error)) error {
+	err := pgx.BeginFunc(ctx, s.q(ctx), func(tx pgx.Tx) error {
+		old, err := scanClient(tx.QueryRow(ctx, `SELECT `+clientCols+` FROM clients WHERE id = $1 FOR UPDATE`, id))
+		if err != nil {
+			return err
+		}
+		n, err := update(*old)
+		if err != nil {
+			return closureErr{err}
+		}
+		n.ID = id
+		_, err = tx.Exec(ctx, `UPDATE clients SET secret_hash=$2, secret_expires_at=$3, public=$4, name=$5,
+			redirect_uris=$6, grant_types=$7, response_types=$8, scopes=$9, resources=$10,
+			token_endpoint_auth_method=$11, jwks=$12, jwks_uri=$13, application_type=$14, metadata=$15,
+			registration_token_hash=$16, source=$17, created_at=$18, updated_at=$19, last_used_at=$20
+			WHERE id = $1`, clientArgs(&n)...)
+		return mapErr(err)
+	})
+	var ce closureErr
+	if errors.As(err, &ce) {
+		return ce.err // the closure's error, unchanged
+	}
+	if errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	return mapErr(err)
+}
+
+// closureErr marks an error returned by UpdateClient's closure.
+type closureErr struct{ err error }
+
+func (e closureErr) Error() string { return e.err.Error() }
+
+// DeleteClient implements storage.ClientStore.
+func (s *Store) DeleteClient(ctx context.Context, id string) error {
+	return s.execOne(ctx, `DELETE FROM clients WHERE id = $1`, id)
+}
+
+// TouchClient implements storage.ClientStore; ErrNotFound for an unknown id.
+func (s *Store) TouchClient(ctx context.Context, id string, at time.Time) error {
+	return s.execOne(ctx, `UPDATE clients SET last_used_at = $2 WHERE id = $1`, id, ts(at))
+}
+
+// execOne runs a statement that must affect one row, else ErrNotFound.
+func (s *Store) execOne(ctx context.Context, sql string, args ...any) error {
+	tag, err := s.q(ctx).Exec(ctx, sql, args...)
+	if err != nil {
+		return mapErr(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return storage.ErrNotFound
+	}
+	return nil
+}
+
+// execCount runs a statement and returns the rows it affected.
+func (s *Store) execCount(ctx context.Context, sql string, args ...any) (int, error) {
+	tag, err := s.q(ctx).Exec(ctx, sql, args...)
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// CountClients implements storage.ClientStore.
+func (s *Store) CountClients(ctx context.Context, source string) (int, error) {
+	var n int
+	err := s.q(ctx).QueryRow(ctx, `SELECT count(*) FROM clients WHERE $1 = '' OR source = $1`, source).Scan(&n)
+	return n, mapErr(err)
+}
+
+// ReapClients implements storage.ClientStore. Rows locked by another reaper
+// are skipped, so concurrent reapers on several instances do not wait for
+// each other. A limit <= 0 deletes nothing.
+func (s *Store) ReapClients(ctx context.Context, neverUsedBefore, idleBefore time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, `DELETE FROM clients WHERE id IN (
+		SELECT id FROM clients WHERE source IN ('dcr', 'cimd')
+		AND ((last_used_at IS NULL AND created_at < $1) OR last_used_at < $2)
+		ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)`, neverUsedBefore, idleBefore, limit)
+}
+
+const tokenCols = `kind, signature, request_id, client_id, subject, active, created_at, expires_at, rotated_at, data`
+
+// CreateToken implements storage.TokenStore.
+func (s *Store) CreateToken(ctx context.Context, t *storage.Token) error {
+	_, err := s.q(ctx).Exec(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
+		string(t.Kind), t.Signature, t.RequestID, t.ClientID, t.Subject, t.Active,
+		ts(t.CreatedAt), ts(t.ExpiresAt), ts(t.RotatedAt), t.Data)
+	return mapErr(err)
+}
+
+// GetToken implements storage.TokenStore.
+func (s *Store) GetToken(ctx context.Context, kind storage.TokenKind, signature string) (*storage.Token, error) {
+	var t storage.Token
+	var k string
+	var created, expires, rotated *time.Time
+	err := s.q(ctx).QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens WHERE kind = $1 AND signature = $2`, string(kind), signature).
+		Scan(&k, &t.Signature, &t.RequestID, &t.ClientID, &t.Subject, &t.Active, &created, &expires, &rotated, &t.Data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, storage.ErrNotFound
+	}
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	t.Kind = storage.TokenKind(k)
+	t.CreatedAt, t.ExpiresAt, t.RotatedAt = untime(created), untime(expires), untime(rotated)
+	return &t, nil
+}
+
+// inactiveOrMissing tells why a conditional UPDATE changed no row.
+func (s *Store) inactiveOrMissing(ctx context.Context, kind storage.TokenKind, signature string) error {
+	var exists bool
+	err := s.q(ctx).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tokens WHERE kind = $1 AND signature = $2)`, string(kind), signature).Scan(&exists)
+	if err != nil {
+		return mapErr(err)
+	}
+	if !exists {
+		return storage.ErrNotFound
+	}
+	return storage.ErrInactive
+}
+
+// DeactivateToken implements storage.TokenStore with one conditional UPDATE.
+func (s *Store) DeactivateToken(ctx context.Context, kind storage.TokenKind, signature string) error {
+	n, err := s.execCount(ctx, `UPDATE tokens SET active = false WHERE kind = $1 AND signature = $2 AND active`, string(kind), signature)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return s.inactiveOrMissing(ctx, kind, signature)
+	}
+	return nil
+}
+
+// RotateToken implements storage.TokenStore with one conditional UPDATE: it
+// matches an active token never rotated, or (grace > 0) rotated at or after
+// now-grace; the first rotation time is kept.
+func (s *Store) RotateToken(ctx context.Context, kind storage.TokenKind, signature string, now time.Time, grace time.Duration) error {
+	n, err := s.execCount(ctx, `UPDATE tokens SET rotated_at = COALESCE(rotated_at, $3)
+		WHERE kind = $1 AND signature = $2 AND active
+		AND (rotated_at IS NULL OR ($4 AND rotated_at >= $5))`,
+		string(kind), signature, now, grace > 0, now.Add(-grace))
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return s.inactiveOrMissing(ctx, kind, signature)
+	}
+	return nil
+}
+
+// RevokeTokens implements storage.TokenStore.
+func (s *Store) RevokeTokens(ctx context.Context, kind storage.TokenKind, requestID string) error {
+	_, err := s.execCount(ctx, `UPDATE tokens SET active = false WHERE kind = $1 AND request_id = $2 AND active`, string(kind), requestID)
+	return err
+}
+
+// DeleteToken implements storage.TokenStore.
+func (s *Store) DeleteToken(ctx context.Context, kind storage.TokenKind, signature string) error {
+	return s.execOne(ctx, `DELETE FROM tokens WHERE kind = $1 AND signature = $2`, string(kind), signature)
+}
+
+// DeleteExpiredTokens implements storage.TokenStore: one short statement per
+// batch, skipping rows other transactions hold. A limit <= 0 deletes nothing.
+func (s *Store) DeleteExpiredTokens(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, `DELETE FROM tokens WHERE (kind, signature) IN (
+		SELECT kind, signature FROM tokens WHERE expires_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, limit)
+}
+
+// GetConsent implements storage.ConsentStore.
+func (s *Store) GetConsent(ctx context.Context, subject, clientID, resource string) (*storage.Consent, error) {
+	rows, err := s.q(ctx).Query(ctx, `SELECT subject, client_id, resource, scopes, granted_at, expires_at
+		FROM consents WHERE subject = $1 AND client_id = $2 AND resource = $3`, subject, clientID, resource)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	cs, err := scanConsents(rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(cs) == 0 {
+		return nil, storage.ErrNotFound
+	}
+	return &cs[0], nil
+}
+
+func scanConsents(rows pgx.Rows) ([]storage.Consent, error) {
+	defer rows.Close()
+	var out []storage.Consent
+	for rows.Next() {
+		var c storage.Consent
+		var granted, expires *time.Time
+		if err := rows.Scan(&c.Subject, &c.ClientID, &c.Resource, &c.Scopes, &granted, &expires); err != nil {
+			return nil, mapErr(err)
+		}
+		c.Scopes = emptyNil(c.Scopes)
+		c.GrantedAt, c.ExpiresAt = untime(granted), untime(expires)
+		out = append(out, c)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// PutConsent implements storage.ConsentStore.
+func (s *Store) PutConsent(ctx context.Context, c *storage.Consent) error {
+	_, err := s.q(ctx).Exec(ctx, `INSERT INTO consents (subject, client_id, resource, scopes, granted_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (subject, client_id, resource) DO UPDATE
+		SET scopes = EXCLUDED.scopes, granted_at = EXCLUDED.granted_at, expires_at = EXCLUDED.expires_at`,
+		c.Subject, c.ClientID, c.Resource, arr(c.Scopes), ts(c.GrantedAt), ts(c.ExpiresAt))
+	return mapErr(err)
+}
+
+// DeleteConsents implements storage.ConsentStore.
+func (s *Store) DeleteConsents(ctx context.Context, subject, clientID string) error {
+	_, err := s.execCount(ctx, `DELETE FROM consents WHERE subject = $1 AND ($2 = '' OR client_id = $2)`, subject, clientID)
+	return err
+}
+
+// ListConsents implements storage.ConsentStore, ordered by client id then
+// resource.
+func (s *Store) ListConsents(ctx context.Context, subject string) ([]storage.Consent, error) {
+	rows, err := s.q(ctx).Query(ctx, `SELECT subject, client_id, resource, scopes, granted_at, expires_at
+		FROM consents WHERE subject = $1 ORDER BY client_id, resource`, subject)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return scanConsents(rows)
+}
+
+// DeleteExpiredConsents implements storage.ConsentStore. A limit <= 0
+// deletes nothing.
+func (s *Store) DeleteExpiredConsents(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, `DELETE FROM consents WHERE (subject, client_id, resource) IN (
+		SELECT subject, client_id, resource FROM consents WHERE expires_at < $1
+		LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, limit)
+}
+
+// ListKeys implements storage.KeyStore: newest CreatedAt first, ties by ID
+// descending.
+func (s *Store) ListKeys(ctx context.Context) ([]storage.SigningKey, error) {
+	rows, err := s.q(ctx).Query(ctx, `SELECT id, algorithm, public_jwk, private_sealed, created_at, retired_at
+		FROM signing_keys ORDER BY created_at DESC NULLS LAST, id DESC`)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	out := []storage.SigningKey{}
+	for rows.Next() {
+		var k storage.SigningKey
+		var created, retired *time.Time
+		if err := rows.Scan(&k.ID, &k.Algorithm, &k.PublicJWK, &k.PrivateSealed, &created, &retired); err != nil {
+			return nil, mapErr(err)
+		}
+		k.CreatedAt, k.RetiredAt = untime(created), untime(retired)
+		out = append(out, k)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// CreateKey implements storage.KeyStore.
+func (s *Store) CreateKey(ctx context.Context, k *storage.SigningKey) error {
+	_, err := s.q(ctx).Exec(ctx, `INSERT INTO signing_keys (id, algorithm, public_jwk, private_sealed, created_at, retired_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, k.ID, k.Algorithm, k.PublicJWK, k.PrivateSealed, ts(k.CreatedAt), ts(k.RetiredAt))
+	return mapErr(err)
+}
+
+// RetireKeys implements storage.KeyStore.
+func (s *Store) RetireKeys(ctx context.Context, keepID string, at time.Time) error {
+	_, err := s.execCount(ctx, `UPDATE signing_keys SET retired_at = $2 WHERE id <> $1 AND retired_at IS NULL`, keepID, at)
+	return err
+}
+
+// DeleteKey implements storage.KeyStore.
+func (s *Store) DeleteKey(ctx context.Context, id string) error {
+	return s.execOne(ctx, `DELETE FROM signing_keys WHERE id = $1`, id)
+}
+
+// UseJTI implements storage.JTIStore with one INSERT ... ON CONFLICT that
+// replaces only an expired record (by this process's clock).
+func (s *Store) UseJTI(ctx context.Context, id string, expiresAt time.Time) error {
+	n, err := s.execCount(ctx, `INSERT INTO jtis (id, expires_at) VALUES ($1, $2)
+		ON CONFLICT (id) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE jtis.expires_at <= $3`,
+		id, expiresAt, time.Now())
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return storage.ErrAlreadyUsed
+	}
+	return nil
+}
+
+// DeleteExpiredJTIs implements storage.JTIStore. A limit <= 0 deletes nothing.
+func (s *Store) DeleteExpiredJTIs(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, `DELETE FROM jtis WHERE id IN (
+		SELECT id FROM jtis WHERE expires_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, limit)
+}
