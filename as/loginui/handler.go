@@ -36,7 +36,7 @@ func (u *UI) Handler() http.Handler {
 				return
 			}
 			name := strings.TrimPrefix(path, "/ui/")
-			if name == "" || strings.HasSuffix(name, "/") {
+			if st, err := fs.Stat(static, name); err != nil || st.IsDir() || !fs.ValidPath(name) {
 				u.renderError(w, r, http.StatusNotFound, "Not found", "There is no such page.")
 				return
 			}
