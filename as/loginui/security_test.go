@@ -527,7 +527,7 @@ func TestHostileRequestsNeverFail500(t *testing.T) {
 	h := newHarness(t, nil)
 	for _, tc := range []struct {
 		name, ctype, body string
-		want               int
+		want              int
 	}{
 		{"a duplicated step field is a bad request", "application/x-www-form-urlencoded", "mcpauth_step=login&mcpauth_step=consent", 400},
 		{"an unknown step is a bad request", "application/x-www-form-urlencoded", "mcpauth_step=admin", 400},
