@@ -92,7 +92,8 @@ type Tokens struct {
 	CodeTTL    Duration `yaml:"code_ttl"`
 	// RefreshGrace is how long an already rotated refresh token is still
 	// accepted (two clients racing) before reuse revokes the family.
-	RefreshGrace Duration `yaml:"refresh_grace"`
+	// Default 5s; 0 turns the window off.
+	RefreshGrace *Duration `yaml:"refresh_grace"`
 }
 
 // Signing selects the JWS algorithm of access tokens (RFC 9068 §2.1).
@@ -147,8 +148,9 @@ type CIMD struct {
 	Enabled        *bool    `yaml:"enabled"`
 	AllowedDomains []string `yaml:"allowed_domains"`
 	DeniedDomains  []string `yaml:"denied_domains"`
-	// AllowHosts lets these hosts (host or host:port) be fetched over plain
-	// http and on loopback addresses: for development and tests only.
+	// AllowHosts lets these host:port pairs (an IP literal or localhost) be
+	// fetched over plain http and on loopback or private addresses: for
+	// development and tests only.
 	AllowHosts []string `yaml:"allow_hosts"`
 	CacheMin   Duration `yaml:"cache_min"`
 	CacheMax   Duration `yaml:"cache_max"`
@@ -321,8 +323,9 @@ func (c *Config) defaults() {
 	if t.CodeTTL == 0 {
 		t.CodeTTL = Duration(5 * time.Minute)
 	}
-	if t.RefreshGrace == 0 {
-		t.RefreshGrace = Duration(5 * time.Second)
+	if t.RefreshGrace == nil {
+		d := Duration(5 * time.Second)
+		t.RefreshGrace = &d
 	}
 	if c.Signing.Algorithm == "" {
 		c.Signing.Algorithm = "ES256"

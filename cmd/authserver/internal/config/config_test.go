@@ -112,6 +112,8 @@ func TestParseRejectsBadFields(t *testing.T) {
 		{"rejects an exchange without scopes", add("exchange:\n  - from: https://mcp.example.com/mcp\n    to: https://other.example.com/api"), "config: exchange[0].scopes: at least one scope"},
 		{"rejects an exchange rule naming an unknown client", add("exchange:\n  - from: https://mcp.example.com/mcp\n    to: https://other.example.com/api\n    scopes: [read]\n    clients: [nobody]"), "config: exchange[0].clients[0]: \"nobody\" is not a configured client"},
 		{"rejects token exchange for a public client", repl("    public: true", "    public: true\n    grant_types: [urn:ietf:params:oauth:grant-type:token-exchange]"), "config: clients[1].grant_types[0]: a public client cannot"},
+		{"rejects a CIMD allowed host without a port", add("cimd:\n  allow_hosts: [127.0.0.1]"), "config: cimd.allow_hosts[0]: must be IP:port"},
+		{"rejects a refresh grace over a minute", add("tokens:\n  refresh_grace: 2m"), "config: tokens.refresh_grace: must be at most 1m"},
 		{"rejects an unknown log level", add("log:\n  level: loud"), "config: log.level: must be"},
 		{"rejects a GC interval below a second", add("gc:\n  interval: 10ms"), "config: gc.interval: must be at least 1s"},
 		{"rejects migrate_on_start that is not a boolean", add("migrate_on_start: sometimes"), "config: migrate_on_start: expected true or false"},
@@ -272,6 +274,16 @@ func TestLoadReadsAFile(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), envOf(nil)); err == nil || !strings.HasPrefix(err.Error(), "config: ") {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestZeroTurnsOptionalWindowsOff(t *testing.T) {
+	c, err := Parse([]byte(base+"tokens:\n  refresh_grace: 0\nregistration:\n  reap_idle_after: 0\n"), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *c.Tokens.RefreshGrace != 0 || *c.Registration.ReapIdleAfter != 0 || c.Registration.ReapNeverUsedAfter.D() != 24*time.Hour {
+		t.Fatalf("grace %v, idle %v, never used %v", *c.Tokens.RefreshGrace, *c.Registration.ReapIdleAfter, *c.Registration.ReapNeverUsedAfter)
 	}
 }
 

@@ -138,7 +138,7 @@ func (c *Config) Validate() error {
 	if t.RefreshTTL.D() < t.AccessTTL.D() {
 		return errf("tokens.refresh_ttl", "must not be shorter than tokens.access_ttl")
 	}
-	if t.RefreshGrace.D() > time.Minute {
+	if t.RefreshGrace != nil && t.RefreshGrace.D() > time.Minute {
 		return errf("tokens.refresh_grace", "must be at most 1m, got %s", t.RefreshGrace.D())
 	}
 	if !slices.Contains(knownAlgs, c.Signing.Algorithm) {
@@ -331,12 +331,9 @@ func (c *Config) validateCIMD() error {
 		}
 	}
 	for i, h := range m.AllowHosts {
-		host := h
-		if hh, _, err := net.SplitHostPort(h); err == nil {
-			host = hh
-		}
-		if !validHostPattern(strings.Trim(host, "[]")) && net.ParseIP(host) == nil {
-			return errf(fmt.Sprintf("cimd.allow_hosts[%d]", i), "not a host or host:port: %q", h)
+		host, port, err := net.SplitHostPort(h)
+		if err != nil || port == "" || (net.ParseIP(host) == nil && !strings.EqualFold(host, "localhost")) {
+			return errf(fmt.Sprintf("cimd.allow_hosts[%d]", i), "must be IP:port or localhost:port, got %q", h)
 		}
 	}
 	if m.CacheMax.D() < m.CacheMin.D() {

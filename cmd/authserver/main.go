@@ -1,0 +1,283 @@
+// Command authserver runs the mcpauth OAuth 2.1 authorization server for MCP
+// deployments, and its maintenance tasks.
+//
+// Usage:
+//
+//	authserver [--config FILE] [command] [flags]
+//
+// Commands:
+//
+//	serve          run the server (the default when no command is given)
+//	migrate up     apply pending database migrations
+//	migrate status list applied and pending migrations
+//	hash-password  read a password on stdin, print its argon2id hash
+//	keys rotate    add a new signing key and retire the others
+//	gc             one garbage-collection pass (expired records, idle clients)
+//	check-config   validate the configuration and print it, secrets redacted
+//	version        print the version
+//
+// The configuration file comes from --config or AUTHSERVER_CONFIG; without
+// one the server runs on development defaults (see the README).
+// AUTHSERVER_ISSUER, AUTHSERVER_LISTEN, AUTHSERVER_STORAGE and
+// AUTHSERVER_SECRET override the keys of the same name.
+//
+// This is the only package that reads flags, the environment and files; the
+// libraries (as, dcr, storage backends) take plain config structs.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
+	"github.com/mcpauth/mcpauth/internal/password"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = ""
+
+// env is what the command reads from its surroundings; tests replace it.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	lookup         config.Lookup
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, lookup: os.LookupEnv})
+	stop()
+	os.Exit(code)
+}
+
+// errUsage marks errors that come with usage text (exit status 2).
+var errUsage = errors.New("usage")
+
+// usageError is a command-line mistake; it wraps errUsage.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string        { return e.msg }
+func (e *usageError) Is(target error) bool { return target == errUsage }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+const usage = `usage: authserver [--config FILE] [command] [flags]
+
+commands:
+  serve [--no-migrate]   run the authorization server (default)
+  migrate up|status      apply or list database migrations
+  hash-password          read a password on stdin, print its argon2id hash
+  keys rotate            add a new signing key, retire the others
+  gc                     run one garbage-collection pass
+  check-config           validate the configuration, print it with secrets redacted
+  version                print the version
+
+The configuration file is --config FILE or $AUTHSERVER_CONFIG; without one the
+server runs on development defaults. AUTHSERVER_ISSUER, AUTHSERVER_LISTEN,
+AUTHSERVER_STORAGE and AUTHSERVER_SECRET override the keys of the same name.
+`
+
+// run executes one command line and returns the exit status.
+func run(ctx context.Context, args []string, e env) int {
+	err := dispatch(ctx, args, e)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(e.stdout, usage)
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(e.stderr, "authserver: %v\n\n%s", err, usage)
+		return 2
+	default:
+		fmt.Fprintf(e.stderr, "authserver: %v\n", err)
+		return 1
+	}
+}
+
+// command is one parsed command line.
+type command struct {
+	name       string   // serve, migrate, ...
+	args       []string // positional arguments after the command's flags
+	configPath string
+	noMigrate  bool
+}
+
+func parseArgs(args []string, e env) (*command, error) {
+	global := flag.NewFlagSet("authserver", flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	var cmd command
+	global.StringVar(&cmd.configPath, "config", "", "configuration file")
+	if err := global.Parse(args); err != nil {
+		return nil, usageErr(err)
+	}
+	rest := global.Args()
+	cmd.name = "serve"
+	if len(rest) > 0 {
+		cmd.name, rest = rest[0], rest[1:]
+	}
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&cmd.configPath, "config", cmd.configPath, "configuration file")
+	switch cmd.name {
+	case "serve":
+		fs.BoolVar(&cmd.noMigrate, "no-migrate", false, "do not apply migrations at start-up")
+	case "migrate", "hash-password", "keys", "gc", "check-config", "version", "help":
+	default:
+		return nil, usagef("unknown command %q", cmd.name)
+	}
+	if err := fs.Parse(rest); err != nil {
+		return nil, usageErr(err)
+	}
+	cmd.args = fs.Args()
+	if cmd.configPath == "" {
+		if v, ok := e.lookup("AUTHSERVER_CONFIG"); ok {
+			cmd.configPath = v
+		}
+	}
+	return &cmd, nil
+}
+
+func usageErr(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usagef("%v", err)
+}
+
+func dispatch(ctx context.Context, args []string, e env) error {
+	cmd, err := parseArgs(args, e)
+	if err != nil {
+		return err
+	}
+	wantArgs := func(n int, what string) error {
+		if len(cmd.args) != n {
+			return usagef("%s", what)
+		}
+		return nil
+	}
+	switch cmd.name {
+	case "help":
+		return flag.ErrHelp
+	case "version":
+		if err := wantArgs(0, "version takes no arguments"); err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout, "authserver", versionString())
+		return nil
+	case "hash-password":
+		if err := wantArgs(0, "hash-password reads the password from stdin and takes no arguments"); err != nil {
+			return err
+		}
+		return hashPassword(e)
+	}
+
+	cfg, err := config.Load(cmd.configPath, e.lookup)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(cfg.Log, e.stderr)
+	switch cmd.name {
+	case "check-config":
+		if err := wantArgs(0, "check-config takes no arguments"); err != nil {
+			return err
+		}
+		out, err := cfg.Redacted()
+		if err != nil {
+			return err
+		}
+		_, err = e.stdout.Write(out)
+		return err
+	case "serve":
+		if err := wantArgs(0, "serve takes no arguments"); err != nil {
+			return err
+		}
+		return serve(ctx, cfg, !cmd.noMigrate && cfg.MigrateEnabled(), logger, e)
+	case "migrate":
+		if len(cmd.args) != 1 || (cmd.args[0] != "up" && cmd.args[0] != "status") {
+			return usagef("migrate needs up or status")
+		}
+		return migrate(ctx, cfg, cmd.args[0], e)
+	case "keys":
+		if len(cmd.args) != 1 || cmd.args[0] != "rotate" {
+			return usagef("keys needs rotate")
+		}
+		return rotateKey(ctx, cfg, e)
+	case "gc":
+		if err := wantArgs(0, "gc takes no arguments"); err != nil {
+			return err
+		}
+		return gcOnce(ctx, cfg, logger, e)
+	}
+	return usagef("unknown command %q", cmd.name)
+}
+
+// hashPassword reads one password from stdin (a trailing newline is not part
+// of it) and prints its argon2id hash for users[].password_hash.
+func hashPassword(e env) error {
+	b, err := io.ReadAll(io.LimitReader(e.stdin, 4097))
+	if err != nil {
+		return err
+	}
+	if len(b) > 4096 {
+		return errors.New("hash-password: password longer than 4096 bytes")
+	}
+	pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if pw == "" {
+		return errors.New("hash-password: empty password on stdin")
+	}
+	h, err := password.Hash(pw)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, h)
+	return nil
+}
+
+func versionString() string {
+	v := version
+	info, ok := debug.ReadBuildInfo()
+	if v == "" && ok && info.Main.Version != "" {
+		v = info.Main.Version
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	if ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " " + s.Value[:12]
+			}
+		}
+		v += " " + info.GoVersion
+	}
+	return v
+}
+
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	switch c.Level {
+	case "debug":
+		level = slog.LevelDebug
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,411 @@
+//go:build wired
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/mcpauth/mcpauth/as"
+	"github.com/mcpauth/mcpauth/as/loginui"
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
+	"github.com/mcpauth/mcpauth/dcr"
+	"github.com/mcpauth/mcpauth/internal/password"
+	"github.com/mcpauth/mcpauth/internal/safehttp"
+	"github.com/mcpauth/mcpauth/internal/secret"
+	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/storage/open"
+)
+
+// HTTP server limits. Requests to an AS are small; slow clients must not hold
+// connections open (Slowloris).
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 60 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 64 << 10
+	shutdownTimeout   = 15 * time.Second
+)
+
+// server is everything serve and the maintenance commands build from a
+// configuration.
+type server struct {
+	cfg     *config.Config
+	store   storage.Store
+	secret  []byte
+	as      *as.Server
+	dcr     *dcr.Handler // nil-safe for Reap: built even when registration is off
+	handler http.Handler
+	log     *slog.Logger
+}
+
+// openStore opens the configured backend and, when migrate is true, applies
+// pending migrations first.
+func openStore(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logger) (storage.Store, error) {
+	if migrate {
+		applied, err := open.Migrate(ctx, cfg.Storage)
+		if err != nil {
+			return nil, fmt.Errorf("migrating storage: %w", err)
+		}
+		if len(applied) > 0 {
+			log.Info("applied migrations", "versions", applied)
+		}
+	}
+	st, err := open.Open(ctx, cfg.Storage)
+	if err != nil {
+		return nil, fmt.Errorf("opening storage: %w", err)
+	}
+	return st, nil
+}
+
+// build wires storage, the AS, the login pages and registration into one
+// handler.
+func build(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logger, e env) (*server, error) {
+	key, source, err := serverSecret(cfg)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("server secret", "source", source)
+	st, err := openStore(ctx, cfg, migrate, log)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{cfg: cfg, store: st, secret: key, log: log}
+	if err := s.wire(ctx, e); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *server) wire(ctx context.Context, e env) error {
+	cfg := s.cfg
+	issuer, err := url.Parse(cfg.Issuer)
+	if err != nil {
+		return err
+	}
+	basePath := strings.TrimSuffix(issuer.Path, "/")
+
+	users, err := s.users(e)
+	if err != nil {
+		return err
+	}
+	ui, err := loginui.New(loginui.Config{
+		Users:    users,
+		Consents: s.store,
+		JTIs:     s.store,
+		Secret:   s.secret,
+		Secure:   issuer.Scheme == "https",
+		BasePath: basePath,
+		Logger:   s.log.With("component", "loginui"),
+	})
+	if err != nil {
+		return fmt.Errorf("login pages: %w", err)
+	}
+
+	fetch := fetchConfig(cfg.CIMD)
+	jwksClient, err := safehttp.NewClient(fetch)
+	if err != nil {
+		return fmt.Errorf("config: cimd.allow_hosts: %w", err)
+	}
+
+	reg := cfg.Registration
+	regEndpoint := cfg.Issuer + "/register"
+	s.dcr, err = dcr.New(dcr.Config{
+		Endpoint: regEndpoint,
+		Store:    s.store,
+		Secret:   s.secret,
+		Policy: dcr.Policy{
+			Open:                   cfg.RegistrationEnabled() && cfg.RegistrationOpen(),
+			InitialAccessTokens:    reg.InitialAccessTokens,
+			Scopes:                 orAll(reg.Scopes, allScopes(cfg)),
+			Resources:              orAll(reg.Resources, allResources(cfg)),
+			AllowClientCredentials: reg.AllowClientCredentials,
+			RedirectHostAllow:      reg.AllowedRedirectHosts,
+			RedirectHostDeny:       reg.DeniedRedirectHosts,
+			RateLimit:              dcr.RateLimit{PerMinute: perMinute(reg.RateLimit), Burst: reg.RateLimit.Burst},
+			TrustedProxies:         reg.TrustedProxies,
+			MaxBodyBytes:           int64(reg.MaxBodyBytes),
+			MaxRedirectURIs:        reg.MaxRedirectURIs,
+			MaxStringLength:        reg.MaxStringLength,
+			SecretLifetime:         reg.SecretLifetime.D(),
+			ReapNeverUsedAfter:     offIfZero(reg.ReapNeverUsedAfter),
+			ReapIdleAfter:          offIfZero(reg.ReapIdleAfter),
+		},
+		Logger: s.log.With("component", "dcr"),
+	})
+	if err != nil {
+		return fmt.Errorf("registration: %w", err)
+	}
+
+	var resolver as.ClientResolver
+	if cfg.CIMDEnabled() {
+		m := cfg.CIMD
+		fetch.Timeout = m.Timeout.D()
+		cimdClient, err := safehttp.NewClient(fetch)
+		if err != nil {
+			return fmt.Errorf("config: cimd.allow_hosts: %w", err)
+		}
+		r, err := dcr.NewCIMDResolver(dcr.CIMDConfig{
+			HTTPClient:        cimdClient,
+			MinCacheTTL:       m.CacheMin.D(),
+			MaxCacheTTL:       m.CacheMax.D(),
+			DomainAllow:       m.AllowedDomains,
+			DomainDeny:        m.DeniedDomains,
+			RedirectHostAllow: reg.AllowedRedirectHosts,
+			RedirectHostDeny:  reg.DeniedRedirectHosts,
+			Scopes:            orAll(reg.Scopes, allScopes(cfg)),
+			Resources:         orAll(reg.Resources, allResources(cfg)),
+			Store:             s.store,
+			Logger:            s.log.With("component", "cimd"),
+		})
+		if err != nil {
+			return fmt.Errorf("cimd: %w", err)
+		}
+		resolver = r
+	}
+
+	acfg := as.Config{
+		Issuer:          cfg.Issuer,
+		Resources:       asResources(cfg),
+		Clients:         asClients(cfg),
+		UI:              ui,
+		Store:           s.store,
+		Secret:          s.secret,
+		AccessTokenTTL:  cfg.Tokens.AccessTTL.D(),
+		RefreshTokenTTL: cfg.Tokens.RefreshTTL.D(),
+		CodeTTL:         cfg.Tokens.CodeTTL.D(),
+		RefreshGrace:    offIfZero(cfg.Tokens.RefreshGrace),
+		SigningAlg:      cfg.Signing.Algorithm,
+		ClientResolver:  resolver,
+		JWKSHTTPClient:  jwksClient,
+		Logger:          s.log.With("component", "as"),
+	}
+	if cfg.RegistrationEnabled() {
+		acfg.RegistrationEndpoint = regEndpoint
+	}
+	s.as, err = as.New(ctx, acfg)
+	if err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/", s.as.Handler())
+	if cfg.RegistrationEnabled() {
+		s.dcr.Mount(mux)
+	}
+	mux.HandleFunc(basePath+"/healthz", s.healthz)
+	s.handler = mux
+	return nil
+}
+
+// healthz answers 200 when storage answers, 503 otherwise.
+func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if err := s.store.Ping(ctx); err != nil {
+		s.log.Warn("health check failed", "err", err)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "storage unavailable")
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// users returns the configured users; with no configuration file it adds the
+// development account "admin", whose password comes from
+// AUTHSERVER_ADMIN_PASSWORD or is generated and printed once on stderr (not
+// through the log: passwords never go to logs).
+func (s *server) users(e env) ([]loginui.User, error) {
+	var out []loginui.User
+	for _, u := range s.cfg.Users {
+		out = append(out, loginui.User{Username: u.Username, PasswordHash: u.PasswordHash})
+	}
+	if s.cfg.FromFile {
+		return out, nil
+	}
+	pw, fromEnv := e.lookup("AUTHSERVER_ADMIN_PASSWORD")
+	if !fromEnv || pw == "" {
+		pw = secret.Generate()[:22]
+		fromEnv = false
+	}
+	h, err := password.Hash(pw)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, loginui.User{Username: "admin", PasswordHash: h})
+	login := s.cfg.Issuer + "/consents"
+	if fromEnv {
+		fmt.Fprintf(e.stderr, "\n  Development mode (no --config): log in at %s with username \"admin\" and the password in AUTHSERVER_ADMIN_PASSWORD.\n\n", login)
+	} else {
+		fmt.Fprintf(e.stderr, "\n  Development mode (no --config): log in at %s with\n      username: admin\n      password: %s\n  This password is generated for this run only; set AUTHSERVER_ADMIN_PASSWORD to choose one.\n\n", login, pw)
+	}
+	return out, nil
+}
+
+func asResources(cfg *config.Config) []as.Resource {
+	out := make([]as.Resource, 0, len(cfg.Resources))
+	for _, r := range cfg.Resources {
+		out = append(out, as.Resource{URI: r.URI, Name: r.Name, Scopes: r.Scopes, Default: r.Default})
+	}
+	return out
+}
+
+func asClients(cfg *config.Config) []as.Client {
+	out := make([]as.Client, 0, len(cfg.Clients))
+	for _, c := range cfg.Clients {
+		out = append(out, as.Client{
+			ID:           c.ID,
+			Secret:       c.Secret,
+			Public:       c.Public,
+			RedirectURIs: c.RedirectURIs,
+			GrantTypes:   c.GrantTypes,
+			Scopes:       c.Scopes,
+			Resources:    c.Resources,
+			Name:         c.Name,
+		})
+	}
+	return out
+}
+
+func allScopes(cfg *config.Config) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range cfg.Resources {
+		for _, sc := range r.Scopes {
+			if !seen[sc] {
+				seen[sc] = true
+				out = append(out, sc)
+			}
+		}
+	}
+	return out
+}
+
+func allResources(cfg *config.Config) []string {
+	out := make([]string, 0, len(cfg.Resources))
+	for _, r := range cfg.Resources {
+		out = append(out, r.URI)
+	}
+	return out
+}
+
+func orAll(list, all []string) []string {
+	if len(list) == 0 {
+		return all
+	}
+	return list
+}
+
+func perMinute(r config.RateLimit) float64 {
+	if r.PerMinute == 0 {
+		return -1 // off
+	}
+	return float64(r.PerMinute)
+}
+
+// offIfZero maps an explicit 0 ("off" in the file) to dcr's negative "off".
+func offIfZero(d *config.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	if *d == 0 {
+		return -1
+	}
+	return d.D()
+}
+
+// fetchConfig turns cimd.allow_hosts ("127.0.0.1:8443", "localhost:9000")
+// into the SSRF-safe client's allowlists: plain http for that host as it
+// appears in URLs, and its address let through the special-use check.
+func fetchConfig(m config.CIMD) safehttp.Config {
+	var fc safehttp.Config
+	for _, h := range m.AllowHosts {
+		fc.AllowHTTP = append(fc.AllowHTTP, h)
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			continue
+		}
+		if strings.EqualFold(host, "localhost") {
+			fc.Allow = append(fc.Allow, net.JoinHostPort("127.0.0.1", port), net.JoinHostPort("::1", port))
+			continue
+		}
+		fc.Allow = append(fc.Allow, net.JoinHostPort(strings.Trim(host, "[]"), port))
+	}
+	return fc
+}
+
+// serve runs the server until ctx ends (SIGINT, SIGTERM), then shuts down
+// gracefully.
+func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logger, e env) error {
+	if cfg.IssuerInsecure() {
+		log.Warn("issuer is plain http on a non-loopback host: put TLS in front and use an https issuer", "issuer", cfg.Issuer)
+	}
+	if !cfg.FromFile {
+		log.Info("no configuration file: running on development defaults", "storage", cfg.Storage)
+	}
+	s, err := build(ctx, cfg, migrate, log, e)
+	if err != nil {
+		return err
+	}
+	defer s.store.Close()
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	gcCtx, stopGC := context.WithCancel(ctx)
+	defer stopGC()
+	go s.gcLoop(gcCtx)
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("authserver listening", "addr", ln.Addr().String(), "issuer", cfg.Issuer,
+		"metadata", metadataURL(cfg.Issuer), "version", versionString())
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// metadataURL is the RFC 8414 §3 well-known URL of issuer (path inserted).
+func metadataURL(issuer string) string {
+	u, err := url.Parse(issuer)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host + "/.well-known/oauth-authorization-server" + strings.TrimSuffix(u.Path, "/")
+}
