@@ -1,0 +1,301 @@
+package as
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/ory/fosite"
+
+	"github.com/mcpauth/mcpauth/as/loginui"
+)
+
+// singleAuthorizeParams may appear at most once (RFC 6749 §3.1).
+var singleAuthorizeParams = []string{"response_type", "scope", "state", "code_challenge", "code_challenge_method",
+	"prompt", "response_mode", "nonce"}
+
+// serveAuthorize is the authorization endpoint (RFC 6749 §4.1.1, RFC 7636,
+// RFC 8707, RFC 9207). It validates the request, hands the person-facing part
+// to loginui, and redirects with a code, or with an error, always with iss.
+// An unknown client or a redirect URI that does not match gets an HTML error
+// page and is never redirected (RFC 6749 §4.1.2.1).
+func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		h.Set("Allow", "GET, POST")
+		s.errorPage(w, http.StatusMethodNotAllowed, "Method not allowed", "The authorization endpoint accepts GET and POST.")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if err := r.ParseForm(); err != nil {
+		s.errorPage(w, http.StatusBadRequest, "Bad request", "The request could not be read.")
+		return
+	}
+	// The OAuth parameters come from the query; the login and consent forms
+	// post back to the same URL with their own fields in the body. A POSTed
+	// authorization request without a query uses the body.
+	q := r.URL.Query()
+	if r.Method == http.MethodPost && q.Get("client_id") == "" {
+		q = cloneValues(r.PostForm)
+	}
+	ctx := r.Context()
+	if len(q["client_id"]) != 1 || len(q["redirect_uri"]) > 1 {
+		s.errorPage(w, http.StatusBadRequest, "Invalid request", "The request must name exactly one client_id and at most one redirect_uri.")
+		return
+	}
+	c, err := s.clients.get(ctx, q.Get("client_id"))
+	if err != nil {
+		if isUnavailable(err) {
+			s.log.error(ctx, "client lookup", "err", err)
+			s.errorPage(w, http.StatusServiceUnavailable, "Temporarily unavailable", "Please try again in a moment.")
+			return
+		}
+		s.errorPage(w, http.StatusBadRequest, "Unknown client", "The application that sent you here is not registered with this server.")
+		return
+	}
+	redirectURI := q.Get("redirect_uri")
+	if redirectURI == "" {
+		if len(c.redirectURIs) != 1 {
+			s.errorPage(w, http.StatusBadRequest, "Invalid request", "The request has no redirect_uri.")
+			return
+		}
+		redirectURI = c.redirectURIs[0]
+	} else if !matchRedirectURI(c.redirectURIs, redirectURI) {
+		s.errorPage(w, http.StatusBadRequest, "Invalid redirect URI", "The redirect URI does not match any registered for this application.")
+		return
+	}
+	if !c.GetGrantTypes().Has("authorization_code") {
+		s.errorPage(w, http.StatusBadRequest, "Unauthorized client", "This application may not use the authorization code flow.")
+		return
+	}
+	// From here on errors go back to the client, with state and iss.
+	state := q.Get("state")
+	fail := func(err error) {
+		e := s.toOAuthError(ctx, err)
+		s.redirectError(w, r, redirectURI, state, e.Code, e.Description)
+	}
+	for _, p := range singleAuthorizeParams {
+		if len(q[p]) > 1 {
+			fail(fosite.ErrInvalidRequest.WithHintf("The parameter %q is repeated.", p))
+			return
+		}
+	}
+	if q.Get("response_type") != "code" {
+		fail(fosite.ErrUnsupportedResponseType.WithHint("Only response_type=code is supported."))
+		return
+	}
+	if rm := q.Get("response_mode"); rm != "" && rm != "query" {
+		fail(fosite.ErrUnsupportedResponseMode.WithHint("Only response_mode=query is supported."))
+		return
+	}
+	if q.Get("request") != "" || q.Get("request_uri") != "" {
+		fail(fosite.ErrRequestNotSupported)
+		return
+	}
+	if err := checkPKCE(q.Get("code_challenge"), q.Get("code_challenge_method")); err != nil {
+		fail(err)
+		return
+	}
+	res, err := s.pickResource(c, q["resource"])
+	if err != nil {
+		fail(err)
+		return
+	}
+	scopes := narrowScopes(c, res, fosite.RemoveEmpty(splitSpace(q.Get("scope"))))
+	prompts := splitSpace(q.Get("prompt"))
+	if slices.Contains(prompts, "none") {
+		fail(&fosite.RFC6749Error{ErrorField: "login_required", DescriptionField: "This server always asks the person; prompt=none is not supported.", CodeField: http.StatusBadRequest})
+		return
+	}
+	if s.ui == nil {
+		s.errorPage(w, http.StatusServiceUnavailable, "Login unavailable", "This server has no login pages configured.")
+		return
+	}
+
+	// Hand fosite a request already within policy: narrowed scopes, the
+	// chosen redirect URI as sent, no audience of the client's choosing.
+	fq := cloneValues(q)
+	fq.Set("scope", strings.Join(scopes, " "))
+	fq.Del("audience")
+	fr := r.Clone(ctx)
+	fr.Form = fq
+	fr.PostForm = url.Values{}
+	fr.Body = http.NoBody
+	ar, err := s.provider.NewAuthorizeRequest(ctx, fr)
+	if err != nil {
+		if ar == nil || !ar.IsRedirectURIValid() {
+			s.errorPage(w, http.StatusBadRequest, "Invalid request", "The authorization request is not valid.")
+			return
+		}
+		fail(err)
+		return
+	}
+
+	prompt := loginui.Prompt{
+		ClientID:     c.id,
+		ClientName:   c.name,
+		RedirectURI:  redirectURI,
+		RedirectHost: hostOf(redirectURI),
+		LoopbackOnly: allLoopback(c.redirectURIs),
+		Resource:     res.URI,
+		ResourceName: res.Name,
+		Scopes:       scopes,
+		ForceLogin:   slices.Contains(prompts, "login"),
+		ForceConsent: slices.Contains(prompts, "consent"),
+	}
+	if c.source == "cimd" || strings.HasPrefix(c.id, "https://") {
+		prompt.CIMDHost = hostOf(c.id)
+	}
+	result, ok := s.ui.Authorize(w, r, prompt)
+	if !ok {
+		return
+	}
+	if result.Denied {
+		s.redirectError(w, r, redirectURI, state, "access_denied", "The person denied the request.")
+		return
+	}
+	sess := newSession(result.Subject)
+	ar.SetRequestedAudience(fosite.Arguments{res.URI})
+	ar.GrantAudience(res.URI)
+	for _, sc := range result.Scopes {
+		if slices.Contains(scopes, sc) {
+			ar.GrantScope(sc)
+		}
+	}
+	resp, err := s.provider.NewAuthorizeResponse(ctx, ar, sess)
+	if err != nil {
+		fail(err)
+		return
+	}
+	resp.AddParameter("iss", s.issuer)
+	s.provider.WriteAuthorizeResponse(ctx, w, ar, resp)
+}
+
+// checkPKCE requires an S256 code challenge (RFC 7636 §4.2-4.3): 43
+// base64url characters; plain and a missing challenge are refused.
+func checkPKCE(challenge, method string) error {
+	if challenge == "" {
+		return fosite.ErrInvalidRequest.WithHint("code_challenge is required (PKCE, S256).")
+	}
+	if method != "S256" {
+		return fosite.ErrInvalidRequest.WithHint("code_challenge_method must be S256.")
+	}
+	if len(challenge) != 43 {
+		return fosite.ErrInvalidRequest.WithHint("code_challenge must be a base64url SHA-256 (43 characters).")
+	}
+	for i := 0; i < len(challenge); i++ {
+		c := challenge[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fosite.ErrInvalidRequest.WithHint("code_challenge must be base64url.")
+		}
+	}
+	return nil
+}
+
+// matchRedirectURI compares exactly, except that for loopback IP literals
+// (http://127.0.0.1, http://[::1]) the port may differ (RFC 8252 §7.3).
+// "localhost" gets no such relaxation (RFC 8252 §8.3).
+func matchRedirectURI(registered []string, requested string) bool {
+	if slices.Contains(registered, requested) {
+		return true
+	}
+	ru, err := url.Parse(requested)
+	if err != nil || ru.Scheme != "http" || ru.User != nil || ru.Fragment != "" || strings.Contains(requested, "#") {
+		return false
+	}
+	ip := net.ParseIP(ru.Hostname())
+	if ip == nil || !ip.IsLoopback() {
+		return false
+	}
+	for _, reg := range registered {
+		gu, err := url.Parse(reg)
+		if err != nil || gu.Scheme != "http" || gu.User != nil {
+			continue
+		}
+		if gu.Hostname() == ru.Hostname() && gu.EscapedPath() == ru.EscapedPath() && gu.RawQuery == ru.RawQuery {
+			return true
+		}
+	}
+	return false
+}
+
+// redirectError sends the browser back to the client with an error (RFC 6749
+// §4.1.2.1) and iss (RFC 9207 §2).
+func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, redirectURI, state, code, desc string) {
+	u, err := url.Parse(redirectURI)
+	if err != nil {
+		s.errorPage(w, http.StatusBadRequest, "Invalid redirect URI", "The redirect URI cannot be used.")
+		return
+	}
+	q := u.Query()
+	q.Set("error", code)
+	if desc != "" {
+		q.Set("error_description", desc)
+	}
+	if state != "" {
+		q.Set("state", state)
+	}
+	q.Set("iss", s.issuer)
+	u.RawQuery = q.Encode()
+	w.Header().Set("Location", u.String())
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+func (s *Server) errorPage(w http.ResponseWriter, status int, title, detail string) {
+	if s.ui != nil {
+		s.ui.ErrorPage(w, status, title, detail)
+		return
+	}
+	loginui.ErrorPage(w, status, title, detail)
+}
+
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	if u.Host == "" {
+		return u.Scheme + ":"
+	}
+	return u.Host
+}
+
+func allLoopback(uris []string) bool {
+	if len(uris) == 0 {
+		return false
+	}
+	for _, raw := range uris {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return false
+		}
+		h := u.Hostname()
+		ip := net.ParseIP(h)
+		if !(h == "localhost" || ip != nil && ip.IsLoopback()) {
+			return false
+		}
+	}
+	return true
+}
+
+func cloneValues(v url.Values) url.Values {
+	out := make(url.Values, len(v))
+	for k, vs := range v {
+		out[k] = slices.Clone(vs)
+	}
+	return out
+}
+
+func splitSpace(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, " ")
+}
+
+var _ = errors.New

@@ -1,0 +1,568 @@
+package as
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	jose3 "github.com/go-jose/go-jose/v3"
+	"github.com/ory/fosite"
+
+	"github.com/mcpauth/mcpauth/internal/secret"
+	"github.com/mcpauth/mcpauth/metadata"
+	"github.com/mcpauth/mcpauth/storage"
+)
+
+// Client authentication methods (RFC 7591 §2, RFC 7523 §2.2).
+const (
+	authNone          = "none"
+	authSecretBasic   = "client_secret_basic"
+	authSecretPost    = "client_secret_post"
+	authPrivateKeyJWT = "private_key_jwt"
+)
+
+// assertionAlgs are the JWS algorithms accepted for private_key_jwt client
+// assertions: fosite verifies RSA, RSA-PSS and ECDSA; HMAC and none never.
+var assertionAlgs = []string{"ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}
+
+// client is the fosite.Client (and fosite.OpenIDConnectClient, for
+// private_key_jwt) of every client, whatever its source.
+type client struct {
+	id              string
+	secretHash      []byte
+	secretExpiresAt time.Time
+	public          bool
+	name            string
+	redirectURIs    []string
+	grantTypes      []string
+	scopes          []string // effective: what the client may be granted
+	resources       []string // effective: canonical resource URIs
+	// listedResources are the resources listed for the client explicitly
+	// (not by default); introspection shows a caller the tokens for them.
+	listedResources []string
+	authMethod      string
+	jwks            *jose3.JSONWebKeySet
+	jwksURI         string
+	assertionAlg    string // alg of the assertion being checked (see clientManager.authenticate)
+	source          string
+	native          bool
+}
+
+var _ fosite.OpenIDConnectClient = (*client)(nil)
+
+func (c *client) GetID() string                      { return c.id }
+func (c *client) GetHashedSecret() []byte            { return c.secretHash }
+func (c *client) GetRedirectURIs() []string          { return c.redirectURIs }
+func (c *client) GetGrantTypes() fosite.Arguments    { return c.grantTypes }
+func (c *client) GetResponseTypes() fosite.Arguments { return fosite.Arguments{"code"} }
+func (c *client) GetScopes() fosite.Arguments        { return c.scopes }
+func (c *client) IsPublic() bool                     { return c.public }
+func (c *client) GetAudience() fosite.Arguments      { return c.resources }
+func (c *client) GetRequestURIs() []string           { return nil }
+func (c *client) GetJSONWebKeys() *jose3.JSONWebKeySet {
+	return c.jwks
+}
+func (c *client) GetJSONWebKeysURI() string                { return c.jwksURI }
+func (c *client) GetRequestObjectSigningAlgorithm() string { return "" }
+func (c *client) GetTokenEndpointAuthMethod() string       { return c.authMethod }
+
+// GetTokenEndpointAuthSigningAlgorithm answers the algorithm of the assertion
+// under verification when it is one of assertionAlgs: clients may sign with
+// any allowed algorithm, and fosite picks the key type from the algorithm.
+func (c *client) GetTokenEndpointAuthSigningAlgorithm() string { return c.assertionAlg }
+
+// allows reports whether the client may use the canonical resource uri.
+func (c *client) allows(uri string) bool { return slices.Contains(c.resources, uri) }
+
+// clientManager finds clients: configuration first, then storage, then the
+// ClientResolver for https client_ids. It implements fosite.ClientManager.
+type clientManager struct {
+	static    map[string]*client
+	store     storage.Store
+	resolver  ClientResolver
+	resources []resource
+	hasher    *secret.Hasher
+	now       func() time.Time
+	f         *fosite.Fosite // set after construction, for private_key_jwt
+	jwks      *jwksFetcher
+}
+
+var _ fosite.ClientManager = (*clientManager)(nil)
+
+type assertionAlgKey struct{}
+
+// GetClient implements fosite.ClientManager. Unknown clients give
+// fosite.ErrNotFound; an unreachable store gives temporarily_unavailable.
+func (m *clientManager) GetClient(ctx context.Context, id string) (fosite.Client, error) {
+	c, err := m.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if alg, ok := ctx.Value(assertionAlgKey{}).(string); ok {
+		cc := *c
+		cc.assertionAlg = alg
+		return &cc, nil
+	}
+	return c, nil
+}
+
+func (m *clientManager) get(ctx context.Context, id string) (*client, error) {
+	if id == "" || len(id) > 2048 {
+		return nil, fosite.ErrNotFound
+	}
+	if c, ok := m.static[id]; ok {
+		return c, nil
+	}
+	sc, err := m.store.GetClient(ctx, id)
+	if errors.Is(err, storage.ErrNotFound) && m.resolver != nil && strings.HasPrefix(id, "https://") {
+		sc, err = m.resolver.ResolveClient(ctx, id)
+		if err == nil && sc != nil && sc.Source == "" {
+			sc.Source = "cimd"
+		}
+	}
+	if err != nil {
+		return nil, mapStoreErr(err)
+	}
+	if sc == nil || sc.ID != id {
+		return nil, fosite.ErrNotFound
+	}
+	return m.fromStorage(sc)
+}
+
+// fromStorage converts a stored (dcr) or resolved (cimd) client.
+func (m *clientManager) fromStorage(sc *storage.Client) (*client, error) {
+	c := &client{
+		id:              sc.ID,
+		secretHash:      sc.SecretHash,
+		secretExpiresAt: sc.SecretExpiresAt,
+		public:          sc.Public,
+		name:            sc.Name,
+		redirectURIs:    sc.RedirectURIs,
+		authMethod:      sc.TokenEndpointAuthMethod,
+		jwksURI:         sc.JWKSURI,
+		source:          sc.Source,
+		native:          sc.ApplicationType == "native",
+	}
+	if len(sc.JWKS) > 0 {
+		var set jose3.JSONWebKeySet
+		if err := json.Unmarshal(sc.JWKS, &set); err != nil {
+			return nil, fosite.ErrNotFound.WithWrap(err)
+		}
+		c.jwks = &set
+	}
+	if c.authMethod == "" {
+		switch {
+		case c.jwks != nil || c.jwksURI != "":
+			c.authMethod = authPrivateKeyJWT
+		case c.public || len(c.secretHash) == 0:
+			c.authMethod = authNone
+		default:
+			c.authMethod = authSecretBasic
+		}
+	}
+	if c.authMethod == authNone {
+		c.public = true
+	} else if c.authMethod != authPrivateKeyJWT && len(c.secretHash) == 0 {
+		c.public = true
+		c.authMethod = authNone
+	}
+	c.grantTypes = effectiveGrants(sc.GrantTypes, c.public, len(c.redirectURIs) > 0)
+	c.resources, c.scopes = m.effectiveAccess(sc.Resources, sc.Scopes)
+	c.listedResources = listed(sc.Resources)
+	return c, nil
+}
+
+// effectiveGrants narrows the grant types a client lists to those this
+// server offers it (CLIENT-QUIRKS: listed grant types are requests the AS may
+// narrow, never a reason to refuse the client).
+func effectiveGrants(listed []string, public, hasRedirect bool) []string {
+	if len(listed) == 0 {
+		if !public && !hasRedirect {
+			return []string{"client_credentials"}
+		}
+		return []string{"authorization_code", "refresh_token"}
+	}
+	var out []string
+	for _, g := range listed {
+		switch g {
+		case "authorization_code", "refresh_token":
+		case "client_credentials":
+			if public {
+				continue
+			}
+		default:
+			if !isExtraGrant(g) {
+				continue
+			}
+		}
+		if !slices.Contains(out, g) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// effectiveAccess returns the canonical resources and the scopes a client may
+// have: those listed (empty lists mean every configured resource, and every
+// scope of those resources), never more than configured.
+func (m *clientManager) effectiveAccess(listedRes, listedScopes []string) (resources, scopes []string) {
+	for _, r := range m.resources {
+		if len(listedRes) > 0 {
+			ok := false
+			for _, lr := range listedRes {
+				if c, err := metadata.CanonicalResource(lr); err == nil && c == r.URI {
+					ok = true
+					break
+				}
+			}
+			if !ok {
+				continue
+			}
+		}
+		resources = append(resources, r.URI)
+		for _, s := range r.Scopes {
+			if (len(listedScopes) == 0 || slices.Contains(listedScopes, s)) && !slices.Contains(scopes, s) {
+				scopes = append(scopes, s)
+			}
+		}
+	}
+	return resources, scopes
+}
+
+func (m *clientManager) fromConfig(i int, cc Client) (*client, error) {
+	if cc.ID == "" {
+		return nil, fmt.Errorf("as: Clients[%d].ID is required", i)
+	}
+	c := &client{id: cc.ID, name: cc.Name, public: cc.Public, redirectURIs: slices.Clone(cc.RedirectURIs), source: "config"}
+	switch {
+	case len(cc.JWKS) > 0 || cc.JWKSURI != "":
+		if cc.Public {
+			return nil, fmt.Errorf("as: Clients[%d] (%s): a public client has no JWKS", i, cc.ID)
+		}
+		c.authMethod = authPrivateKeyJWT
+		c.jwksURI = cc.JWKSURI
+		if len(cc.JWKS) > 0 {
+			var set jose3.JSONWebKeySet
+			if err := json.Unmarshal(cc.JWKS, &set); err != nil {
+				return nil, fmt.Errorf("as: Clients[%d].JWKS: %v", i, err)
+			}
+			c.jwks = sigUse(&set)
+		}
+	case cc.Public:
+		if cc.Secret != "" || len(cc.SecretHash) > 0 {
+			return nil, fmt.Errorf("as: Clients[%d] (%s): a public client has no secret", i, cc.ID)
+		}
+		c.authMethod = authNone
+	case cc.Secret != "":
+		if len(cc.Secret) < 16 {
+			return nil, fmt.Errorf("as: Clients[%d].Secret is shorter than 16 characters", i)
+		}
+		c.secretHash = m.hasher.Hash(cc.Secret)
+		c.authMethod = authSecretBasic
+	case len(cc.SecretHash) > 0:
+		c.secretHash = slices.Clone(cc.SecretHash)
+		c.authMethod = authSecretBasic
+	default:
+		return nil, fmt.Errorf("as: Clients[%d] (%s): set Secret, SecretHash, JWKS or Public", i, cc.ID)
+	}
+	for _, g := range cc.GrantTypes {
+		switch g {
+		case "authorization_code", "refresh_token":
+		case "client_credentials":
+			if cc.Public {
+				return nil, fmt.Errorf("as: Clients[%d] (%s): a public client cannot use client_credentials", i, cc.ID)
+			}
+		default:
+			if !isExtraGrant(g) {
+				return nil, fmt.Errorf("as: Clients[%d].GrantTypes: unsupported grant type %q", i, g)
+			}
+		}
+	}
+	c.grantTypes = effectiveGrants(cc.GrantTypes, cc.Public, len(cc.RedirectURIs) > 0)
+	if slices.Contains(c.grantTypes, "authorization_code") && len(c.redirectURIs) == 0 {
+		return nil, fmt.Errorf("as: Clients[%d] (%s): authorization_code needs RedirectURIs", i, cc.ID)
+	}
+	for _, u := range c.redirectURIs {
+		if err := checkRedirectURI(u); err != nil {
+			return nil, fmt.Errorf("as: Clients[%d].RedirectURIs: %q: %v", i, u, err)
+		}
+	}
+	for _, r := range cc.Resources {
+		cr, err := metadata.CanonicalResource(r)
+		if err != nil || !slices.ContainsFunc(m.resources, func(x resource) bool { return x.URI == cr }) {
+			return nil, fmt.Errorf("as: Clients[%d].Resources: %q is not a configured resource", i, r)
+		}
+	}
+	c.resources, c.scopes = m.effectiveAccess(cc.Resources, cc.Scopes)
+	c.listedResources = listed(cc.Resources)
+	return c, nil
+}
+
+// checkRedirectURI accepts absolute URIs without fragment: https, http on
+// any host (loopback for native apps; others allowed for development), and
+// private-use schemes of native apps (RFC 8252 §7.1).
+func checkRedirectURI(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() {
+		return errors.New("not an absolute URI")
+	}
+	if u.Fragment != "" || strings.Contains(raw, "#") {
+		return errors.New("has a fragment")
+	}
+	if (u.Scheme == "https" || u.Scheme == "http") && u.Host == "" {
+		return errors.New("has no host")
+	}
+	return nil
+}
+
+// ClientAssertionJWTValid implements fosite.ClientManager. The jti check is
+// made atomically by SetClientAssertionJWT, so this answers nil.
+func (m *clientManager) ClientAssertionJWTValid(context.Context, string) error { return nil }
+
+// SetClientAssertionJWT records a private_key_jwt assertion's jti until it
+// expires; a second use fails (RFC 7523 §3, item 7).
+func (m *clientManager) SetClientAssertionJWT(ctx context.Context, jti string, exp time.Time) error {
+	err := m.store.UseJTI(ctx, "client_assertion:"+jti, exp)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, storage.ErrAlreadyUsed):
+		return fosite.ErrInvalidClient.WithHint("The client assertion was used before (jti replay).")
+	case errors.Is(err, storage.ErrUnavailable):
+		return fosite.ErrTemporarilyUnavailable.WithWrap(err)
+	}
+	return fosite.ErrServerError.WithWrap(err)
+}
+
+// authenticate is fosite's ClientAuthenticationStrategy (RFC 6749 §2.3,
+// RFC 7523 §2.2). Secrets are accepted by HTTP Basic or in the body, checked
+// against an HMAC in constant time; assertions are handed to fosite with
+// their algorithm checked against assertionAlgs first.
+func (m *clientManager) authenticate(ctx context.Context, r *http.Request, form url.Values) (fosite.Client, error) {
+	if form.Get("client_assertion_type") != "" || form.Get("client_assertion") != "" {
+		return m.authenticateAssertion(ctx, r, form)
+	}
+	id, sec, basic := r.BasicAuth()
+	if basic {
+		var err1, err2 error
+		id, err1 = url.QueryUnescape(id)
+		sec, err2 = url.QueryUnescape(sec)
+		if err1 != nil || err2 != nil {
+			return nil, fosite.ErrInvalidRequest.WithHint("The HTTP Basic credentials are not form-urlencoded.")
+		}
+		if form.Get("client_secret") != "" {
+			return nil, fosite.ErrInvalidRequest.WithHint("Use one client authentication method, not several.")
+		}
+		if fid := form.Get("client_id"); fid != "" && fid != id {
+			return nil, fosite.ErrInvalidRequest.WithHint("client_id in the body differs from the HTTP Basic user.")
+		}
+	} else {
+		id, sec = form.Get("client_id"), form.Get("client_secret")
+	}
+	if id == "" {
+		return nil, fosite.ErrInvalidClient.WithHint("Client authentication is missing.")
+	}
+	c, err := m.get(ctx, id)
+	if err != nil {
+		return nil, authErr(err)
+	}
+	if c.public {
+		// A public client proves nothing; a secret it sends anyway (some
+		// clients register as public and still send one) is ignored.
+		return c, nil
+	}
+	if c.authMethod == authPrivateKeyJWT {
+		return nil, fosite.ErrInvalidClient.WithHint("This client authenticates with private_key_jwt.")
+	}
+	if sec == "" || !m.hasher.Equal(c.secretHash, sec) {
+		return nil, fosite.ErrInvalidClient.WithHint("Client authentication failed.")
+	}
+	if !c.secretExpiresAt.IsZero() && m.now().After(c.secretExpiresAt) {
+		return nil, fosite.ErrInvalidClient.WithHint("The client secret has expired.")
+	}
+	return c, nil
+}
+
+func (m *clientManager) authenticateAssertion(ctx context.Context, r *http.Request, form url.Values) (fosite.Client, error) {
+	assertion := form.Get("client_assertion")
+	if len(assertion) > 8192 {
+		return nil, fosite.ErrInvalidClient.WithHint("The client assertion is too large.")
+	}
+	hdr, claims, ok := peekJWT(assertion)
+	if !ok {
+		return nil, fosite.ErrInvalidClient.WithHint("The client assertion is not a JWS.")
+	}
+	var h struct {
+		Alg string `json:"alg"`
+		JKU string `json:"jku"`
+		JWK any    `json:"jwk"`
+		X5U string `json:"x5u"`
+	}
+	if json.Unmarshal(hdr, &h) != nil || !slices.Contains(assertionAlgs, h.Alg) {
+		return nil, fosite.ErrInvalidClient.WithHint("The client assertion's algorithm is not allowed.")
+	}
+	if h.JKU != "" || h.JWK != nil || h.X5U != "" {
+		return nil, fosite.ErrInvalidClient.WithHint("Key references in the assertion header are not honoured.")
+	}
+	var cl struct {
+		Exp *float64 `json:"exp"`
+	}
+	if json.Unmarshal(claims, &cl) != nil || cl.Exp == nil {
+		return nil, fosite.ErrInvalidClient.WithHint("The client assertion must carry exp.")
+	}
+	if time.Unix(int64(*cl.Exp), 0).After(m.now().Add(maxAssertionLifetime)) {
+		return nil, fosite.ErrInvalidClient.WithHint("The client assertion lives too long.")
+	}
+	ctx = context.WithValue(ctx, assertionAlgKey{}, h.Alg)
+	c, err := m.f.DefaultClientAuthenticationStrategy(ctx, r, form)
+	if err != nil {
+		return nil, authErr(err)
+	}
+	return c, nil
+}
+
+// maxAssertionLifetime bounds how far in the future a client assertion's exp
+// may lie, which also bounds how long its jti is remembered.
+const maxAssertionLifetime = 10 * time.Minute
+
+// authErr maps a client lookup or verification failure to invalid_client,
+// except an unreachable store (temporarily_unavailable) and a malformed
+// request (invalid_request).
+func authErr(err error) error {
+	var rfc *fosite.RFC6749Error
+	switch {
+	case errors.Is(err, storage.ErrUnavailable) || errors.Is(err, fosite.ErrTemporarilyUnavailable):
+		return fosite.ErrTemporarilyUnavailable.WithWrap(err)
+	case errors.Is(err, fosite.ErrNotFound):
+		return fosite.ErrInvalidClient.WithHint("The client is unknown.").WithWrap(err)
+	case errors.As(err, &rfc) && (rfc.ErrorField == fosite.ErrInvalidClient.ErrorField || rfc.ErrorField == fosite.ErrInvalidRequest.ErrorField):
+		return err
+	}
+	return fosite.ErrInvalidClient.WithHint("Client authentication failed.").WithWrap(err)
+}
+
+// peekJWT splits a compact JWS and decodes header and payload without
+// verifying anything.
+func peekJWT(s string) (header, payload []byte, ok bool) {
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 {
+		return nil, nil, false
+	}
+	h, err1 := base64.RawURLEncoding.DecodeString(parts[0])
+	p, err2 := base64.RawURLEncoding.DecodeString(parts[1])
+	if err1 != nil || err2 != nil {
+		return nil, nil, false
+	}
+	return h, p, true
+}
+
+// secretHasher is fosite's Hasher on internal/secret: a keyed SHA-256 (the
+// secrets are generated, high-entropy values), compared in constant time.
+type secretHasher struct{ h *secret.Hasher }
+
+var _ fosite.Hasher = secretHasher{}
+
+func (s secretHasher) Compare(_ context.Context, hash, data []byte) error {
+	if !s.h.Equal(hash, string(data)) {
+		return errors.New("as: secret does not match")
+	}
+	return nil
+}
+
+func (s secretHasher) Hash(_ context.Context, data []byte) ([]byte, error) {
+	return s.h.Hash(string(data)), nil
+}
+
+// jwksFetcher fetches private_key_jwt jwks_uri documents with the injected
+// SSRF-safe client, caching each for a few minutes.
+type jwksFetcher struct {
+	client *http.Client
+	now    func() time.Time
+	mu     sync.Mutex
+	cache  map[string]jwksEntry
+}
+
+type jwksEntry struct {
+	set *jose3.JSONWebKeySet
+	at  time.Time
+}
+
+var _ fosite.JWKSFetcherStrategy = (*jwksFetcher)(nil)
+
+const (
+	jwksCacheTTL   = 5 * time.Minute
+	jwksMaxBody    = 64 << 10
+	jwksCacheLimit = 1024
+)
+
+// Resolve implements fosite.JWKSFetcherStrategy.
+func (j *jwksFetcher) Resolve(ctx context.Context, location string, ignoreCache bool) (*jose3.JSONWebKeySet, error) {
+	if j.client == nil {
+		return nil, fosite.ErrInvalidClient.WithHint("This server does not fetch jwks_uri documents.")
+	}
+	j.mu.Lock()
+	e, ok := j.cache[location]
+	j.mu.Unlock()
+	if ok && !ignoreCache && j.now().Sub(e.at) < jwksCacheTTL {
+		return e.set, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, location, nil)
+	if err != nil {
+		return nil, fosite.ErrInvalidClient.WithHint("The client's jwks_uri is not usable.")
+	}
+	req.Header.Set("Accept", "application/json, application/jwk-set+json")
+	resp, err := j.client.Do(req)
+	if err != nil {
+		return nil, fosite.ErrInvalidClient.WithHint("The client's jwks_uri could not be fetched.").WithWrap(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fosite.ErrInvalidClient.WithHintf("The client's jwks_uri answered %d.", resp.StatusCode)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, jwksMaxBody+1))
+	if err != nil || len(body) > jwksMaxBody {
+		return nil, fosite.ErrInvalidClient.WithHint("The client's jwks_uri document is too large or unreadable.")
+	}
+	var set jose3.JSONWebKeySet
+	if err := json.Unmarshal(body, &set); err != nil {
+		return nil, fosite.ErrInvalidClient.WithHint("The client's jwks_uri document is not a JWK Set.")
+	}
+	sigUse(&set)
+	j.mu.Lock()
+	if len(j.cache) >= jwksCacheLimit {
+		clear(j.cache)
+	}
+	j.cache[location] = jwksEntry{set: &set, at: j.now()}
+	j.mu.Unlock()
+	return &set, nil
+}
+
+// sigUse marks keys without "use" as signature keys: fosite only considers
+// keys with use "sig", and many published sets omit the member.
+func sigUse(set *jose3.JSONWebKeySet) *jose3.JSONWebKeySet {
+	for i := range set.Keys {
+		if set.Keys[i].Use == "" {
+			set.Keys[i].Use = "sig"
+		}
+	}
+	return set
+}
+
+func listed(rs []string) []string {
+	var out []string
+	for _, r := range rs {
+		if c, err := metadata.CanonicalResource(r); err == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}

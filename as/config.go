@@ -1,0 +1,212 @@
+package as
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcpauth/mcpauth/as/loginui"
+	"github.com/mcpauth/mcpauth/metadata"
+	"github.com/mcpauth/mcpauth/storage"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultAccessTokenTTL  = 15 * time.Minute
+	DefaultRefreshTokenTTL = 30 * 24 * time.Hour
+	DefaultCodeTTL         = 5 * time.Minute
+	DefaultRefreshGrace    = 5 * time.Second
+	// MaxCodeTTL bounds CodeTTL (RFC 9700 §4.2: codes short-lived; OAuth 2.1 §4.1.2: at most 10 minutes).
+	MaxCodeTTL = 10 * time.Minute
+)
+
+// Resource is a protected resource (an MCP server) this AS issues tokens for
+// (RFC 8707).
+type Resource struct {
+	// URI is the resource indicator; it is canonicalised with
+	// metadata.CanonicalResource and that form becomes the tokens' aud.
+	URI string
+	// Name is shown on the consent page.
+	Name string
+	// Scopes are the scopes this resource understands. Requested scopes are
+	// narrowed to them.
+	Scopes []string
+	// Default marks the resource used when a client sends no `resource`.
+	// At most one resource is the default; with a single resource it is the
+	// default whether marked or not.
+	Default bool
+}
+
+// Client is a pre-registered client from configuration. It lives in memory
+// and is never written to storage.
+type Client struct {
+	ID string
+	// SecretHash is the internal/secret hash of the secret (as printed by the
+	// CLI). Secret is the secret in clear, hashed at start-up; set one of
+	// them for a confidential client, neither for a public one.
+	SecretHash []byte
+	Secret     string
+	// Public marks a client that does not authenticate (token_endpoint_auth_method none).
+	Public       bool
+	RedirectURIs []string
+	// GrantTypes default to authorization_code and refresh_token, or to
+	// client_credentials for a confidential client with no redirect URIs.
+	GrantTypes []string
+	// Scopes the client may be granted; empty means every scope of the resources it may use.
+	Scopes []string
+	// Resources the client may get tokens for; empty means every configured resource.
+	Resources []string
+	Name      string
+	// JWKS (a JWK Set document) or JWKSURI make the client authenticate with
+	// private_key_jwt (RFC 7523 §2.2) instead of a secret.
+	JWKS    []byte
+	JWKSURI string
+}
+
+// ClientResolver resolves client_ids that are https URLs (Client ID Metadata
+// Documents). dcr's CIMD resolver implements it. It returns storage.ErrNotFound
+// (wrapped) when the document cannot be used.
+type ClientResolver interface {
+	ResolveClient(ctx context.Context, id string) (*storage.Client, error)
+}
+
+// Config configures New. Zero values are documented per field.
+type Config struct {
+	// Issuer is the AS identifier (RFC 8414 §2): an https URL (http only
+	// for loopback or tests) with no query or fragment. Required.
+	Issuer string
+	// Resources lists the protected resources. At least one is required.
+	Resources []Resource
+	// Clients are the pre-registered clients.
+	Clients []Client
+	// UI runs the login and consent pages. Required for the authorization
+	// endpoint; without it /authorize answers with an error page.
+	UI *loginui.UI
+	// Store keeps tokens, clients, keys and consents. Required.
+	Store storage.Store
+	// Secret (at least 32 bytes) is the root of every server-side key: the
+	// HMAC key of codes and refresh tokens, the sealing key of token payloads
+	// and private keys, and the client secret hash key; each is derived with
+	// its own purpose. Required; keep it stable across restarts and instances.
+	Secret []byte
+	// AccessTokenTTL: zero means DefaultAccessTokenTTL (15 minutes).
+	AccessTokenTTL time.Duration
+	// RefreshTokenTTL: zero means DefaultRefreshTokenTTL (30 days).
+	RefreshTokenTTL time.Duration
+	// CodeTTL: zero means DefaultCodeTTL (5 minutes); at most MaxCodeTTL.
+	CodeTTL time.Duration
+	// RefreshGrace is how long a rotated refresh token may still be
+	// exchanged (two racing refreshes). Zero means DefaultRefreshGrace;
+	// negative disables the window.
+	RefreshGrace time.Duration
+	// SigningAlg of access tokens: ES256 (zero value), RS256 or EdDSA.
+	SigningAlg string
+	// ClientResolver resolves https client_ids (CIMD). Nil: such client_ids are unknown.
+	ClientResolver ClientResolver
+	// JWKSHTTPClient fetches private_key_jwt jwks_uri documents. It must be
+	// SSRF-safe (internal/safehttp). Nil: clients with a jwks_uri cannot
+	// authenticate (clients with inline JWKS still can).
+	JWKSHTTPClient *http.Client
+	// RegistrationEndpoint is advertised in the metadata when set.
+	RegistrationEndpoint string
+	// KeyReloadInterval is how often signing keys are reloaded from the
+	// store. Zero means 15 seconds.
+	KeyReloadInterval time.Duration
+	// Logger receives internal errors and audit events. Nil discards.
+	Logger *slog.Logger
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// resource is a validated Resource.
+type resource struct {
+	URI     string // canonical
+	Name    string
+	Scopes  []string
+	Default bool
+}
+
+func (c *Config) validate() error {
+	if c.Issuer == "" {
+		return errors.New("as: Issuer is required")
+	}
+	u, err := url.Parse(c.Issuer)
+	if err != nil || !u.IsAbs() || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil ||
+		(u.Scheme != "https" && u.Scheme != "http") || strings.HasSuffix(c.Issuer, "/") {
+		return fmt.Errorf("as: Issuer %q must be an http(s) URL without query, fragment or trailing slash", c.Issuer)
+	}
+	if c.Store == nil {
+		return errors.New("as: Store is required")
+	}
+	if len(c.Secret) < 32 {
+		return errors.New("as: Secret must be at least 32 bytes")
+	}
+	if len(c.Resources) == 0 {
+		return errors.New("as: at least one Resource is required")
+	}
+	if c.CodeTTL > MaxCodeTTL {
+		return fmt.Errorf("as: CodeTTL %s exceeds %s", c.CodeTTL, MaxCodeTTL)
+	}
+	if c.AccessTokenTTL < 0 || c.RefreshTokenTTL < 0 || c.CodeTTL < 0 {
+		return errors.New("as: TTLs must not be negative")
+	}
+	switch c.SigningAlg {
+	case "", "ES256", "RS256", "EdDSA":
+	default:
+		return fmt.Errorf("as: SigningAlg %q: want ES256, RS256 or EdDSA", c.SigningAlg)
+	}
+	return nil
+}
+
+func buildResources(in []Resource) ([]resource, error) {
+	var out []resource
+	defaults := 0
+	for i, r := range in {
+		c, err := metadata.CanonicalResource(r.URI)
+		if err != nil {
+			return nil, fmt.Errorf("as: Resources[%d].URI %q: %w", i, r.URI, err)
+		}
+		for _, o := range out {
+			if o.URI == c {
+				return nil, fmt.Errorf("as: Resources[%d].URI %q is listed twice", i, r.URI)
+			}
+		}
+		for _, s := range r.Scopes {
+			if !validScopeToken(s) {
+				return nil, fmt.Errorf("as: Resources[%d].Scopes: invalid scope %q", i, s)
+			}
+		}
+		if r.Default {
+			defaults++
+		}
+		out = append(out, resource{URI: c, Name: r.Name, Scopes: slices.Clone(r.Scopes), Default: r.Default})
+	}
+	if defaults > 1 {
+		return nil, errors.New("as: more than one Resource is marked Default")
+	}
+	if len(out) == 1 {
+		out[0].Default = true
+	}
+	return out, nil
+}
+
+// validScopeToken reports whether s is a scope-token (RFC 6749 §3.3) and not
+// the wildcard "*", which this server refuses to give meaning to.
+func validScopeToken(s string) bool {
+	if s == "" || s == "*" || len(s) > 200 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x21 || c == 0x22 || c == 0x5c || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}

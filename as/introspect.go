@@ -1,0 +1,199 @@
+package as
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/ory/fosite"
+
+	"github.com/mcpauth/mcpauth/storage"
+)
+
+// introspection is the RFC 7662 §2.2 response.
+type introspection struct {
+	Active    bool   `json:"active"`
+	Scope     string `json:"scope,omitempty"`
+	ClientID  string `json:"client_id,omitempty"`
+	Subject   string `json:"sub,omitempty"`
+	Audience  string `json:"aud,omitempty"`
+	Issuer    string `json:"iss,omitempty"`
+	ExpiresAt int64  `json:"exp,omitempty"`
+	IssuedAt  int64  `json:"iat,omitempty"`
+	TokenType string `json:"token_type,omitempty"`
+}
+
+var inactive = []byte(`{"active":false}` + "\n")
+
+// serveIntrospect is the introspection endpoint (RFC 7662). Only
+// authenticated confidential clients may call it, and a caller learns only
+// about tokens issued to itself or whose audience is a resource listed for
+// it (a resource server's own client); everything else is active:false.
+//
+// The answer comes from the stored record, found by the token's signature,
+// not from re-verifying the JWT: the record is what revocation changes, and
+// looking it up costs less than an ECDSA verification.
+func (s *Server) serveIntrospect(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeJSONError(w, http.StatusMethodNotAllowed, "invalid_request", "The introspection endpoint accepts POST only.")
+		return
+	}
+	if err := s.parseForm(w, r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	fc, err := s.clients.authenticate(ctx, r, r.PostForm)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	caller := fc.(*client)
+	if caller.public {
+		s.writeError(w, r, fosite.ErrInvalidClient.WithHint("Only confidential clients may introspect tokens."))
+		return
+	}
+	token := r.PostForm.Get("token")
+	if token == "" {
+		s.writeError(w, r, fosite.ErrInvalidRequest.WithHint("The token parameter is missing."))
+		return
+	}
+	res, err := s.introspect(ctx, caller, token, r.PostForm.Get("token_type_hint"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if res == nil {
+		_, _ = w.Write(inactive)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(res)
+}
+
+// introspect returns nil for an inactive or invisible token; an error only
+// for a storage outage.
+func (s *Server) introspect(ctx context.Context, caller *client, token, hint string) (*introspection, error) {
+	kinds := []storage.TokenKind{storage.KindAccessToken, storage.KindRefreshToken}
+	if hint == "refresh_token" {
+		kinds[0], kinds[1] = kinds[1], kinds[0]
+	}
+	for _, kind := range kinds {
+		var sig string
+		if kind == storage.KindAccessToken {
+			sig = s.tokens.AccessTokenSignature(ctx, token)
+		} else if !strings.Contains(token, ".") {
+			sig = s.tokens.RefreshTokenSignature(ctx, token)
+		}
+		if sig == "" {
+			continue
+		}
+		t, sr, err := s.store.load(ctx, kind, sig)
+		if errors.Is(err, fosite.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return s.describe(caller, kind, token, t, sr), nil
+	}
+	return nil, nil
+}
+
+func (s *Server) describe(caller *client, kind storage.TokenKind, token string, t *storage.Token, sr *storedRequest) *introspection {
+	now := s.now()
+	if !t.Active || !now.Before(t.ExpiresAt) {
+		return nil
+	}
+	if kind == storage.KindRefreshToken && !t.RotatedAt.IsZero() && (s.cfg.RefreshGrace <= 0 || now.After(t.RotatedAt.Add(s.cfg.RefreshGrace))) {
+		return nil
+	}
+	if kind == storage.KindAccessToken && sr.Session != nil && sr.Session.TokenHash != "" && sr.Session.TokenHash != signingInputHash(token) {
+		return nil // the signature of one token under another header or payload
+	}
+	aud := ""
+	if len(sr.GrantedAud) == 1 {
+		aud = sr.GrantedAud[0]
+	}
+	visible := sr.ClientID == caller.id || (kind == storage.KindAccessToken && aud != "" && slices.Contains(caller.listedResources, aud))
+	if !visible {
+		return nil
+	}
+	sub := ""
+	if sr.Session != nil {
+		sub = sr.Session.Subject
+	}
+	if sub == "" {
+		sub = sr.ClientID
+	}
+	out := &introspection{
+		Active:    true,
+		Scope:     strings.Join(sr.GrantedScope, " "),
+		ClientID:  sr.ClientID,
+		Subject:   sub,
+		Audience:  aud,
+		Issuer:    s.issuer,
+		ExpiresAt: t.ExpiresAt.Unix(),
+		IssuedAt:  t.CreatedAt.Unix(),
+		TokenType: "Bearer",
+	}
+	if kind == storage.KindRefreshToken {
+		out.TokenType = "refresh_token"
+	}
+	return out
+}
+
+// signingInputHash binds a stored access token record to the exact token:
+// base64url(SHA-256(header.payload)).
+func signingInputHash(token string) string {
+	i := strings.LastIndexByte(token, '.')
+	if i < 0 {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(token[:i]))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// serveRevoke is the revocation endpoint (RFC 7009). Revoking a refresh
+// token revokes its whole family; revoking an access token does too. Unknown
+// tokens get 200.
+func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST, OPTIONS")
+		writeJSONError(w, http.StatusMethodNotAllowed, "invalid_request", "The revocation endpoint accepts POST only.")
+		return
+	}
+	if err := s.parseForm(w, r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if r.PostForm.Get("token") == "" {
+		s.writeError(w, r, fosite.ErrInvalidRequest.WithHint("The token parameter is missing."))
+		return
+	}
+	ctx := r.Context()
+	if err := s.provider.NewRevocationRequest(ctx, r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// serveJWKS publishes the public signing keys, retired ones included until
+// the tokens they signed have expired. Private parts never appear.
+func (s *Server) serveJWKS(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSONError(w, http.StatusMethodNotAllowed, "invalid_request", "GET only.")
+		return
+	}
+	w.Header().Set("Content-Type", "application/jwk-set+json")
+	w.Header().Set("Cache-Control", "public, max-age=60")
+	_, _ = w.Write(s.keys.jwksDoc())
+}

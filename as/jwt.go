@@ -1,0 +1,148 @@
+package as
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/ory/fosite"
+	foauth2 "github.com/ory/fosite/handler/oauth2"
+)
+
+// accessClaims are the claims of an RFC 9068 §2.2 JWT access token.
+type accessClaims struct {
+	Issuer    string `json:"iss"`
+	Subject   string `json:"sub"`
+	Audience  string `json:"aud"`
+	ClientID  string `json:"client_id"`
+	Scope     string `json:"scope,omitempty"`
+	IssuedAt  int64  `json:"iat"`
+	ExpiresAt int64  `json:"exp"`
+	ID        string `json:"jti"`
+	// Act is the RFC 8693 §4.1 actor claim, set by token exchange.
+	Act map[string]any `json:"act,omitempty"`
+}
+
+// tokenStrategy issues RFC 9068 JWT access tokens signed with the keyring,
+// and leaves codes and refresh tokens to fosite's HMAC strategy (opaque,
+// 256-bit, stored under their HMAC signature).
+type tokenStrategy struct {
+	*foauth2.HMACSHAStrategyUnPrefixed
+	keys   *keyring
+	issuer string
+	ttl    time.Duration
+	now    func() time.Time
+}
+
+var _ foauth2.CoreStrategy = (*tokenStrategy)(nil)
+
+// AccessTokenSignature is the JWS signature part: the key of the stored
+// record (ARCHITECTURE.md: JWT access tokens are stored under it).
+func (t *tokenStrategy) AccessTokenSignature(_ context.Context, token string) string {
+	i := strings.LastIndexByte(token, '.')
+	if i < 0 || strings.Count(token, ".") != 2 {
+		return ""
+	}
+	return token[i+1:]
+}
+
+// errAudience is returned when a request reaches token issuance without
+// exactly one granted audience; the AS never issues a token for no or many
+// resources.
+var errAudience = errors.New("as: an access token needs exactly one audience")
+
+// GenerateAccessToken signs an RFC 9068 token: header typ at+jwt and kid;
+// claims iss, sub (the client for client credentials), aud (the one
+// canonical resource URI), client_id, scope, iat, exp, jti.
+func (t *tokenStrategy) GenerateAccessToken(ctx context.Context, r fosite.Requester) (string, string, error) {
+	aud := r.GetGrantedAudience()
+	if len(aud) != 1 {
+		return "", "", errAudience
+	}
+	k, err := t.keys.signingKey()
+	if err != nil {
+		return "", "", err
+	}
+	now := t.now()
+	exp := now.Add(t.ttl)
+	sess := r.GetSession()
+	sub := sess.GetSubject()
+	if sub == "" {
+		sub = r.GetClient().GetID()
+	}
+	sess.SetExpiresAt(fosite.AccessToken, exp)
+	c := accessClaims{
+		Issuer:    t.issuer,
+		Subject:   sub,
+		Audience:  aud[0],
+		ClientID:  r.GetClient().GetID(),
+		Scope:     strings.Join(r.GetGrantedScopes(), " "),
+		IssuedAt:  now.Unix(),
+		ExpiresAt: exp.Unix(),
+		ID:        randomID(),
+	}
+	if s, ok := sess.(*session); ok && s.Act != nil {
+		c.Act = s.Act
+	}
+	payload, err := json.Marshal(c)
+	if err != nil {
+		return "", "", err
+	}
+	jws, err := k.signer.Sign(payload)
+	if err != nil {
+		return "", "", err
+	}
+	tok, err := jws.CompactSerialize()
+	if err != nil {
+		return "", "", err
+	}
+	if s, ok := sess.(*session); ok {
+		s.TokenHash = signingInputHash(tok)
+	}
+	return tok, t.AccessTokenSignature(ctx, tok), nil
+}
+
+// ValidateAccessToken verifies signature (kid looked up in our own key set,
+// algorithm from our list), typ and exp.
+func (t *tokenStrategy) ValidateAccessToken(ctx context.Context, _ fosite.Requester, token string) error {
+	_, err := t.verify(ctx, token)
+	return err
+}
+
+func (t *tokenStrategy) verify(ctx context.Context, token string) (*accessClaims, error) {
+	jws, err := jose.ParseSigned(token, t.keys.algs())
+	if err != nil || len(jws.Signatures) != 1 {
+		return nil, fosite.ErrTokenSignatureMismatch
+	}
+	h := jws.Signatures[0].Header
+	if typ, _ := h.ExtraHeaders[jose.HeaderType].(string); typ != "at+jwt" {
+		return nil, fosite.ErrTokenSignatureMismatch
+	}
+	k := t.keys.lookup(ctx, h.KeyID)
+	if k == nil || string(h.Algorithm) != k.alg {
+		return nil, fosite.ErrTokenSignatureMismatch
+	}
+	payload, err := jws.Verify(k.priv.Public())
+	if err != nil {
+		return nil, fosite.ErrTokenSignatureMismatch
+	}
+	var c accessClaims
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return nil, fosite.ErrTokenSignatureMismatch
+	}
+	if c.Issuer != t.issuer || t.now().Unix() >= c.ExpiresAt {
+		return nil, fosite.ErrTokenExpired
+	}
+	return &c, nil
+}
+
+func randomID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}

@@ -1,0 +1,298 @@
+package as
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/mcpauth/mcpauth/internal/seal"
+	"github.com/mcpauth/mcpauth/storage"
+)
+
+// sealPurposeKeys is the seal purpose of private signing keys.
+const sealPurposeKeys = "signing keys"
+
+// RotateKey adds a new signing key of alg (ES256, RS256 or EdDSA; "" means
+// ES256) to store, sealed under a key derived from secret (the server's
+// Config.Secret), and retires every other key. Retired public keys stay in
+// the JWKS until the tokens they signed have expired; running servers pick
+// the new key up at their next reload and delete retired keys after that.
+// It backs `authserver keys rotate`.
+func RotateKey(ctx context.Context, store storage.KeyStore, secret []byte, alg string) (kid string, err error) {
+	if alg == "" {
+		alg = "ES256"
+	}
+	sealer, err := seal.New(secret, sealPurposeKeys)
+	if err != nil {
+		return "", err
+	}
+	k, err := newSigningKey(alg)
+	if err != nil {
+		return "", err
+	}
+	now := time.Now()
+	rec, err := k.record(sealer, now)
+	if err != nil {
+		return "", err
+	}
+	if err := store.CreateKey(ctx, rec); err != nil {
+		return "", fmt.Errorf("as: storing key: %w", err)
+	}
+	if err := store.RetireKeys(ctx, k.kid, now); err != nil {
+		return "", fmt.Errorf("as: retiring old keys: %w", err)
+	}
+	return k.kid, nil
+}
+
+// signingKey is one loaded key.
+type signingKey struct {
+	kid       string
+	alg       string
+	priv      crypto.Signer
+	pub       jose.JSONWebKey
+	createdAt time.Time
+	retiredAt time.Time
+	signer    jose.Signer
+}
+
+func newSigningKey(alg string) (*signingKey, error) {
+	var priv crypto.Signer
+	var err error
+	switch alg {
+	case "ES256":
+		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case "RS256":
+		priv, err = rsa.GenerateKey(rand.Reader, 2048)
+	case "EdDSA":
+		_, priv, err = ed25519.GenerateKey(rand.Reader)
+	default:
+		return nil, fmt.Errorf("as: unsupported signing algorithm %q", alg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	pub := jose.JSONWebKey{Key: priv.Public(), Algorithm: alg, Use: "sig"}
+	tp, err := pub.Thumbprint(crypto.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	pub.KeyID = base64.RawURLEncoding.EncodeToString(tp)
+	return finishKey(pub.KeyID, alg, priv, pub)
+}
+
+func finishKey(kid, alg string, priv crypto.Signer, pub jose.JSONWebKey) (*signingKey, error) {
+	signer, err := jose.NewSigner(
+		jose.SigningKey{Algorithm: jose.SignatureAlgorithm(alg), Key: jose.JSONWebKey{Key: priv, KeyID: kid}},
+		(&jose.SignerOptions{}).WithType("at+jwt"),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &signingKey{kid: kid, alg: alg, priv: priv, pub: pub, signer: signer}, nil
+}
+
+func (k *signingKey) record(sealer *seal.Sealer, now time.Time) (*storage.SigningKey, error) {
+	pubJSON, err := k.pub.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k.priv)
+	if err != nil {
+		return nil, err
+	}
+	return &storage.SigningKey{
+		ID:            k.kid,
+		Algorithm:     k.alg,
+		PublicJWK:     pubJSON,
+		PrivateSealed: sealer.Seal(der, []byte(k.kid)),
+		CreatedAt:     now,
+	}, nil
+}
+
+func loadKey(sealer *seal.Sealer, rec storage.SigningKey) (*signingKey, error) {
+	der, err := sealer.Open(rec.PrivateSealed, []byte(rec.ID))
+	if err != nil {
+		return nil, fmt.Errorf("key %s: %w", rec.ID, err)
+	}
+	p, err := x509.ParsePKCS8PrivateKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("key %s: %w", rec.ID, err)
+	}
+	priv, ok := p.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("key %s: not a signing key", rec.ID)
+	}
+	var pub jose.JSONWebKey
+	if err := pub.UnmarshalJSON(rec.PublicJWK); err != nil {
+		return nil, fmt.Errorf("key %s: public JWK: %w", rec.ID, err)
+	}
+	pub.KeyID, pub.Algorithm, pub.Use = rec.ID, rec.Algorithm, "sig"
+	k, err := finishKey(rec.ID, rec.Algorithm, priv, pub)
+	if err != nil {
+		return nil, err
+	}
+	k.createdAt, k.retiredAt = rec.CreatedAt, rec.RetiredAt
+	return k, nil
+}
+
+// keyring holds the signing keys, reloaded from storage so that a key
+// rotated by another process or instance is used and served by all.
+type keyring struct {
+	store     storage.KeyStore
+	sealer    *seal.Sealer
+	alg       string
+	retention time.Duration // how long a retired key stays published
+	now       func() time.Time
+	log       logger
+
+	mu         sync.RWMutex
+	keys       map[string]*signingKey
+	current    *signingKey
+	jwks       []byte
+	lastReload time.Time
+	reloadMu   sync.Mutex
+}
+
+// ensure loads the keys and creates one of the configured algorithm when
+// none signs yet (first start, or a changed SigningAlg).
+func (k *keyring) ensure(ctx context.Context) error {
+	if err := k.reload(ctx); err != nil {
+		return err
+	}
+	k.mu.RLock()
+	cur := k.current
+	k.mu.RUnlock()
+	if cur != nil && cur.alg == k.alg {
+		return nil
+	}
+	nk, err := newSigningKey(k.alg)
+	if err != nil {
+		return err
+	}
+	now := k.now()
+	rec, err := nk.record(k.sealer, now)
+	if err != nil {
+		return err
+	}
+	if err := k.store.CreateKey(ctx, rec); err != nil {
+		return fmt.Errorf("as: storing signing key: %w", err)
+	}
+	if err := k.store.RetireKeys(ctx, nk.kid, now); err != nil {
+		return fmt.Errorf("as: retiring signing keys: %w", err)
+	}
+	return k.reload(ctx)
+}
+
+// reload reads every key, deletes keys retired longer than retention ago,
+// and picks the newest unretired key to sign.
+func (k *keyring) reload(ctx context.Context) error {
+	k.reloadMu.Lock()
+	defer k.reloadMu.Unlock()
+	recs, err := k.store.ListKeys(ctx)
+	if err != nil {
+		return err
+	}
+	now := k.now()
+	keys := map[string]*signingKey{}
+	var current *signingKey
+	for _, rec := range recs {
+		if !rec.RetiredAt.IsZero() && now.Sub(rec.RetiredAt) > k.retention {
+			if err := k.store.DeleteKey(ctx, rec.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+				k.log.error(ctx, "deleting retired signing key", "kid", rec.ID, "err", err)
+			}
+			continue
+		}
+		sk, err := loadKey(k.sealer, rec)
+		if err != nil {
+			k.log.error(ctx, "signing key does not load (wrong secret?)", "kid", rec.ID, "err", err)
+			continue
+		}
+		keys[sk.kid] = sk
+		if rec.RetiredAt.IsZero() && (current == nil || sk.createdAt.After(current.createdAt)) {
+			current = sk
+		}
+	}
+	set := jose.JSONWebKeySet{}
+	ids := make([]string, 0, len(keys))
+	for id := range keys {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b string) int { return keys[b].createdAt.Compare(keys[a].createdAt) })
+	for _, id := range ids {
+		set.Keys = append(set.Keys, keys[id].pub)
+	}
+	doc, err := json.Marshal(set)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	k.keys, k.current, k.jwks, k.lastReload = keys, current, doc, now
+	k.mu.Unlock()
+	return nil
+}
+
+// run reloads every interval until ctx ends.
+func (k *keyring) run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := k.reload(ctx); err != nil && ctx.Err() == nil {
+				k.log.error(ctx, "reloading signing keys", "err", err)
+			}
+		}
+	}
+}
+
+func (k *keyring) signingKey() (*signingKey, error) {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.current == nil {
+		return nil, errors.New("as: no signing key")
+	}
+	return k.current, nil
+}
+
+// lookup finds a key by kid, reloading once (at most every second) when it is
+// unknown: another instance may have rotated.
+func (k *keyring) lookup(ctx context.Context, kid string) *signingKey {
+	k.mu.RLock()
+	sk, last := k.keys[kid], k.lastReload
+	k.mu.RUnlock()
+	if sk != nil || k.now().Sub(last) < time.Second {
+		return sk
+	}
+	if err := k.reload(ctx); err != nil {
+		return nil
+	}
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.keys[kid]
+}
+
+func (k *keyring) jwksDoc() []byte {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.jwks
+}
+
+func (k *keyring) algs() []jose.SignatureAlgorithm {
+	return []jose.SignatureAlgorithm{jose.ES256, jose.RS256, jose.EdDSA}
+}

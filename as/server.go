@@ -1,0 +1,367 @@
+package as
+
+import (
+	"context"
+	"crypto/hkdf"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ory/fosite"
+	foauth2 "github.com/ory/fosite/handler/oauth2"
+	"github.com/ory/fosite/handler/pkce"
+	"github.com/ory/fosite/token/hmac"
+
+	"github.com/mcpauth/mcpauth/as/loginui"
+	"github.com/mcpauth/mcpauth/internal/seal"
+	"github.com/mcpauth/mcpauth/internal/secret"
+	"github.com/mcpauth/mcpauth/storage"
+)
+
+// Key-derivation purposes of Config.Secret. Each use gets its own key.
+const (
+	purposeHMAC    = "fosite hmac"
+	purposeTokens  = "token payloads"
+	purposeSecrets = "client secrets" // shared with dcr: the hash of generated client secrets
+	purposeUI      = "login ui"
+)
+
+// maxBody caps request bodies of /token, /introspect and /revoke, and the
+// form of /authorize.
+const maxBody = 64 << 10
+
+// Server is the authorization server. Create it with New.
+type Server struct {
+	cfg       Config
+	issuer    string
+	basePath  string
+	resources []resource
+	clients   *clientManager
+	store     *tokenStore
+	keys      *keyring
+	tokens    *tokenStrategy
+	provider  *fosite.Fosite
+	fcfg      *fositeConfig
+	ui        *loginui.UI
+	log       logger
+	now       func() time.Time
+	metadata  []byte
+	handler   http.Handler
+}
+
+// fositeConfig is fosite's Config with the token URLs a client assertion may
+// name as its audience: the token endpoint and the issuer (RFC 7523 §3).
+type fositeConfig struct {
+	*fosite.Config
+	tokenURLs []string
+}
+
+func (c *fositeConfig) GetTokenURLs(context.Context) []string { return c.tokenURLs }
+
+// New checks cfg, loads (or on first start creates) the signing key, and
+// returns the server. The key reload loop runs until ctx ends.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.AccessTokenTTL == 0 {
+		cfg.AccessTokenTTL = DefaultAccessTokenTTL
+	}
+	if cfg.RefreshTokenTTL == 0 {
+		cfg.RefreshTokenTTL = DefaultRefreshTokenTTL
+	}
+	if cfg.CodeTTL == 0 {
+		cfg.CodeTTL = DefaultCodeTTL
+	}
+	if cfg.RefreshGrace == 0 {
+		cfg.RefreshGrace = DefaultRefreshGrace
+	}
+	if cfg.SigningAlg == "" {
+		cfg.SigningAlg = "ES256"
+	}
+	if cfg.KeyReloadInterval <= 0 {
+		cfg.KeyReloadInterval = 15 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := logger{cfg.Logger}
+	if log.l == nil {
+		log.l = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	resources, err := buildResources(cfg.Resources)
+	if err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(cfg.Issuer)
+	s := &Server{
+		cfg:       cfg,
+		issuer:    cfg.Issuer,
+		basePath:  strings.TrimSuffix(u.EscapedPath(), "/"),
+		resources: resources,
+		log:       log,
+		now:       cfg.Now,
+	}
+
+	hasher, err := secret.NewHasher(cfg.Secret, purposeSecrets)
+	if err != nil {
+		return nil, err
+	}
+	tokenSealer, err := seal.New(cfg.Secret, purposeTokens)
+	if err != nil {
+		return nil, err
+	}
+	keySealer, err := seal.New(cfg.Secret, sealPurposeKeys)
+	if err != nil {
+		return nil, err
+	}
+	hmacKey, err := hkdf.Key(sha256.New, cfg.Secret, nil, "mcpauth "+purposeHMAC, 32)
+	if err != nil {
+		return nil, err
+	}
+
+	s.clients = &clientManager{
+		static:    map[string]*client{},
+		store:     cfg.Store,
+		resolver:  cfg.ClientResolver,
+		resources: resources,
+		hasher:    hasher,
+		now:       cfg.Now,
+		jwks:      &jwksFetcher{client: cfg.JWKSHTTPClient, now: cfg.Now, cache: map[string]jwksEntry{}},
+	}
+	for i, cc := range cfg.Clients {
+		c, err := s.clients.fromConfig(i, cc)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := s.clients.static[c.id]; dup {
+			return nil, fmt.Errorf("as: Clients[%d].ID %q is listed twice", i, c.id)
+		}
+		s.clients.static[c.id] = c
+	}
+
+	s.store = &tokenStore{store: cfg.Store, sealer: tokenSealer, clients: s.clients, now: cfg.Now, grace: cfg.RefreshGrace, log: log}
+	s.keys = &keyring{
+		store:     cfg.Store,
+		sealer:    keySealer,
+		alg:       cfg.SigningAlg,
+		retention: cfg.AccessTokenTTL + 2*cfg.KeyReloadInterval + time.Minute,
+		now:       cfg.Now,
+		log:       log,
+	}
+	if err := s.keys.ensure(ctx); err != nil {
+		return nil, fmt.Errorf("as: signing keys: %w", err)
+	}
+	go s.keys.run(ctx, cfg.KeyReloadInterval)
+
+	s.fcfg = &fositeConfig{
+		Config: &fosite.Config{
+			AccessTokenLifespan:   cfg.AccessTokenTTL,
+			RefreshTokenLifespan:  cfg.RefreshTokenTTL,
+			AuthorizeCodeLifespan: cfg.CodeTTL,
+			// RFC 7636 with S256 only, for every client (OAuth 2.1 §4.1.1).
+			EnforcePKCE:                    true,
+			EnablePKCEPlainChallengeMethod: false,
+			// Exact matching; no wildcard or prefix semantics anywhere.
+			ScopeStrategy:            fosite.ExactScopeStrategy,
+			AudienceMatchingStrategy: exactAudience,
+			GlobalSecret:             hmacKey,
+			TokenEntropy:             32,
+			TokenURL:                 s.endpoint("/token"),
+			AccessTokenIssuer:        cfg.Issuer,
+			ClientSecretsHasher:      secretHasher{hasher},
+			JWKSFetcherStrategy:      s.clients.jwks,
+			SanitationWhiteList:      []string{"resource"},
+			// state belongs to the client and is optional with PKCE (OAuth 2.1 §4.1.1).
+			MinParameterEntropy:        -1,
+			RedirectSecureChecker:      func(context.Context, *url.URL) bool { return true },
+			OmitRedirectScopeParam:     false,
+			SendDebugMessagesToClients: false,
+		},
+		tokenURLs: []string{s.endpoint("/token"), cfg.Issuer},
+	}
+	s.fcfg.ClientAuthenticationStrategy = s.clients.authenticate
+
+	s.tokens = &tokenStrategy{
+		HMACSHAStrategyUnPrefixed: foauth2.NewHMACSHAStrategyUnPrefixed(&hmac.HMACStrategy{Config: s.fcfg}, s.fcfg),
+		keys:                      s.keys,
+		issuer:                    cfg.Issuer,
+		ttl:                       cfg.AccessTokenTTL,
+		now:                       cfg.Now,
+	}
+
+	codeHandler := &foauth2.AuthorizeExplicitGrantHandler{
+		AccessTokenStrategy:    s.tokens,
+		RefreshTokenStrategy:   s.tokens,
+		AuthorizeCodeStrategy:  s.tokens,
+		CoreStorage:            s.store,
+		TokenRevocationStorage: s.store,
+		Config:                 s.fcfg,
+	}
+	pkceHandler := &pkce.Handler{
+		AuthorizeCodeStrategy: s.tokens,
+		Storage:               s.store,
+		Config:                s.fcfg,
+	}
+	refreshHandler := &foauth2.RefreshTokenGrantHandler{
+		AccessTokenStrategy:    s.tokens,
+		RefreshTokenStrategy:   s.tokens,
+		TokenRevocationStorage: s.store,
+		Config:                 s.fcfg,
+	}
+	ccHandler := &foauth2.ClientCredentialsGrantHandler{
+		HandleHelper: &foauth2.HandleHelper{
+			AccessTokenStrategy: s.tokens,
+			AccessTokenStorage:  s.store,
+			Config:              s.fcfg,
+		},
+		Config: s.fcfg,
+	}
+	revocation := &foauth2.TokenRevocationHandler{
+		TokenRevocationStorage: s.store,
+		RefreshTokenStrategy:   s.tokens,
+		AccessTokenStrategy:    s.tokens,
+	}
+	s.fcfg.AuthorizeEndpointHandlers = fosite.AuthorizeEndpointHandlers{codeHandler, pkceHandler}
+	// Order matters: the resource handler narrows client-credentials
+	// requests before fosite's handler checks them, and checks the resource
+	// of code and refresh requests after fosite's handlers loaded the grant.
+	th := fosite.TokenEndpointHandlers{
+		&resourcePreHandler{s: s},
+		codeHandler, pkceHandler, refreshHandler, ccHandler,
+	}
+	th = append(th, s.extensionHandlers()...)
+	th = append(th, &resourcePostHandler{s: s})
+	s.fcfg.TokenEndpointHandlers = th
+	s.fcfg.RevocationHandlers = fosite.RevocationHandlers{revocation}
+	s.provider = &fosite.Fosite{Store: s.clients, Config: s.fcfg}
+	s.clients.f = s.provider
+
+	s.ui = cfg.UI
+	s.metadata, err = s.buildMetadata()
+	if err != nil {
+		return nil, err
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler serves every endpoint. Paths are the issuer's path followed by
+// /authorize, /token, /introspect, /revoke, /jwks.json, /consents, /logout,
+// /ui/, plus the metadata documents at /.well-known/oauth-authorization-server{path},
+// /.well-known/openid-configuration{path} and {path}/.well-known/openid-configuration.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Issuer returns the configured issuer identifier.
+func (s *Server) Issuer() string { return s.issuer }
+
+// endpoint returns the absolute URL of an endpoint path.
+func (s *Server) endpoint(p string) string { return s.issuer + p }
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	bp := s.basePath
+	mux.Handle(bp+"/authorize", http.HandlerFunc(s.serveAuthorize))
+	mux.Handle(bp+"/token", cors(noStore(http.HandlerFunc(s.serveToken))))
+	mux.Handle(bp+"/introspect", noStore(http.HandlerFunc(s.serveIntrospect)))
+	mux.Handle(bp+"/revoke", cors(noStore(http.HandlerFunc(s.serveRevoke))))
+	mux.Handle(bp+"/jwks.json", cors(http.HandlerFunc(s.serveJWKS)))
+	md := cors(http.HandlerFunc(s.serveMetadata))
+	mux.Handle("/.well-known/oauth-authorization-server"+bp, md)
+	mux.Handle("/.well-known/openid-configuration"+bp, md)
+	if bp != "" {
+		mux.Handle(bp+"/.well-known/openid-configuration", md)
+		mux.Handle(bp+"/.well-known/oauth-authorization-server", md)
+	}
+	if s.ui != nil {
+		uh := s.ui.Handler()
+		mux.Handle(bp+"/consents", uh)
+		mux.Handle(bp+"/logout", uh)
+		mux.Handle(bp+"/ui/", uh)
+	}
+	return recoverer(s.log, mux)
+}
+
+// noStore sets Cache-Control: no-store (RFC 6749 §5.1) before the handler runs.
+func noStore(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Pragma", "no-cache")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// cors lets browser-based clients (MCP Inspector) read metadata, keys and
+// token responses. No credentials are involved, so any origin is allowed.
+func cors(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Access-Control-Allow-Origin", "*")
+		hd.Set("Access-Control-Expose-Headers", "WWW-Authenticate")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			hd.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+			hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, MCP-Protocol-Version")
+			hd.Set("Access-Control-Max-Age", "86400")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// recoverer turns a panic into a logged server_error: no stack trace ever
+// reaches a client.
+func recoverer(log logger, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				log.error(r.Context(), "panic serving request", "path", r.URL.Path, "panic", fmt.Sprint(v))
+				writeJSONError(w, http.StatusInternalServerError, "server_error", "The server encountered an unexpected condition.")
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// exactAudience replaces fosite's prefix matcher: every needle must equal,
+// as a string, one canonical resource URI in the haystack.
+func exactAudience(haystack, needle []string) error {
+	for _, n := range needle {
+		ok := false
+		for _, h := range haystack {
+			if h == n {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return errInvalidTarget("The requested resource is not one this client may use.")
+		}
+	}
+	return nil
+}
+
+// logger wraps slog for internal errors. Secrets never reach it.
+type logger struct{ l *slog.Logger }
+
+func (l logger) error(ctx context.Context, msg string, args ...any) {
+	l.l.ErrorContext(ctx, msg, args...)
+}
+
+func (l logger) info(ctx context.Context, msg string, args ...any) {
+	l.l.InfoContext(ctx, msg, args...)
+}
+
+// isUnavailable reports a storage outage anywhere in err's chain.
+func isUnavailable(err error) bool {
+	return errors.Is(err, storage.ErrUnavailable) || errors.Is(err, fosite.ErrTemporarilyUnavailable)
+}

@@ -1,0 +1,117 @@
+package as
+
+import (
+	"encoding/json"
+	"maps"
+	"net/url"
+	"time"
+
+	"github.com/ory/fosite"
+)
+
+// session is the fosite.Session of every grant: the subject and the expiry
+// of each token kind.
+type session struct {
+	Subject   string                         `json:"sub,omitempty"`
+	ExpiresAt map[fosite.TokenType]time.Time `json:"exp,omitempty"`
+	// Act is the RFC 8693 §4.1 actor of a delegated token (token exchange).
+	Act map[string]any `json:"act,omitempty"`
+	// TokenHash binds an access token record to its exact token (see
+	// signingInputHash).
+	TokenHash string `json:"th,omitempty"`
+}
+
+var _ fosite.Session = (*session)(nil)
+
+func newSession(subject string) *session {
+	return &session{Subject: subject, ExpiresAt: map[fosite.TokenType]time.Time{}}
+}
+
+func (s *session) SetExpiresAt(key fosite.TokenType, exp time.Time) {
+	if s.ExpiresAt == nil {
+		s.ExpiresAt = map[fosite.TokenType]time.Time{}
+	}
+	s.ExpiresAt[key] = exp
+}
+
+func (s *session) GetExpiresAt(key fosite.TokenType) time.Time {
+	return s.ExpiresAt[key]
+}
+
+func (s *session) GetUsername() string { return s.Subject }
+func (s *session) GetSubject() string  { return s.Subject }
+
+func (s *session) Clone() fosite.Session {
+	if s == nil {
+		return nil
+	}
+	return &session{Subject: s.Subject, ExpiresAt: maps.Clone(s.ExpiresAt), Act: maps.Clone(s.Act)}
+}
+
+// storedRequest is the JSON form of a fosite.Requester kept (sealed) in
+// storage.Token.Data. The client is stored by ID and looked up again when the
+// request is read back, so a deleted client's tokens stop working.
+type storedRequest struct {
+	ID              string     `json:"id"`
+	RequestedAt     time.Time  `json:"at"`
+	ClientID        string     `json:"cid"`
+	RequestedScope  []string   `json:"rs,omitempty"`
+	GrantedScope    []string   `json:"gs,omitempty"`
+	RequestedAud    []string   `json:"ra,omitempty"`
+	GrantedAud      []string   `json:"ga,omitempty"`
+	Form            url.Values `json:"f,omitempty"`
+	Session         *session   `json:"s"`
+	AccessSignature string     `json:"as,omitempty"` // for refresh tokens: the access token issued with it
+}
+
+func toStored(r fosite.Requester) *storedRequest {
+	sr := &storedRequest{
+		ID:             r.GetID(),
+		RequestedAt:    r.GetRequestedAt(),
+		RequestedScope: r.GetRequestedScopes(),
+		GrantedScope:   r.GetGrantedScopes(),
+		RequestedAud:   r.GetRequestedAudience(),
+		GrantedAud:     r.GetGrantedAudience(),
+		Form:           r.GetRequestForm(),
+	}
+	if c := r.GetClient(); c != nil {
+		sr.ClientID = c.GetID()
+	}
+	if s, ok := r.GetSession().(*session); ok {
+		sr.Session = s
+	} else if s := r.GetSession(); s != nil {
+		sr.Session = &session{Subject: s.GetSubject(), ExpiresAt: map[fosite.TokenType]time.Time{
+			fosite.AccessToken:   s.GetExpiresAt(fosite.AccessToken),
+			fosite.RefreshToken:  s.GetExpiresAt(fosite.RefreshToken),
+			fosite.AuthorizeCode: s.GetExpiresAt(fosite.AuthorizeCode),
+		}}
+	} else {
+		sr.Session = newSession("")
+	}
+	return sr
+}
+
+func (sr *storedRequest) marshal() ([]byte, error) { return json.Marshal(sr) }
+
+// toRequest rebuilds a fosite.Request around client.
+func (sr *storedRequest) toRequest(client fosite.Client) *fosite.Request {
+	sess := sr.Session
+	if sess == nil {
+		sess = newSession("")
+	}
+	form := sr.Form
+	if form == nil {
+		form = url.Values{}
+	}
+	return &fosite.Request{
+		ID:                sr.ID,
+		RequestedAt:       sr.RequestedAt,
+		Client:            client,
+		RequestedScope:    fosite.Arguments(sr.RequestedScope),
+		GrantedScope:      fosite.Arguments(sr.GrantedScope),
+		RequestedAudience: fosite.Arguments(sr.RequestedAud),
+		GrantedAudience:   fosite.Arguments(sr.GrantedAud),
+		Form:              form,
+		Session:           sess,
+	}
+}

@@ -1,0 +1,260 @@
+package as
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/ory/fosite"
+	foauth2 "github.com/ory/fosite/handler/oauth2"
+	"github.com/ory/fosite/handler/pkce"
+	fstorage "github.com/ory/fosite/storage"
+
+	"github.com/mcpauth/mcpauth/internal/seal"
+	"github.com/mcpauth/mcpauth/storage"
+)
+
+// tokenStore adapts storage.TokenStore to fosite's storage interfaces. Each
+// requester is serialised to JSON and sealed with the record's signature as
+// associated data, so a payload copied to another row does not open.
+type tokenStore struct {
+	store   storage.Store
+	sealer  *seal.Sealer
+	clients *clientManager
+	now     func() time.Time
+	grace   time.Duration
+	log     logger
+}
+
+var (
+	_ foauth2.CoreStorage            = (*tokenStore)(nil)
+	_ foauth2.TokenRevocationStorage = (*tokenStore)(nil)
+	_ pkce.PKCERequestStorage        = (*tokenStore)(nil)
+	_ fstorage.Transactional         = (*tokenStore)(nil)
+)
+
+// errSealed is returned when a stored payload does not open: the record was
+// altered or copied. It is treated as not found.
+var errSealed = errors.New("as: stored token payload does not open")
+
+func (s *tokenStore) create(ctx context.Context, kind storage.TokenKind, sig string, r fosite.Requester, exp time.Time, accessSig string) error {
+	sr := toStored(r)
+	sr.AccessSignature = accessSig
+	raw, err := sr.marshal()
+	if err != nil {
+		return err
+	}
+	subject := ""
+	if sr.Session != nil {
+		subject = sr.Session.Subject
+	}
+	now := s.now()
+	if exp.IsZero() {
+		exp = now.Add(24 * time.Hour)
+	}
+	return mapStoreErr(s.store.CreateToken(ctx, &storage.Token{
+		Kind:      kind,
+		Signature: sig,
+		RequestID: r.GetID(),
+		ClientID:  sr.ClientID,
+		Subject:   subject,
+		Active:    true,
+		CreatedAt: now,
+		ExpiresAt: exp,
+		Data:      s.sealer.Seal(raw, []byte(sig)),
+	}))
+}
+
+// load reads a record and rebuilds its requester. The returned token is the
+// raw record (for Active and RotatedAt).
+func (s *tokenStore) load(ctx context.Context, kind storage.TokenKind, sig string) (*storage.Token, *storedRequest, error) {
+	t, err := s.store.GetToken(ctx, kind, sig)
+	if err != nil {
+		return nil, nil, mapStoreErr(err)
+	}
+	raw, err := s.sealer.Open(t.Data, []byte(sig))
+	if err != nil {
+		s.log.error(ctx, "token payload does not open", "kind", string(kind), "err", err)
+		return nil, nil, fosite.ErrNotFound.WithWrap(errSealed)
+	}
+	var sr storedRequest
+	if err := json.Unmarshal(raw, &sr); err != nil {
+		return nil, nil, fosite.ErrNotFound.WithWrap(err)
+	}
+	return t, &sr, nil
+}
+
+func (s *tokenStore) requester(ctx context.Context, sr *storedRequest) (fosite.Requester, error) {
+	c, err := s.clients.GetClient(ctx, sr.ClientID)
+	if err != nil {
+		return nil, err
+	}
+	return sr.toRequest(c), nil
+}
+
+func (s *tokenStore) get(ctx context.Context, kind storage.TokenKind, sig string, inactiveErr error) (fosite.Requester, error) {
+	t, sr, err := s.load(ctx, kind, sig)
+	if err != nil {
+		return nil, err
+	}
+	req, err := s.requester(ctx, sr)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Active {
+		return req, inactiveErr
+	}
+	return req, nil
+}
+
+// mapStoreErr turns storage sentinels into fosite's.
+func mapStoreErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, storage.ErrNotFound):
+		return fosite.ErrNotFound.WithWrap(err)
+	case errors.Is(err, storage.ErrInactive):
+		return fosite.ErrInactiveToken.WithWrap(err)
+	case errors.Is(err, storage.ErrUnavailable):
+		return fosite.ErrTemporarilyUnavailable.WithWrap(err)
+	}
+	return err
+}
+
+// Authorization codes.
+
+func (s *tokenStore) CreateAuthorizeCodeSession(ctx context.Context, sig string, r fosite.Requester) error {
+	return s.create(ctx, storage.KindAuthorizeCode, sig, r, r.GetSession().GetExpiresAt(fosite.AuthorizeCode), "")
+}
+
+// GetAuthorizeCodeSession returns fosite.ErrInvalidatedAuthorizeCode together
+// with the requester for a redeemed code, so the code grant revokes what the
+// first redemption issued (RFC 6749 §4.1.2).
+func (s *tokenStore) GetAuthorizeCodeSession(ctx context.Context, sig string, _ fosite.Session) (fosite.Requester, error) {
+	return s.get(ctx, storage.KindAuthorizeCode, sig, fosite.ErrInvalidatedAuthorizeCode)
+}
+
+// InvalidateAuthorizeCodeSession redeems the code exactly once: of concurrent
+// redemptions only one succeeds, the others fail with errCodeRace.
+func (s *tokenStore) InvalidateAuthorizeCodeSession(ctx context.Context, sig string) error {
+	err := s.store.DeactivateToken(ctx, storage.KindAuthorizeCode, sig)
+	if errors.Is(err, storage.ErrInactive) {
+		return errCodeRace
+	}
+	return mapStoreErr(err)
+}
+
+// errCodeRace marks a code redeemed concurrently by another request; the
+// token endpoint answers invalid_grant.
+var errCodeRace = errors.New("as: authorization code already redeemed")
+
+// PKCE.
+
+func (s *tokenStore) CreatePKCERequestSession(ctx context.Context, sig string, r fosite.Requester) error {
+	return s.create(ctx, storage.KindPKCE, sig, r, r.GetSession().GetExpiresAt(fosite.AuthorizeCode), "")
+}
+
+func (s *tokenStore) GetPKCERequestSession(ctx context.Context, sig string, _ fosite.Session) (fosite.Requester, error) {
+	req, err := s.get(ctx, storage.KindPKCE, sig, fosite.ErrNotFound)
+	if errors.Is(err, fosite.ErrNotFound) {
+		return nil, err
+	}
+	return req, err
+}
+
+func (s *tokenStore) DeletePKCERequestSession(ctx context.Context, sig string) error {
+	err := mapStoreErr(s.store.DeleteToken(ctx, storage.KindPKCE, sig))
+	if errors.Is(err, fosite.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// Access tokens.
+
+func (s *tokenStore) CreateAccessTokenSession(ctx context.Context, sig string, r fosite.Requester) error {
+	return s.create(ctx, storage.KindAccessToken, sig, r, r.GetSession().GetExpiresAt(fosite.AccessToken), "")
+}
+
+func (s *tokenStore) GetAccessTokenSession(ctx context.Context, sig string, _ fosite.Session) (fosite.Requester, error) {
+	return s.get(ctx, storage.KindAccessToken, sig, fosite.ErrInactiveToken)
+}
+
+func (s *tokenStore) DeleteAccessTokenSession(ctx context.Context, sig string) error {
+	err := mapStoreErr(s.store.DeactivateToken(ctx, storage.KindAccessToken, sig))
+	if errors.Is(err, fosite.ErrInactiveToken) {
+		return nil
+	}
+	return err
+}
+
+func (s *tokenStore) RevokeAccessToken(ctx context.Context, requestID string) error {
+	return mapStoreErr(s.store.RevokeTokens(ctx, storage.KindAccessToken, requestID))
+}
+
+// Refresh tokens.
+
+func (s *tokenStore) CreateRefreshTokenSession(ctx context.Context, sig, accessSig string, r fosite.Requester) error {
+	return s.create(ctx, storage.KindRefreshToken, sig, r, r.GetSession().GetExpiresAt(fosite.RefreshToken), accessSig)
+}
+
+// GetRefreshTokenSession returns the requester together with
+// fosite.ErrInactiveToken for a revoked token or one rotated longer than the
+// grace window ago, which makes fosite revoke the family (RFC 9700 §4.14.2).
+// A token rotated within the grace window is still answered as active, so
+// two racing refreshes both succeed.
+func (s *tokenStore) GetRefreshTokenSession(ctx context.Context, sig string, _ fosite.Session) (fosite.Requester, error) {
+	t, sr, err := s.load(ctx, storage.KindRefreshToken, sig)
+	if err != nil {
+		return nil, err
+	}
+	req, err := s.requester(ctx, sr)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Active {
+		return req, fosite.ErrInactiveToken
+	}
+	if !t.RotatedAt.IsZero() && (s.grace <= 0 || s.now().After(t.RotatedAt.Add(s.grace))) {
+		return req, fosite.ErrInactiveToken
+	}
+	return req, nil
+}
+
+// DeleteRefreshTokenSession is called by fosite on detected reuse; the record
+// is deactivated rather than deleted so that later replays still count as
+// reuse.
+func (s *tokenStore) DeleteRefreshTokenSession(ctx context.Context, sig string) error {
+	err := mapStoreErr(s.store.DeactivateToken(ctx, storage.KindRefreshToken, sig))
+	if errors.Is(err, fosite.ErrInactiveToken) {
+		return nil
+	}
+	return err
+}
+
+// RotateRefreshToken marks the presented refresh token used. Within the
+// grace window a second rotation of the same token succeeds; after it the
+// storage answers ErrInactive and the request fails.
+func (s *tokenStore) RotateRefreshToken(ctx context.Context, _ string, sig string) error {
+	grace := s.grace
+	if grace < 0 {
+		grace = 0
+	}
+	return mapStoreErr(s.store.RotateToken(ctx, storage.KindRefreshToken, sig, s.now(), grace))
+}
+
+func (s *tokenStore) RevokeRefreshToken(ctx context.Context, requestID string) error {
+	return mapStoreErr(s.store.RevokeTokens(ctx, storage.KindRefreshToken, requestID))
+}
+
+// Transactions: fosite's storage.Transactional delegates to the store's.
+
+func (s *tokenStore) BeginTX(ctx context.Context) (context.Context, error) {
+	c, err := s.store.BeginTX(ctx)
+	return c, mapStoreErr(err)
+}
+
+func (s *tokenStore) Commit(ctx context.Context) error   { return mapStoreErr(s.store.Commit(ctx)) }
+func (s *tokenStore) Rollback(ctx context.Context) error { return mapStoreErr(s.store.Rollback(ctx)) }

@@ -1,0 +1,253 @@
+package as
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/ory/fosite"
+
+	"github.com/mcpauth/mcpauth/metadata"
+	"github.com/mcpauth/mcpauth/storage"
+)
+
+// singleParams may appear at most once in a token request (RFC 6749 §3.2).
+// `resource` may repeat (RFC 8707 §2).
+var singleParams = []string{"grant_type", "code", "code_verifier", "redirect_uri", "refresh_token", "scope",
+	"client_id", "client_secret", "client_assertion", "client_assertion_type"}
+
+// serveToken is the token endpoint (RFC 6749 §3.2).
+func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST, OPTIONS")
+		writeJSONError(w, http.StatusMethodNotAllowed, "invalid_request", "The token endpoint accepts POST only.")
+		return
+	}
+	if err := s.parseForm(w, r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	ar, err := s.provider.NewAccessRequest(ctx, r, newSession(""))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	resp, err := s.provider.NewAccessResponse(ctx, ar)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if c, ok := ar.GetClient().(*client); ok && c.source != "config" {
+		if err := s.cfg.Store.TouchClient(ctx, c.id, s.now()); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			s.log.error(ctx, "touching client", "client_id", c.id, "err", err)
+		}
+	}
+	s.provider.WriteAccessResponse(ctx, w, ar, resp)
+}
+
+// parseForm reads a capped application/x-www-form-urlencoded body and
+// refuses repeated single-valued parameters.
+func (s *Server) parseForm(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if err := r.ParseForm(); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fosite.ErrInvalidRequest.WithHint("The request body is too large.")
+		}
+		return fosite.ErrInvalidRequest.WithHint("The request body is not a valid form.")
+	}
+	for _, p := range singleParams {
+		if len(r.PostForm[p]) > 1 {
+			return fosite.ErrInvalidRequest.WithHintf("The parameter %q is repeated.", p)
+		}
+	}
+	if len(r.PostForm) == 0 {
+		return fosite.ErrInvalidRequest.WithHint("The request body is empty or not application/x-www-form-urlencoded.")
+	}
+	return nil
+}
+
+// canonicalResources canonicalises the `resource` values of a request
+// (RFC 8707 §2) and drops duplicates.
+func canonicalResources(values []string) ([]string, error) {
+	var out []string
+	for _, v := range values {
+		c, err := metadata.CanonicalResource(v)
+		if err != nil {
+			return nil, errInvalidTarget("The resource parameter is not an absolute URI without fragment.")
+		}
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// pickResource chooses the one resource of a request: the requested one
+// (which must be configured and allowed for the client), or the default.
+// Tokens carry exactly one audience, so requesting several is invalid_target.
+func (s *Server) pickResource(c *client, values []string) (*resource, error) {
+	reqd, err := canonicalResources(values)
+	if err != nil {
+		return nil, err
+	}
+	var uri string
+	switch len(reqd) {
+	case 0:
+		for _, r := range s.resources {
+			if r.Default && c.allows(r.URI) {
+				uri = r.URI
+			}
+		}
+		if uri == "" && len(c.resources) == 1 {
+			uri = c.resources[0]
+		}
+		if uri == "" {
+			return nil, errInvalidTarget("No resource was requested and there is no default resource for this client.")
+		}
+	case 1:
+		uri = reqd[0]
+	default:
+		return nil, errInvalidTarget("Request one resource per token.")
+	}
+	for i := range s.resources {
+		if s.resources[i].URI == uri {
+			if !c.allows(uri) {
+				return nil, errInvalidTarget("This client may not get tokens for the requested resource.")
+			}
+			return &s.resources[i], nil
+		}
+	}
+	return nil, errInvalidTarget("The requested resource is unknown to this server.")
+}
+
+// narrowScopes keeps the requested scopes that the resource offers and the
+// client may have (RFC 6749 §3.3 lets the server issue fewer). No requested
+// scope means every scope the client may have on the resource.
+func narrowScopes(c *client, r *resource, requested []string) []string {
+	var out []string
+	all := len(requested) == 0
+	for _, sc := range r.Scopes {
+		if !slices.Contains(c.scopes, sc) {
+			continue
+		}
+		if all || slices.Contains(requested, sc) {
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+// resourcePreHandler runs before fosite's handlers. For client credentials
+// it picks the resource (RFC 8707) and narrows the scopes, then grants them,
+// so fosite's handler checks a request that is already within policy.
+type resourcePreHandler struct{ s *Server }
+
+var _ fosite.TokenEndpointHandler = (*resourcePreHandler)(nil)
+
+func (h *resourcePreHandler) CanHandleTokenEndpointRequest(_ context.Context, r fosite.AccessRequester) bool {
+	return r.GetGrantTypes().ExactOne("client_credentials")
+}
+
+func (h *resourcePreHandler) CanSkipClientAuth(context.Context, fosite.AccessRequester) bool {
+	return false
+}
+
+func (h *resourcePreHandler) HandleTokenEndpointRequest(_ context.Context, r fosite.AccessRequester) error {
+	c, ok := r.GetClient().(*client)
+	if !ok {
+		return fosite.ErrInvalidClient
+	}
+	if c.public || !c.GetGrantTypes().Has("client_credentials") {
+		return fosite.ErrUnauthorizedClient.WithHint("This client may not use the client_credentials grant.")
+	}
+	res, err := h.s.pickResource(c, r.GetRequestForm()["resource"])
+	if err != nil {
+		return err
+	}
+	scopes := narrowScopes(c, res, r.GetRequestedScopes())
+	r.SetRequestedScopes(scopes)
+	r.SetRequestedAudience(fosite.Arguments{res.URI})
+	for _, sc := range scopes {
+		r.GrantScope(sc)
+	}
+	r.GrantAudience(res.URI)
+	return nil
+}
+
+func (h *resourcePreHandler) PopulateTokenEndpointResponse(context.Context, fosite.AccessRequester, fosite.AccessResponder) error {
+	return nil
+}
+
+// resourcePostHandler runs after fosite's handlers have loaded the grant of
+// a code or refresh request: a `resource` sent to the token endpoint must be
+// within what was granted at the authorization endpoint (RFC 8707 §2.2), and
+// a `scope` sent with a refresh request within the granted scopes (RFC 6749 §6).
+type resourcePostHandler struct{ s *Server }
+
+var _ fosite.TokenEndpointHandler = (*resourcePostHandler)(nil)
+
+func (h *resourcePostHandler) CanHandleTokenEndpointRequest(_ context.Context, r fosite.AccessRequester) bool {
+	g := r.GetGrantTypes()
+	return g.ExactOne("authorization_code") || g.ExactOne("refresh_token")
+}
+
+func (h *resourcePostHandler) CanSkipClientAuth(context.Context, fosite.AccessRequester) bool {
+	return false
+}
+
+func (h *resourcePostHandler) HandleTokenEndpointRequest(_ context.Context, r fosite.AccessRequester) error {
+	reqd, err := canonicalResources(r.GetRequestForm()["resource"])
+	if err != nil {
+		return err
+	}
+	granted := r.GetRequestedAudience()
+	for _, res := range reqd {
+		if !slices.Contains(granted, res) {
+			return errInvalidTarget("The requested resource was not granted by this authorization.")
+		}
+	}
+	if r.GetGrantTypes().ExactOne("refresh_token") {
+		for _, sc := range fosite.RemoveEmpty(splitSpace(r.GetRequestForm().Get("scope"))) {
+			if !r.GetGrantedScopes().Has(sc) {
+				return fosite.ErrInvalidScope.WithHintf("The scope %q was not granted.", sc)
+			}
+		}
+	}
+	return nil
+}
+
+func (h *resourcePostHandler) PopulateTokenEndpointResponse(context.Context, fosite.AccessRequester, fosite.AccessResponder) error {
+	return nil
+}
+
+// grantExtension is the slot for grants that live in their own file, such as
+// RFC 8693 token exchange (issue 4): that file calls registerGrant from an
+// init function with its grant type URI and a constructor of its fosite
+// handler, which then runs between fosite's handlers and the resource check,
+// is advertised in grant_types_supported, and may be listed in a client's
+// GrantTypes. The handler must grant exactly one audience (a configured
+// resource the client may use) because GenerateAccessToken refuses any other.
+type grantExtension struct {
+	grantType string
+	handler   func(*Server) fosite.TokenEndpointHandler
+}
+
+var grantExtensions []grantExtension
+
+// registerGrant adds an extension grant; call it from init.
+func registerGrant(g grantExtension) { grantExtensions = append(grantExtensions, g) }
+
+func isExtraGrant(g string) bool {
+	return slices.ContainsFunc(grantExtensions, func(e grantExtension) bool { return e.grantType == g })
+}
+
+func (s *Server) extensionHandlers() []fosite.TokenEndpointHandler {
+	var out []fosite.TokenEndpointHandler
+	for _, e := range grantExtensions {
+		out = append(out, e.handler(s))
+	}
+	return out
+}
