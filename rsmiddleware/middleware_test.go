@@ -123,7 +123,9 @@ func rpc(method string, params any) string {
 	return string(b)
 }
 
-func toolCall(name string) string { return rpc("tools/call", map[string]any{"name": name, "arguments": map[string]any{}}) }
+func toolCall(name string) string {
+	return rpc("tools/call", map[string]any{"name": name, "arguments": map[string]any{}})
+}
 
 func TestMiddlewareChallenges(t *testing.T) {
 	f := newRS(t, nil)

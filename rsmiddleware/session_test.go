@@ -1,0 +1,100 @@
+package rsmiddleware
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func TestSessionBinding(t *testing.T) {
+	ks := newKeyServer(t)
+	prm, _ := ResourceMetadataURL(testResource)
+	mw, err := NewMiddleware(MiddlewareConfig{Verifier: ks.verifier(t, nil), ResourceMetadataURL: prm, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	// A stand-in for an MCP Streamable HTTP server: initialize creates a
+	// session, anything else with a known session ID succeeds.
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(SessionHeader) == "" {
+			w.Header().Set(SessionHeader, "session-"+string(rune('a'+n.Add(1))))
+		}
+		if r.Method == http.MethodDelete {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "ok")
+	})
+	var b SessionBinding
+	srv := httptest.NewServer(mw.Wrap(b.Wrap(handler)))
+	defer srv.Close()
+
+	token := func(sub, client string) string {
+		c := ks.claims()
+		c["sub"], c["client_id"] = sub, client
+		return ks.mint(c)
+	}
+	alice, aliceOtherClient, bob := token("alice", "client-1"), token("alice", "client-2"), token("bob", "client-1")
+	do := func(method, tok, session string) *http.Response {
+		req, _ := http.NewRequest(method, srv.URL, strings.NewReader(rpc("tools/list", nil)))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if session != "" {
+			req.Header.Set(SessionHeader, session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	sid := do("POST", alice, "").Header.Get(SessionHeader)
+	if sid == "" {
+		t.Fatal("no session created")
+	}
+	tests := []struct {
+		name, method, token string
+		status              int
+	}{
+		{"lets the creator use the session", "POST", alice, 200},
+		{"refuses another user's session ID (hijack attempt)", "POST", bob, 404},
+		{"refuses the same user through another client", "POST", aliceOtherClient, 404},
+		{"refuses another user's DELETE of the session", "DELETE", bob, 404},
+		{"lets the creator use the session after refusals", "POST", alice, 200},
+		{"lets the creator delete the session", "DELETE", alice, 204},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := do(tt.method, tt.token, sid).StatusCode; got != tt.status {
+				t.Fatalf("status %d, want %d", got, tt.status)
+			}
+		})
+	}
+	t.Run("forgets a deleted session", func(t *testing.T) {
+		b.mu.Lock()
+		_, ok := b.owner[sid]
+		b.mu.Unlock()
+		if ok {
+			t.Fatal("deleted session still bound")
+		}
+	})
+}
+
+func TestSessionBindingIsBounded(t *testing.T) {
+	b := SessionBinding{MaxSessions: 3}
+	for i := 0; i < 10; i++ {
+		b.bind(strings.Repeat("s", i+1), "alice\x00c")
+	}
+	if len(b.owner) > 3 {
+		t.Fatalf("%d sessions kept, bound is 3", len(b.owner))
+	}
+	if !b.check(strings.Repeat("s", 10), "alice\x00c") || b.check(strings.Repeat("s", 10), "bob\x00c") {
+		t.Fatal("most recent session lost or not bound")
+	}
+}
