@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
+	"github.com/mcpauth/mcpauth/internal/password"
+)
+
+// runCLI runs the command in-process with the given stdin and environment.
+func runCLI(t *testing.T, stdin string, environ map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e := env{
+		stdin:  strings.NewReader(stdin),
+		stdout: &out,
+		stderr: &errb,
+		lookup: func(k string) (string, bool) { v, ok := environ[k]; return v, ok },
+	}
+	code = run(context.Background(), args, e)
+	return code, out.String(), errb.String()
+}
+
+func TestHashPasswordOutputVerifies(t *testing.T) {
+	for _, tc := range []struct{ name, stdin, pw string }{
+		{"hashes a password ending in a newline", "correct horse battery\n", "correct horse battery"},
+		{"hashes a password without a newline", "s3cret", "s3cret"},
+		{"hashes a password ending in CRLF", "windows\r\n", "windows"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, tc.stdin, nil, "hash-password")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			h := strings.TrimSpace(out)
+			ok, err := password.Check(h, tc.pw)
+			if err != nil || !ok {
+				t.Fatalf("hash %q does not verify: %v", h, err)
+			}
+			if ok, _ := password.Check(h, tc.pw+"x"); ok {
+				t.Fatal("hash verifies a different password")
+			}
+		})
+	}
+}
+
+func TestCommandLineMistakes(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     []string
+		stdin    string
+		wantCode int
+		wantErr  string
+	}{
+		{"rejects an unknown command", []string{"frobnicate"}, "", 2, `unknown command "frobnicate"`},
+		{"rejects an unknown flag", []string{"serve", "--bogus"}, "", 2, "flag provided but not defined: -bogus"},
+		{"rejects migrate without a direction", []string{"migrate"}, "", 2, "migrate needs up or status"},
+		{"rejects migrate sideways", []string{"migrate", "sideways"}, "", 2, "migrate needs up or status"},
+		{"rejects keys without rotate", []string{"keys", "list"}, "", 2, "keys needs rotate"},
+		{"rejects an empty password", []string{"hash-password"}, "\n", 1, "empty password"},
+		{"rejects a password given as an argument", []string{"hash-password", "pw"}, "", 2, "reads the password from stdin"},
+		{"reports a missing config file", []string{"--config", "/nonexistent/x.yaml", "check-config"}, "", 1, "config: open /nonexistent/x.yaml"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := runCLI(t, tc.stdin, nil, tc.args...)
+			if code != tc.wantCode || !strings.Contains(errOut, tc.wantErr) {
+				t.Fatalf("exit %d, stderr %q; want exit %d with %q", code, errOut, tc.wantCode, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	code, out, _ := runCLI(t, "", nil, "--help")
+	if code != 0 || !strings.Contains(out, "usage: authserver") {
+		t.Fatalf("help: %d %q", code, out)
+	}
+	code, out, _ = runCLI(t, "", nil, "version")
+	if code != 0 || !strings.HasPrefix(out, "authserver ") {
+		t.Fatalf("version: %d %q", code, out)
+	}
+}
+
+func TestCheckConfigNamesTheBadField(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(p, []byte("storage: memory\nresources:\n  - uri: https://ok.example/mcp\n  - uri: mcp\n"), 0o600)
+	code, _, errOut := runCLI(t, "", nil, "--config", p, "check-config")
+	if code != 1 || !strings.Contains(errOut, "config: resources[1].uri: not an absolute http(s) URI") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	// AUTHSERVER_CONFIG is read when --config is absent.
+	code, _, errOut = runCLI(t, "", map[string]string{"AUTHSERVER_CONFIG": p}, "check-config")
+	if code != 1 || !strings.Contains(errOut, "resources[1].uri") {
+		t.Fatalf("AUTHSERVER_CONFIG ignored: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestCheckConfigRedactsSecrets(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(p, []byte(`storage: memory
+secret: ${AUTHSERVER_SECRET}
+resources:
+  - uri: https://mcp.example.com
+    scopes: [a]
+clients:
+  - id: bot
+    secret: ${BOT_SECRET}
+`), 0o600)
+	environ := map[string]string{"AUTHSERVER_SECRET": strings.Repeat("z", 40), "BOT_SECRET": "bot-secret-bot-secret"}
+	code, out, errOut := runCLI(t, "", environ, "check-config", "--config", p)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if strings.Contains(out, "zzzz") || strings.Contains(out, "bot-secret") || !strings.Contains(out, "[redacted]") {
+		t.Fatalf("secrets not redacted:\n%s", out)
+	}
+	if !strings.Contains(out, "grant_types:\n        - client_credentials") {
+		t.Fatalf("effective config lacks the default grant:\n%s", out)
+	}
+}
+
+func TestServerSecret(t *testing.T) {
+	t.Run("persists a generated secret next to the sqlite database", func(t *testing.T) {
+		dir := t.TempDir()
+		cfg := &config.Config{Storage: "sqlite:" + filepath.Join(dir, "a.db")}
+		k1, src, err := serverSecret(cfg)
+		if err != nil || len(k1) < 32 || !strings.HasSuffix(src, "(new)") {
+			t.Fatalf("%q %q %v", k1, src, err)
+		}
+		fi, err := os.Stat(filepath.Join(dir, "a.db.secret"))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("secret file: %v %v", fi, err)
+		}
+		k2, _, err := serverSecret(cfg)
+		if err != nil || !bytes.Equal(k1, k2) {
+			t.Fatalf("restart got another secret: %v", err)
+		}
+	})
+	t.Run("refuses a secret file others can read", func(t *testing.T) {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "a.db.secret")
+		os.WriteFile(p, []byte(strings.Repeat("q", 43)+"\n"), 0o644)
+		os.Chmod(p, 0o644)
+		_, _, err := serverSecret(&config.Config{Storage: "sqlite:" + filepath.Join(dir, "a.db")})
+		if err == nil || !strings.Contains(err.Error(), "chmod 600") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("refuses a secret file that is too short", func(t *testing.T) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "a.db.secret"), []byte("short\n"), 0o600)
+		_, _, err := serverSecret(&config.Config{Storage: "sqlite:" + filepath.Join(dir, "a.db")})
+		if err == nil || !strings.Contains(err.Error(), "fewer than 32 bytes") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("uses a fresh random secret for memory storage", func(t *testing.T) {
+		k1, _, err1 := serverSecret(&config.Config{Storage: "memory"})
+		k2, _, err2 := serverSecret(&config.Config{Storage: "memory"})
+		if err1 != nil || err2 != nil || len(k1) != 32 || bytes.Equal(k1, k2) {
+			t.Fatalf("%x %x %v %v", k1, k2, err1, err2)
+		}
+	})
+	t.Run("prefers the configured secret", func(t *testing.T) {
+		k, src, err := serverSecret(&config.Config{Storage: "postgres://x", Secret: strings.Repeat("c", 32)})
+		if err != nil || string(k) != strings.Repeat("c", 32) || src != "configuration" {
+			t.Fatalf("%q %q %v", k, src, err)
+		}
+	})
+}

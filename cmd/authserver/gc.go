@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"time"
+)
+
+// expirer is the part of storage the collector uses.
+type expirer interface {
+	DeleteExpiredTokens(ctx context.Context, before time.Time, limit int) (int, error)
+	DeleteExpiredConsents(ctx context.Context, before time.Time, limit int) (int, error)
+	DeleteExpiredJTIs(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// reaper deletes registered clients nobody uses (dcr.Handler).
+type reaper interface {
+	Reap(ctx context.Context, now time.Time) (int, error)
+}
+
+// gcResult counts what one pass removed.
+type gcResult struct {
+	Tokens, Consents, JTIs, Clients int
+}
+
+// collect runs one garbage-collection pass: expired codes and tokens,
+// consents and one-time ids are deleted in batches of batch records (each
+// batch one short statement, so no long locks), then idle registered clients
+// are reaped. It stops early when ctx ends.
+func collect(ctx context.Context, st expirer, r reaper, now time.Time, batch int) (gcResult, error) {
+	var res gcResult
+	for _, step := range []struct {
+		n   *int
+		del func(context.Context, time.Time, int) (int, error)
+	}{
+		{&res.Tokens, st.DeleteExpiredTokens},
+		{&res.Consents, st.DeleteExpiredConsents},
+		{&res.JTIs, st.DeleteExpiredJTIs},
+	} {
+		for {
+			if err := ctx.Err(); err != nil {
+				return res, err
+			}
+			n, err := step.del(ctx, now, batch)
+			*step.n += n
+			if err != nil {
+				return res, err
+			}
+			if n < batch {
+				break
+			}
+		}
+	}
+	if r != nil {
+		n, err := r.Reap(ctx, now)
+		res.Clients = n
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
