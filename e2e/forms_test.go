@@ -157,7 +157,9 @@ func authorizationResponse(loc string) (*auth.AuthorizationResult, error) {
 // authzError is an error authorization response.
 type authzError struct{ Code, Description, Iss string }
 
-func (e *authzError) Error() string { return "authorization response: " + e.Code + ": " + e.Description }
+func (e *authzError) Error() string {
+	return "authorization response: " + e.Code + ": " + e.Description
+}
 
 var approveRE = regexp.MustCompile(`(?i)approve|allow|accept|authori[sz]e|consent|grant|yes|continue`)
 var denyRE = regexp.MustCompile(`(?i)deny|reject|cancel|decline|\bno\b`)

@@ -186,6 +186,7 @@ type WhoAmI struct {
 	Scopes    []string  `json:"scopes"`
 	Audience  []string  `json:"aud"`
 	Issuer    string    `json:"iss"`
+	TokenID   string    `json:"jti"`
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
@@ -234,7 +235,7 @@ func (t *tools) whoami(ctx context.Context, req *mcp.CallToolRequest, _ empty) (
 	if err != nil {
 		return nil, WhoAmI{}, err
 	}
-	return nil, WhoAmI{Subject: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes, Audience: p.Audience, Issuer: p.Issuer, ExpiresAt: p.Expiry}, nil
+	return nil, WhoAmI{Subject: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes, Audience: p.Audience, Issuer: p.Issuer, TokenID: p.TokenID, ExpiresAt: p.Expiry}, nil
 }
 
 func (t *tools) adminStats(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, AdminStats, error) {
