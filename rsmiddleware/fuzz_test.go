@@ -1,0 +1,142 @@
+package rsmiddleware
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestParseAuthorization(t *testing.T) {
+	tests := []struct {
+		name, header, token string
+		err                 error
+	}{
+		{"reads a bearer token", "Bearer abc.DEF-_~+/", "abc.DEF-_~+/", nil},
+		{"matches the scheme case-insensitively", "bearer abc", "abc", nil},
+		{"accepts trailing padding", "Bearer abc==", "abc==", nil},
+		{"treats an empty header as no token", "", "", ErrNoToken},
+		{"treats another scheme as no token", "Basic dXNlcjpwdw==", "", ErrNoToken},
+		{"refuses a bare scheme", "Bearer", "", ErrMalformedAuthorization},
+		{"refuses an empty token", "Bearer ", "", ErrMalformedAuthorization},
+		{"refuses spaces inside the token", "Bearer a b", "", ErrMalformedAuthorization},
+		{"refuses padding in the middle", "Bearer a=b", "", ErrMalformedAuthorization},
+		{"refuses a comma-separated second credential", "Bearer a, Bearer b", "", ErrMalformedAuthorization},
+		{"refuses control characters", "Bearer a\x00b", "", ErrMalformedAuthorization},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tok, err := ParseAuthorization(tt.header)
+			if tok != tt.token || err != tt.err {
+				t.Fatalf("ParseAuthorization(%q) = %q, %v", tt.header, tok, err)
+			}
+		})
+	}
+}
+
+func FuzzParseAuthorization(f *testing.F) {
+	for _, s := range []string{"Bearer abc", "bearer a.b.c", "Basic x", "Bearer  a==", "Bearer a=b", "", "Bearer"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		tok, err := ParseAuthorization(h)
+		if err != nil {
+			if tok != "" {
+				t.Fatal("token returned with an error")
+			}
+			return
+		}
+		if tok == "" || strings.ContainsAny(tok, " \t\r\n,\"") || !strings.HasSuffix(h, tok) {
+			t.Fatalf("ParseAuthorization(%q) = %q", h, tok)
+		}
+	})
+}
+
+func TestPeekJSONRPC(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       []rpcCall
+		ok         bool
+	}{
+		{"reads a single request", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, []rpcCall{{Method: "tools/list"}}, true},
+		{"reads the tool of a tools/call", toolCall("write_file"), []rpcCall{{Method: "tools/call", Tool: "write_file"}}, true},
+		{"reads every message of a batch", "[" + toolCall("a") + `,{"jsonrpc":"2.0","method":"ping","id":2}]`, []rpcCall{{"tools/call", "a"}, {Method: "ping"}}, true},
+		{"reads a response as a call without method", `{"jsonrpc":"2.0","id":1,"result":{}}`, []rpcCall{{}}, true},
+		{"ignores case variants of other keys", `{"jsonrpc":"2.0","ID":1,"method":"ping"}`, []rpcCall{{Method: "ping"}}, true},
+		{"refuses a duplicate method", `{"method":"ping","method":"tools/call"}`, nil, false},
+		{"refuses a case variant of method", `{"method":"ping","METHOD":"tools/call"}`, nil, false},
+		{"refuses a case variant of params", `{"method":"tools/call","params":{"name":"a"},"Params":{"name":"b"}}`, nil, false},
+		{"refuses a non-string method", `{"method":1}`, nil, false},
+		{"refuses a tools/call with params not an object", `{"method":"tools/call","params":[1]}`, nil, false},
+		{"refuses trailing data", `{"method":"ping"} {"method":"tools/call"}`, nil, false},
+		{"refuses a batch with a non-object", `[1]`, nil, false},
+		{"refuses an empty body", ``, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := peekJSONRPC([]byte(tt.body))
+			if (err == nil) != tt.ok {
+				t.Fatalf("err = %v", err)
+			}
+			if tt.ok && !equalCalls(got, tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func equalCalls(a, b []rpcCall) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzPeekJSONRPC checks that whatever the peek accepts, encoding/json reads
+// the same method and tool name: a body cannot show the scope check one
+// method and the handler another.
+func FuzzPeekJSONRPC(f *testing.F) {
+	for _, s := range []string{
+		toolCall("a"), `[` + toolCall("x") + `,{"method":"ping"}]`, `{"method":"tools/call","params":{"name":"a","Name":"b"}}`,
+		`{"method":"ping","Method":"x"}`, `[]`, `{}`, `{"method":"tools/call","params":{"name":"\u0061"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		calls, err := peekJSONRPC(body)
+		if err != nil {
+			return
+		}
+		var msgs []json.RawMessage
+		if b := bytes.TrimSpace(body); b[0] == '[' {
+			if json.Unmarshal(b, &msgs) != nil {
+				t.Fatal("peek accepted a batch encoding/json refuses")
+			}
+		} else {
+			msgs = []json.RawMessage{b}
+		}
+		if len(msgs) != len(calls) {
+			t.Fatalf("%d messages, %d calls", len(msgs), len(calls))
+		}
+		for i, m := range msgs {
+			var std struct {
+				Method string `json:"method"`
+				Params struct {
+					Name string `json:"name"`
+				} `json:"params"`
+			}
+			_ = json.Unmarshal(m, &std)
+			if std.Method != calls[i].Method {
+				t.Fatalf("method %q, peek saw %q", std.Method, calls[i].Method)
+			}
+			if std.Method == "tools/call" && std.Params.Name != calls[i].Tool {
+				t.Fatalf("tool %q, peek saw %q", std.Params.Name, calls[i].Tool)
+			}
+		}
+	})
+}
