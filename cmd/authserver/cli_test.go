@@ -175,3 +175,25 @@ func TestServerSecret(t *testing.T) {
 		}
 	})
 }
+
+func TestSampleConfigsAreValid(t *testing.T) {
+	files, err := filepath.Glob("../../examples/config/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no sample configs: %v", err)
+	}
+	environ := map[string]string{
+		"AUTHSERVER_SECRET":   strings.Repeat("s", 32),
+		"CI_BOT_SECRET":       "ci-bot-secret-0123456789",
+		"NIGHTLY_JOB_SECRET":  "nightly-secret-0123456789",
+		"MCP_SERVER_SECRET":   "mcp-server-secret-0123456789",
+		"ALICE_PASSWORD_HASH": "$argon2id$v=19$m=65536,t=1,p=2$Zz8e+yM91/O4KtN11A676A$MToL7f9xED3i8T1YH07Z4xSi9FD7H8KQ+YQgfMZSOVE",
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			code, _, errOut := runCLI(t, "", environ, "check-config", "--config", f)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+		})
+	}
+}
