@@ -177,7 +177,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			AccessTokenIssuer:        cfg.Issuer,
 			ClientSecretsHasher:      secretHasher{hasher},
 			JWKSFetcherStrategy:      s.clients.jwks,
-			SanitationWhiteList:      []string{"resource"},
+			SanitationWhiteList:      []string{"redirect_uri", "resource"},
+			// Refresh tokens are not gated on offline_access (clients rarely ask for it).
+			RefreshTokenScopes: []string{},
 			// state belongs to the client and is optional with PKCE (OAuth 2.1 §4.1.1).
 			MinParameterEntropy:        -1,
 			RedirectSecureChecker:      func(context.Context, *url.URL) bool { return true },

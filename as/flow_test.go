@@ -1,0 +1,357 @@
+package as
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/oauth2"
+)
+
+func TestCodeFlowThroughLoginAndConsentIssuesAudienceBoundJWT(t *testing.T) {
+	h := newHarness(t, nil)
+	tok := h.codeFlow("mcp:tools", "offline_access", "other:read")
+	if tok.RefreshToken == "" {
+		t.Fatal("no refresh token")
+	}
+	typ, c := h.claims(tok.AccessToken)
+	if typ != "at+jwt" {
+		t.Errorf("typ = %q, want at+jwt", typ)
+	}
+	want := map[string]any{"iss": h.issuer, "sub": "alice", "aud": mcpURI, "client_id": "demo-app", "scope": "mcp:tools"}
+	for k, v := range want {
+		if c[k] != v {
+			t.Errorf("claim %s = %v, want %v", k, c[k], v)
+		}
+	}
+	for _, k := range []string{"iat", "exp", "jti"} {
+		if c[k] == nil {
+			t.Errorf("claim %s missing", k)
+		}
+	}
+	if got := tok.Extra("scope"); got != "mcp:tools" {
+		t.Errorf("token response scope = %v, want mcp:tools (narrowed)", got)
+	}
+}
+
+func TestAuthorizationResponsesCarryIss(t *testing.T) {
+	h := newHarness(t, nil)
+	conf := h.oauthConfig("demo-app", "")
+	v := oauth2.GenerateVerifier()
+	u := h.browser().authorize(conf.AuthCodeURL("state-abcdefgh", oauth2.S256ChallengeOption(v)))
+	if u.Query().Get("iss") != h.issuer || u.Query().Get("state") != "state-abcdefgh" || u.Query().Get("code") == "" {
+		t.Errorf("success response %s lacks iss, state or code", u)
+	}
+	b := h.browser()
+	p := b.get(conf.AuthCodeURL("state-abcdefgh", oauth2.SetAuthURLParam("code_challenge", "x")))
+	u = redirected(t, p)
+	if u.Query().Get("iss") != h.issuer || u.Query().Get("error") != "invalid_request" || u.Query().Get("state") != "state-abcdefgh" {
+		t.Errorf("error response %s lacks iss, error or state", u)
+	}
+}
+
+func TestAuthorizeRejections(t *testing.T) {
+	h := newHarness(t, nil)
+	challenge := oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())
+	base := url.Values{
+		"response_type": {"code"}, "client_id": {"demo-app"}, "redirect_uri": {appRedirect},
+		"state": {"s-12345678"}, "code_challenge": {challenge}, "code_challenge_method": {"S256"},
+	}
+	redirectCases := []struct {
+		name   string
+		change func(url.Values)
+		want   string
+	}{
+		{"rejects plain PKCE", func(v url.Values) { v.Set("code_challenge_method", "plain") }, "invalid_request"},
+		{"rejects a missing code challenge", func(v url.Values) { v.Del("code_challenge"); v.Del("code_challenge_method") }, "invalid_request"},
+		{"rejects a challenge without method", func(v url.Values) { v.Del("code_challenge_method") }, "invalid_request"},
+		{"rejects an unknown resource", func(v url.Values) { v.Set("resource", "https://evil.example/mcp") }, "invalid_target"},
+		{"rejects a dot-segment resource", func(v url.Values) { v.Set("resource", mcpURI+"/../admin") }, "invalid_target"},
+		{"rejects a resource with a query", func(v url.Values) { v.Set("resource", mcpURI+"?x") }, "invalid_target"},
+		{"rejects a resource with a fragment", func(v url.Values) { v.Set("resource", mcpURI+"#f") }, "invalid_target"},
+		{"rejects a prefix of a configured resource", func(v url.Values) { v.Set("resource", "http://127.0.0.1:8080/mc") }, "invalid_target"},
+		{"rejects an extension of a configured resource", func(v url.Values) { v.Set("resource", mcpURI+"/admin") }, "invalid_target"},
+		{"rejects two resources at once", func(v url.Values) { v["resource"] = []string{mcpURI, otherURI} }, "invalid_target"},
+		{"rejects the token response type", func(v url.Values) { v.Set("response_type", "token") }, "unsupported_response_type"},
+		{"rejects a repeated scope", func(v url.Values) { v["scope"] = []string{"a", "b"} }, "invalid_request"},
+		{"rejects prompt none", func(v url.Values) { v.Set("prompt", "none") }, "login_required"},
+	}
+	for _, tc := range redirectCases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := cloneValues(base)
+			tc.change(v)
+			u := redirected(t, h.browser().get(h.issuer+"/authorize?"+v.Encode()))
+			if u.Host != "app.example" {
+				t.Fatalf("redirected to %s", u)
+			}
+			q := u.Query()
+			if q.Get("error") != tc.want || q.Get("iss") != h.issuer || q.Get("state") != "s-12345678" {
+				t.Errorf("got %s, want error=%s with iss and state", u.RawQuery, tc.want)
+			}
+		})
+	}
+	pageCases := []struct {
+		name   string
+		change func(url.Values)
+	}{
+		{"shows a page for an unknown client", func(v url.Values) { v.Set("client_id", "nobody") }},
+		{"shows a page for a redirect URI not registered", func(v url.Values) { v.Set("redirect_uri", "https://evil.example/callback") }},
+		{"shows a page for a registered URI with a different path", func(v url.Values) { v.Set("redirect_uri", appRedirect+"/x") }},
+		{"shows a page for localhost on another port", func(v url.Values) { v.Set("redirect_uri", "http://localhost:7778/cb") }},
+		{"shows a page for a loopback URI with another path", func(v url.Values) { v.Set("redirect_uri", "http://127.0.0.1:5555/other") }},
+		{"shows a page for two client ids", func(v url.Values) { v.Add("client_id", "web-app") }},
+	}
+	for _, tc := range pageCases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := cloneValues(base)
+			tc.change(v)
+			p := h.browser().get(h.issuer + "/authorize?" + v.Encode())
+			if p.StatusCode != http.StatusBadRequest || p.Header.Get("Location") != "" {
+				t.Errorf("status %d, Location %q; want 400 and no redirect", p.StatusCode, p.Header.Get("Location"))
+			}
+			if !strings.Contains(p.Header.Get("Content-Type"), "text/html") || p.Header.Get("X-Frame-Options") != "DENY" {
+				t.Errorf("not an HTML error page with anti-framing headers: %v", p.Header)
+			}
+		})
+	}
+}
+
+func TestLoopbackRedirectMayUseAnyPort(t *testing.T) {
+	h := newHarness(t, nil)
+	conf := h.oauthConfig("demo-app", "")
+	conf.RedirectURL = "http://127.0.0.1:54321/cb"
+	v := oauth2.GenerateVerifier()
+	u := h.browser().authorize(conf.AuthCodeURL("state-abcdefgh", oauth2.S256ChallengeOption(v)))
+	if u.Host != "127.0.0.1:54321" || u.Query().Get("code") == "" {
+		t.Fatalf("redirected to %s", u)
+	}
+	if _, err := conf.Exchange(context.Background(), u.Query().Get("code"), oauth2.VerifierOption(v)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConsentDenialAnswersAccessDenied(t *testing.T) {
+	h := newHarness(t, nil)
+	conf := h.oauthConfig("demo-app", "")
+	b := h.browser()
+	p := b.get(conf.AuthCodeURL("state-abcdefgh", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+	p = b.submit(p, "username", "alice", "password", alicePW)
+	u := redirected(t, b.submit(p, "action", "deny"))
+	if u.Query().Get("error") != "access_denied" || u.Query().Get("iss") != h.issuer {
+		t.Errorf("got %s", u)
+	}
+}
+
+// authorizeCode returns a fresh code and its verifier for demo-app.
+func (h *harness) authorizeCode(extra ...oauth2.AuthCodeOption) (code, verifier string) {
+	h.t.Helper()
+	conf := h.oauthConfig("demo-app", "")
+	verifier = oauth2.GenerateVerifier()
+	opts := append([]oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier)}, extra...)
+	u := h.browser().authorize(conf.AuthCodeURL("state-abcdefgh", opts...))
+	return u.Query().Get("code"), verifier
+}
+
+func TestTokenEndpointCodeChecks(t *testing.T) {
+	h := newHarness(t, nil)
+	form := func(code, verifier string, kv ...string) url.Values {
+		v := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {appRedirect}, "client_id": {"demo-app"}}
+		if verifier != "" {
+			v.Set("code_verifier", verifier)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			v.Set(kv[i], kv[i+1])
+		}
+		return v
+	}
+	cases := []struct {
+		name   string
+		form   func(code, verifier string) url.Values
+		status int
+		want   string
+	}{
+		{"rejects a missing verifier", func(c, _ string) url.Values { return form(c, "") }, 400, "invalid_grant"},
+		{"rejects a wrong verifier", func(c, _ string) url.Values { return form(c, oauth2.GenerateVerifier()) }, 400, "invalid_grant"},
+		{"rejects a resource not granted", func(c, v string) url.Values { return form(c, v, "resource", otherURI) }, 400, "invalid_target"},
+		{"rejects a garbage resource", func(c, v string) url.Values { return form(c, v, "resource", "not a uri") }, 400, "invalid_target"},
+		{"rejects another redirect URI", func(c, v string) url.Values { return form(c, v, "redirect_uri", "http://127.0.0.1/cb") }, 400, "invalid_grant"},
+		{"rejects an unknown code", func(_, v string) url.Values { return form("nope", v) }, 400, "invalid_grant"},
+		{"rejects an unknown client", func(c, v string) url.Values { return form(c, v, "client_id", "ghost") }, 401, "invalid_client"},
+		{"rejects another client's code", func(c, v string) url.Values {
+			f := form(c, v)
+			f.Del("client_id")
+			return f
+		}, 401, "invalid_client"},
+		{"accepts the granted resource", func(c, v string) url.Values { return form(c, v, "resource", mcpURI+"/") }, 200, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, verifier := h.authorizeCode()
+			resp, body := h.post("/token", tc.form(code, verifier), "", "")
+			if resp.StatusCode != tc.status || (tc.want != "" && body["error"] != tc.want) {
+				t.Errorf("status %d body %v; want %d %s", resp.StatusCode, body, tc.status, tc.want)
+			}
+			if resp.Header.Get("Cache-Control") != "no-store" {
+				t.Errorf("Cache-Control %q", resp.Header.Get("Cache-Control"))
+			}
+		})
+	}
+}
+
+func TestCodeReplayRevokesWhatItIssued(t *testing.T) {
+	h := newHarness(t, nil)
+	code, verifier := h.authorizeCode()
+	f := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {appRedirect}, "client_id": {"demo-app"}, "code_verifier": {verifier}}
+	resp, first := h.post("/token", f, "", "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("first redemption: %d %v", resp.StatusCode, first)
+	}
+	resp, second := h.post("/token", f, "", "")
+	if resp.StatusCode != 400 || second["error"] != "invalid_grant" {
+		t.Fatalf("replay: %d %v", resp.StatusCode, second)
+	}
+	if active(t, h, first["access_token"].(string)) {
+		t.Error("access token from the replayed code is still active")
+	}
+	resp, body := h.post("/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {first["refresh_token"].(string)}, "client_id": {"demo-app"}}, "", "")
+	if resp.StatusCode != 400 || body["error"] != "invalid_grant" {
+		t.Errorf("refresh token from the replayed code: %d %v", resp.StatusCode, body)
+	}
+}
+
+func TestConcurrentCodeRedemptionSucceedsOnce(t *testing.T) {
+	h := newHarness(t, nil)
+	code, verifier := h.authorizeCode()
+	f := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {appRedirect}, "client_id": {"demo-app"}, "code_verifier": {verifier}}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, _ := h.post("/token", f, "", "")
+			mu.Lock()
+			statuses[resp.StatusCode]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if statuses[200] != 1 || statuses[200]+statuses[400] != 16 {
+		t.Errorf("statuses %v; want exactly one 200 and the rest 400", statuses)
+	}
+}
+
+// active asks the introspection endpoint as the resource server's client.
+func active(t *testing.T, h *harness, token string) bool {
+	t.Helper()
+	resp, body := h.post("/introspect", url.Values{"token": {token}}, "rs", rsSecret)
+	if resp.StatusCode != 200 {
+		t.Fatalf("introspect: %d %v", resp.StatusCode, body)
+	}
+	return body["active"] == true
+}
+
+func refresh(h *harness, rt string) (int, map[string]any) {
+	resp, body := h.post("/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}, "client_id": {"demo-app"}}, "", "")
+	return resp.StatusCode, body
+}
+
+func TestRefreshRotationReplayAndGrace(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.RefreshGrace = 10 * time.Second })
+	tok := h.codeFlow("mcp:tools")
+	rt0 := tok.RefreshToken
+
+	status, a := refresh(h, rt0)
+	if status != 200 || a["refresh_token"] == rt0 || a["refresh_token"] == nil {
+		t.Fatalf("first refresh: %d %v", status, a)
+	}
+	// A racing second use of rt0 within the grace window succeeds.
+	h.clock.Advance(2 * time.Second)
+	status, b := refresh(h, rt0)
+	if status != 200 {
+		t.Fatalf("second use within grace: %d %v", status, b)
+	}
+	_, c := h.claims(a["access_token"].(string))
+	if c["aud"] != mcpURI || c["sub"] != "alice" {
+		t.Errorf("refreshed token claims %v", c)
+	}
+	// After the window, a replay of rt0 revokes the whole family.
+	h.clock.Advance(20 * time.Second)
+	status, r := refresh(h, rt0)
+	if status != 400 || r["error"] != "invalid_grant" {
+		t.Fatalf("replay after grace: %d %v", status, r)
+	}
+	for _, rt := range []string{a["refresh_token"].(string), b["refresh_token"].(string)} {
+		if status, body := refresh(h, rt); status != 400 {
+			t.Errorf("family member still refreshes after reuse: %d %v", status, body)
+		}
+	}
+	if active(t, h, a["access_token"].(string)) {
+		t.Error("access token of the revoked family is still active")
+	}
+}
+
+func TestRefreshWithoutGraceAllowsOneUse(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.RefreshGrace = -1 })
+	tok := h.codeFlow()
+	if status, body := refresh(h, tok.RefreshToken); status != 200 {
+		t.Fatalf("%d %v", status, body)
+	}
+	if status, body := refresh(h, tok.RefreshToken); status != 400 || body["error"] != "invalid_grant" {
+		t.Fatalf("second use: %d %v", status, body)
+	}
+}
+
+func TestConcurrentRefreshesWithinGraceAllSucceed(t *testing.T) {
+	h := newHarness(t, nil)
+	tok := h.codeFlow()
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if status, body := refresh(h, tok.RefreshToken); status != 200 {
+				errs <- body["error"].(string)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Errorf("racing refresh failed: %s", e)
+	}
+}
+
+func TestRefreshScopeMayOnlyNarrow(t *testing.T) {
+	h := newHarness(t, nil)
+	tok := h.codeFlow("mcp:tools")
+	resp, body := h.post("/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok.RefreshToken}, "client_id": {"demo-app"}, "scope": {"mcp:admin"}}, "", "")
+	if resp.StatusCode != 400 || body["error"] != "invalid_scope" {
+		t.Errorf("%d %v", resp.StatusCode, body)
+	}
+}
+
+func TestRevokingRefreshTokenRevokesFamily(t *testing.T) {
+	h := newHarness(t, nil)
+	tok := h.codeFlow()
+	resp, _ := h.post("/revoke", url.Values{"token": {tok.RefreshToken}, "client_id": {"demo-app"}}, "", "")
+	if resp.StatusCode != 200 || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("revoke: %d %v", resp.StatusCode, resp.Header)
+	}
+	if status, _ := refresh(h, tok.RefreshToken); status != 400 {
+		t.Error("revoked refresh token still works")
+	}
+	if active(t, h, tok.AccessToken) {
+		t.Error("access token of a revoked family still active")
+	}
+	resp, _ = h.post("/revoke", url.Values{"token": {"unknown-token"}, "client_id": {"demo-app"}}, "", "")
+	if resp.StatusCode != 200 {
+		t.Errorf("revoking an unknown token: %d", resp.StatusCode)
+	}
+}
