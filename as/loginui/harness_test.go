@@ -70,7 +70,7 @@ func (c *clock) Advance(d time.Duration) {
 // (standing in for as/, which validates the request first) and answers a
 // result with a 303 to the redirect URI; every other path is UI.Handler.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	ui    *UI
 	store *memory.Store
 	srv   *httptest.Server
@@ -80,7 +80,7 @@ type harness struct {
 	results []Result
 }
 
-func newHarness(t *testing.T, mod func(*Config)) *harness {
+func newHarness(t testing.TB, mod func(*Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, store: memory.New(), clock: &clock{}}
 	cfg := Config{
@@ -242,7 +242,7 @@ func (p page) forms() []form {
 
 // form returns the only form on the page (failing the test otherwise) with
 // extra fields set.
-func (p page) form(t *testing.T, extra ...string) form {
+func (p page) form(t testing.TB, extra ...string) form {
 	t.Helper()
 	fs := p.forms()
 	if len(fs) != 1 {
@@ -299,7 +299,7 @@ func (b *browser) login(path, user, pw string) page {
 }
 
 // redirectedTo returns the Location of a 303 to the client, or fails.
-func (p page) redirectedTo(t *testing.T) *url.URL {
+func (p page) redirectedTo(t testing.TB) *url.URL {
 	t.Helper()
 	if p.StatusCode != http.StatusSeeOther {
 		t.Fatalf("status %d, want 303 to the client; body:\n%s", p.StatusCode, p.Body)

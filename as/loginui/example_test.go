@@ -1,0 +1,81 @@
+package loginui_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+
+	"github.com/mcpauth/mcpauth/as/loginui"
+	"github.com/mcpauth/mcpauth/internal/password"
+	"github.com/mcpauth/mcpauth/storage/memory"
+)
+
+// The authorization endpoint validates the request, then lets the pages log
+// the person in and ask for consent. When Authorize returns true the endpoint
+// answers with a 303 to the client.
+func ExampleUI_Authorize() {
+	store := memory.New()
+	hash, err := password.Hash("s3cret")
+	if err != nil {
+		panic(err)
+	}
+	ui, err := loginui.New(loginui.Config{
+		Users:    []loginui.User{{Username: "alice", PasswordHash: hash}},
+		Consents: store,
+		JTIs:     store,
+		Secret:   []byte("an example secret of at least 32 bytes"),
+	})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/authorize", func(w http.ResponseWriter, r *http.Request) {
+		// as/ has checked client_id, redirect_uri, PKCE, resource and scope here.
+		p := loginui.Prompt{
+			ClientID:     "demo-app",
+			ClientName:   "Demo app",
+			RedirectURI:  "http://127.0.0.1:7777/callback",
+			RedirectHost: "127.0.0.1:7777",
+			LoopbackOnly: true,
+			Resource:     "http://127.0.0.1:8080/mcp",
+			ResourceName: "Example MCP server",
+			Scopes:       []string{"mcp:tools"},
+		}
+		res, ok := ui.Authorize(w, r, p)
+		if !ok {
+			return // a login, consent or error page was written
+		}
+		q := url.Values{"state": {r.URL.Query().Get("state")}}
+		if res.Denied {
+			q.Set("error", "access_denied")
+		} else {
+			q.Set("code", "issued-for-"+res.Subject)
+		}
+		http.Redirect(w, r, p.RedirectURI+"?"+q.Encode(), http.StatusSeeOther)
+	})
+	mux.Handle("/", ui.Handler()) // /logout, /consents, /ui/
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	resp, err := http.Get(srv.URL + "/authorize?client_id=demo-app&state=xyz")
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, resp.Header.Get("X-Frame-Options"))
+	// Output: 200 DENY
+}
+
+// as/ answers an unknown client or an unregistered redirect URI with an HTML
+// page, never a redirect.
+func ExampleErrorPage() {
+	rec := httptest.NewRecorder()
+	loginui.ErrorPage(rec, http.StatusBadRequest, "Unknown application", `No application "<demo>" is registered.`)
+	fmt.Println(rec.Code, rec.Header().Get("Content-Type"))
+	fmt.Println(strings.Contains(rec.Body.String(), "&lt;demo&gt;"))
+	// Output:
+	// 400 text/html; charset=utf-8
+	// true
+}
