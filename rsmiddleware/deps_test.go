@@ -1,0 +1,54 @@
+package rsmiddleware
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDependenciesStayLight proves the package contract: what an MCP server
+// imports never pulls in the authorization server, registration, storage,
+// fosite or pgx, and metadata imports the standard library only.
+func TestDependenciesStayLight(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("go tool not found")
+		}
+		t.Skip("go tool not found")
+	}
+	forbidden := []string{
+		"github.com/mcpauth/mcpauth/as",
+		"github.com/mcpauth/mcpauth/dcr",
+		"github.com/mcpauth/mcpauth/storage",
+		"github.com/ory/fosite",
+		"github.com/jackc/pgx",
+	}
+	list := func(pkgs ...string) []string {
+		out, err := exec.Command("go", append([]string{"list", "-deps"}, pkgs...)...).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %v: %v", pkgs, err)
+		}
+		return strings.Fields(string(out))
+	}
+	for _, dep := range list("../rsmiddleware/...", "../metadata/...") {
+		for _, f := range forbidden {
+			if dep == f || strings.HasPrefix(dep, f+"/") {
+				t.Errorf("rsmiddleware or metadata depends on %s", dep)
+			}
+		}
+	}
+	for _, dep := range list("../metadata/...") {
+		first, _, _ := strings.Cut(dep, "/")
+		if strings.Contains(first, ".") && !strings.HasPrefix(dep, "github.com/mcpauth/mcpauth/metadata") {
+			t.Errorf("metadata depends on non-standard package %s", dep)
+		}
+	}
+	for _, dep := range list(".") {
+		first, _, _ := strings.Cut(dep, "/")
+		if strings.Contains(first, ".") && !strings.HasPrefix(dep, "github.com/go-jose/go-jose/v4") &&
+			!strings.HasPrefix(dep, "github.com/mcpauth/mcpauth/metadata") && !strings.HasPrefix(dep, "github.com/mcpauth/mcpauth/rsmiddleware") {
+			t.Errorf("rsmiddleware core depends on %s (allowed: std, go-jose, metadata)", dep)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package rsmiddleware_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/mcpauth/mcpauth/rsmiddleware"
+)
+
+// Protecting an MCP endpoint: publish the RFC 9728 document, verify tokens,
+// map tools to scopes, and bind sessions to their creator.
+func ExampleMiddleware() {
+	const resource = "https://mcp.example.com/mcp"
+	const issuer = "https://auth.example.com"
+
+	verifier, err := rsmiddleware.NewVerifier(rsmiddleware.Config{Issuer: issuer, Resource: resource})
+	if err != nil {
+		log.Fatal(err)
+	}
+	prmURL, _ := rsmiddleware.ResourceMetadataURL(resource)
+	mw, err := rsmiddleware.NewMiddleware(rsmiddleware.MiddlewareConfig{
+		Verifier:            verifier,
+		ResourceMetadataURL: prmURL,
+		Scopes: rsmiddleware.Scopes{
+			Base:  []string{"mcp:read"},
+			Tools: map[string][]string{"delete_repo": {"repo:admin"}},
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	doc, _ := rsmiddleware.NewProtectedResourceMetadata(resource, []string{issuer}, []string{"mcp:read", "repo:admin"})
+
+	mux := http.NewServeMux()
+	_ = rsmiddleware.MountPRM(mux, doc, true)
+	var sessions rsmiddleware.SessionBinding
+	mcpHandler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := rsmiddleware.PrincipalFromContext(r.Context())
+		fmt.Fprintln(w, "hello", p.Subject)
+	})
+	mux.Handle("/mcp", mw.Wrap(sessions.Wrap(mcpHandler)))
+
+	// A request without a token is told where to find the metadata.
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("POST", "/mcp", nil))
+	fmt.Println(rec.Code)
+	fmt.Println(rec.Header().Get("WWW-Authenticate"))
+	// Output:
+	// 401
+	// Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp", scope="mcp:read"
+}
+
+// Calling a downstream API with a token of the server's own, obtained by
+// RFC 8693 token exchange of the request's token; the inbound token is never
+// forwarded.
+func ExampleExchanger_Transport() {
+	ex, err := rsmiddleware.NewExchanger(rsmiddleware.ExchangeConfig{
+		Issuer:       "https://auth.example.com",
+		ClientID:     "mcp-server",
+		ClientSecret: "secret",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	api := &http.Client{Transport: ex.Transport(nil, "https://api.example.com")}
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		// r comes through Middleware.Wrap; keep its context.
+		req, _ := http.NewRequestWithContext(r.Context(), "GET", "https://api.example.com/items", nil)
+		resp, err := api.Do(req)
+		if err != nil {
+			http.Error(w, "downstream unavailable", http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+	}
+	_ = handler
+	// Outside a verified request there is no token to exchange.
+	_, err = ex.Token(context.Background(), "https://api.example.com")
+	fmt.Println(err)
+	// Output: rsmiddleware: no inbound token in context
+}
+
+func ExampleChallenge() {
+	c := rsmiddleware.Challenge{
+		ResourceMetadata: "https://mcp.example.com/.well-known/oauth-protected-resource/mcp",
+		Scopes:           []string{"mcp:read", "repo:admin"},
+		Error:            rsmiddleware.ErrCodeInsufficientScope,
+	}
+	fmt.Println(c)
+	// Output: Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp", scope="mcp:read repo:admin", error="insufficient_scope"
+}
+
+func ExampleParseAuthorization() {
+	tok, err := rsmiddleware.ParseAuthorization("Bearer eyJhbGciOiJFUzI1NiJ9.e30.c2ln")
+	fmt.Println(tok, err)
+	// Output: eyJhbGciOiJFUzI1NiJ9.e30.c2ln <nil>
+}
