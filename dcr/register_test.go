@@ -32,9 +32,9 @@ func TestClientProfilesRegister(t *testing.T) {
 		wantApp    string
 	}{
 		{
-			name: "Cursor registers its three redirect URIs in one request",
-			body: `{"client_name":"Cursor","redirect_uris":["cursor://anysphere.cursor-mcp/oauth/callback","https://www.cursor.com/agents/mcp/oauth/callback","http://localhost:8787/callback"],"token_endpoint_auth_method":"none","grant_types":["authorization_code","refresh_token"],"response_types":["code"]}`,
-			wantURIs: []string{"cursor://anysphere.cursor-mcp/oauth/callback", "https://www.cursor.com/agents/mcp/oauth/callback", "http://localhost:8787/callback"},
+			name:       "Cursor registers its three redirect URIs in one request",
+			body:       `{"client_name":"Cursor","redirect_uris":["cursor://anysphere.cursor-mcp/oauth/callback","https://www.cursor.com/agents/mcp/oauth/callback","http://localhost:8787/callback"],"token_endpoint_auth_method":"none","grant_types":["authorization_code","refresh_token"],"response_types":["code"]}`,
+			wantURIs:   []string{"cursor://anysphere.cursor-mcp/oauth/callback", "https://www.cursor.com/agents/mcp/oauth/callback", "http://localhost:8787/callback"},
 			wantPublic: true, wantApp: "native",
 		},
 		{
