@@ -1,0 +1,647 @@
+// Package sqlite is the embedded storage.Store, on modernc.org/sqlite (pure
+// Go, no cgo). It is the default backend of a single authserver process.
+//
+// The database runs in WAL mode with synchronous=FULL, so a write that has
+// returned survives the process being killed (and, as far as the file system
+// keeps its promises, a power cut). All writes go through one connection and
+// write transactions start with BEGIN IMMEDIATE, so writers queue instead of
+// failing with SQLITE_BUSY; reads use a separate pool and run alongside.
+// busy_timeout covers other processes opening the same file.
+//
+// Transactions (storage.Transactional) travel in the context and hold the
+// writer connection until Commit or Rollback: calling a write method with a
+// context outside the open transaction, from the goroutine that holds it,
+// waits forever.
+//
+// Lists are stored as JSON arrays, timestamps as Unix nanoseconds, secrets
+// and sealed data as blobs.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	sqlite3 "modernc.org/sqlite"
+	sqlitelib "modernc.org/sqlite/lib"
+
+	"github.com/mcpauth/mcpauth/migrations"
+	"github.com/mcpauth/mcpauth/storage"
+)
+
+// Store is the SQLite backend. It is safe for concurrent use.
+type Store struct {
+	w *sql.DB // one connection: every write
+	r *sql.DB // reads outside transactions
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// BusyTimeout is how long a statement waits for another process's lock.
+const BusyTimeout = 10 * time.Second
+
+// Open opens (creating if needed) the database file at path and checks it.
+// It does not migrate; call Migrate.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" || strings.ContainsAny(path, "?#") || path == ":memory:" {
+		return nil, fmt.Errorf("sqlite: unsupported database path %q", path)
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	dsn := path + "?" + q.Encode()
+	w, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	r, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	s := &Store{w: w, r: r}
+	// Open the writer first: it creates the file and switches it to WAL.
+	if err := w.PingContext(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, mapErr(err))
+	}
+	if err := r.PingContext(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, mapErr(err))
+	}
+	return s, nil
+}
+
+// Migrate applies pending migrations and returns the versions it applied.
+func (s *Store) Migrate(ctx context.Context) ([]int, error) {
+	r, err := migrations.New(s.w, migrations.SQLite)
+	if err != nil {
+		return nil, err
+	}
+	v, err := r.Up(ctx)
+	return v, mapErr(err)
+}
+
+// MigrationStatus reports applied and pending migrations.
+func (s *Store) MigrationStatus(ctx context.Context) (migrations.Status, error) {
+	r, err := migrations.New(s.r, migrations.SQLite)
+	if err != nil {
+		return migrations.Status{}, err
+	}
+	st, err := r.Status(ctx)
+	return st, mapErr(err)
+}
+
+// Close closes both pools; later calls fail with storage.ErrUnavailable.
+func (s *Store) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// Ping implements storage.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	if t := s.txFrom(ctx); t != nil {
+		_, err := t.tx.ExecContext(ctx, "SELECT 1")
+		return mapErr(err)
+	}
+	return mapErr(s.r.PingContext(ctx))
+}
+
+// mapErr translates driver errors into storage sentinels, keeping the cause.
+func mapErr(err error) error {
+	if err == nil || errors.Is(err, storage.ErrUnavailable) || errors.Is(err, storage.ErrAlreadyExists) {
+		return err
+	}
+	var se *sqlite3.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case sqlitelib.SQLITE_CONSTRAINT_PRIMARYKEY, sqlitelib.SQLITE_CONSTRAINT_UNIQUE:
+			return fmt.Errorf("%w: %w", storage.ErrAlreadyExists, err)
+		}
+		switch se.Code() & 0xff {
+		case sqlitelib.SQLITE_BUSY, sqlitelib.SQLITE_LOCKED, sqlitelib.SQLITE_IOERR,
+			sqlitelib.SQLITE_CANTOPEN, sqlitelib.SQLITE_FULL, sqlitelib.SQLITE_READONLY:
+			return fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
+		}
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	if errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "database is closed") {
+		return fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("sqlite: %w", err)
+}
+
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+type txKey struct{}
+
+type liteTx struct {
+	s    *Store
+	tx   *sql.Tx
+	done bool
+}
+
+func (s *Store) txFrom(ctx context.Context) *liteTx {
+	t, _ := ctx.Value(txKey{}).(*liteTx)
+	if t == nil || t.s != s || t.done {
+		return nil
+	}
+	return t
+}
+
+// wq is where writes go: the transaction in ctx, or the writer.
+func (s *Store) wq(ctx context.Context) querier {
+	if t := s.txFrom(ctx); t != nil {
+		return t.tx
+	}
+	return s.w
+}
+
+// rq is where reads go: the transaction in ctx, or the read pool.
+func (s *Store) rq(ctx context.Context) querier {
+	if t := s.txFrom(ctx); t != nil {
+		return t.tx
+	}
+	return s.r
+}
+
+// BeginTX implements storage.Transactional with BEGIN IMMEDIATE on the writer
+// connection. A context that already carries a transaction of this store is
+// returned unchanged (no nesting).
+func (s *Store) BeginTX(ctx context.Context) (context.Context, error) {
+	if s.txFrom(ctx) != nil {
+		return ctx, nil
+	}
+	// The transaction must outlive a request context that is cancelled
+	// before Commit; database/sql would roll it back on cancellation.
+	tx, err := s.w.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return ctx, mapErr(err)
+	}
+	return context.WithValue(ctx, txKey{}, &liteTx{s: s, tx: tx}), nil
+}
+
+// ErrNoTransaction is returned by Commit and Rollback when ctx carries no open
+// transaction of this store.
+var ErrNoTransaction = errors.New("sqlite: no open transaction in context")
+
+// Commit implements storage.Transactional.
+func (s *Store) Commit(ctx context.Context) error {
+	t := s.txFrom(ctx)
+	if t == nil {
+		return ErrNoTransaction
+	}
+	t.done = true
+	return mapErr(t.tx.Commit())
+}
+
+// Rollback implements storage.Transactional.
+func (s *Store) Rollback(ctx context.Context) error {
+	t := s.txFrom(ctx)
+	if t == nil {
+		return ErrNoTransaction
+	}
+	t.done = true
+	return mapErr(t.tx.Rollback())
+}
+
+// ts stores a time as Unix nanoseconds, the zero time as NULL.
+func ts(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+func untime(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+func list(s []string) string {
+	if s == nil {
+		s = []string{}
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func unlist(s string) ([]string, error) {
+	var out []string
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return nil, fmt.Errorf("sqlite: corrupt list column: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+const clientCols = `id, secret_hash, secret_expires_at, public, name, redirect_uris, grant_types,
+	response_types, scopes, resources, token_endpoint_auth_method, jwks, jwks_uri,
+	application_type, metadata, registration_token_hash, source, created_at, updated_at, last_used_at`
+
+func clientArgs(c *storage.Client) []any {
+	return []any{c.ID, c.SecretHash, ts(c.SecretExpiresAt), boolInt(c.Public), c.Name, list(c.RedirectURIs),
+		list(c.GrantTypes), list(c.ResponseTypes), list(c.Scopes), list(c.Resources),
+		c.TokenEndpointAuthMethod, c.JWKS, c.JWKSURI, c.ApplicationType, c.Metadata,
+		c.RegistrationTokenHash, c.Source, c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), ts(c.LastUsedAt)}
+}
+
+func scanClient(row *sql.Row) (*storage.Client, error) {
+	var c storage.Client
+	var secretExp, lastUsed sql.NullInt64
+	var created, updated int64
+	var redirects, grants, responses, scopes, resources string
+	err := row.Scan(&c.ID, &c.SecretHash, &secretExp, &c.Public, &c.Name, &redirects,
+		&grants, &responses, &scopes, &resources, &c.TokenEndpointAuthMethod,
+		&c.JWKS, &c.JWKSURI, &c.ApplicationType, &c.Metadata, &c.RegistrationTokenHash,
+		&c.Source, &created, &updated, &lastUsed)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, storage.ErrNotFound
+	}
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	c.SecretExpiresAt, c.LastUsedAt = untime(secretExp), untime(lastUsed)
+	c.CreatedAt, c.UpdatedAt = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
+	for _, f := range []struct {
+		dst *[]string
+		src string
+	}{{&c.RedirectURIs, redirects}, {&c.GrantTypes, grants}, {&c.ResponseTypes, responses}, {&c.Scopes, scopes}, {&c.Resources, resources}} {
+		if *f.dst, err = unlist(f.src); err != nil {
+			return nil, err
+		}
+	}
+	return &c, nil
+}
+
+// GetClient implements storage.ClientStore.
+func (s *Store) GetClient(ctx context.Context, id string) (*storage.Client, error) {
+	return scanClient(s.rq(ctx).QueryRowContext(ctx, `SELECT `+clientCols+` FROM clients WHERE id = ?`, id))
+}
+
+// CreateClient implements storage.ClientStore. A zero CreatedAt or UpdatedAt
+// is stored as the current time.
+func (s *Store) CreateClient(ctx context.Context, c *storage.Client) error {
+	n := *c
+	if n.CreatedAt.IsZero() {
+		n.CreatedAt = time.Now()
+	}
+	if n.UpdatedAt.IsZero() {
+		n.UpdatedAt = n.CreatedAt
+	}
+	_, err := s.wq(ctx).ExecContext(ctx, `INSERT INTO clients (`+clientCols+`) VALUES
+		(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, clientArgs(&n)...)
+	return mapErr(err)
+}
+
+// UpdateClient implements storage.ClientStore: read, update and write in one
+// IMMEDIATE transaction (or the caller's).
+func (s *Store) UpdateClient(ctx context.Context, id string, update func(storage.Client) (storage.Client, error)) error {
+	run := func(q querier) error {
+		old, err := scanClient(q.QueryRowContext(ctx, `SELECT `+clientCols+` FROM clients WHERE id = ?`, id))
+		if err != nil {
+			return err
+		}
+		n, err := update(*old)
+		if err != nil {
+			return closureErr{err}
+		}
+		n.ID = id
+		_, err = q.ExecContext(ctx, `UPDATE clients SET secret_hash=?2, secret_expires_at=?3, public=?4, name=?5,
+			redirect_uris=?6, grant_types=?7, response_types=?8, scopes=?9, resources=?10,
+			token_endpoint_auth_method=?11, jwks=?12, jwks_uri=?13, application_type=?14, metadata=?15,
+			registration_token_hash=?16, source=?17, created_at=?18, updated_at=?19, last_used_at=?20
+			WHERE id = ?1`, clientArgs(&n)...)
+		return mapErr(err)
+	}
+	var err error
+	if t := s.txFrom(ctx); t != nil {
+		err = run(t.tx)
+	} else {
+		var tx *sql.Tx
+		tx, err = s.w.BeginTx(ctx, nil)
+		if err != nil {
+			return mapErr(err)
+		}
+		if err = run(tx); err != nil {
+			tx.Rollback()
+		} else {
+			err = mapErr(tx.Commit())
+		}
+	}
+	var ce closureErr
+	if errors.As(err, &ce) {
+		return ce.err
+	}
+	return err
+}
+
+// closureErr marks an error returned by UpdateClient's closure.
+type closureErr struct{ err error }
+
+func (e closureErr) Error() string { return e.err.Error() }
+
+// execCount runs a write and returns the rows it changed.
+func (s *Store) execCount(ctx context.Context, query string, args ...any) (int, error) {
+	res, err := s.wq(ctx).ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), mapErr(err)
+}
+
+// execOne runs a write that must change one row, else ErrNotFound.
+func (s *Store) execOne(ctx context.Context, query string, args ...any) error {
+	n, err := s.execCount(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return storage.ErrNotFound
+	}
+	return nil
+}
+
+// DeleteClient implements storage.ClientStore.
+func (s *Store) DeleteClient(ctx context.Context, id string) error {
+	return s.execOne(ctx, `DELETE FROM clients WHERE id = ?`, id)
+}
+
+// TouchClient implements storage.ClientStore; ErrNotFound for an unknown id.
+func (s *Store) TouchClient(ctx context.Context, id string, at time.Time) error {
+	return s.execOne(ctx, `UPDATE clients SET last_used_at = ? WHERE id = ?`, ts(at), id)
+}
+
+// CountClients implements storage.ClientStore.
+func (s *Store) CountClients(ctx context.Context, source string) (int, error) {
+	var n int
+	err := s.rq(ctx).QueryRowContext(ctx, `SELECT count(*) FROM clients WHERE ?1 = '' OR source = ?1`, source).Scan(&n)
+	return n, mapErr(err)
+}
+
+// ReapClients implements storage.ClientStore. A limit <= 0 deletes nothing.
+func (s *Store) ReapClients(ctx context.Context, neverUsedBefore, idleBefore time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, `DELETE FROM clients WHERE id IN (
+		SELECT id FROM clients WHERE source IN ('dcr', 'cimd')
+		AND ((last_used_at IS NULL AND created_at < ?1) OR last_used_at < ?2)
+		ORDER BY id LIMIT ?3)`, neverUsedBefore.UnixNano(), idleBefore.UnixNano(), limit)
+}
+
+const tokenCols = `kind, signature, request_id, client_id, subject, active, created_at, expires_at, rotated_at, data`
+
+// CreateToken implements storage.TokenStore.
+func (s *Store) CreateToken(ctx context.Context, t *storage.Token) error {
+	_, err := s.wq(ctx).ExecContext(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+		string(t.Kind), t.Signature, t.RequestID, t.ClientID, t.Subject, boolInt(t.Active),
+		ts(t.CreatedAt), ts(t.ExpiresAt), ts(t.RotatedAt), t.Data)
+	return mapErr(err)
+}
+
+// GetToken implements storage.TokenStore.
+func (s *Store) GetToken(ctx context.Context, kind storage.TokenKind, signature string) (*storage.Token, error) {
+	var t storage.Token
+	var k string
+	var created, expires, rotated sql.NullInt64
+	err := s.rq(ctx).QueryRowContext(ctx, `SELECT `+tokenCols+` FROM tokens WHERE kind = ? AND signature = ?`, string(kind), signature).
+		Scan(&k, &t.Signature, &t.RequestID, &t.ClientID, &t.Subject, &t.Active, &created, &expires, &rotated, &t.Data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, storage.ErrNotFound
+	}
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	t.Kind = storage.TokenKind(k)
+	t.CreatedAt, t.ExpiresAt, t.RotatedAt = untime(created), untime(expires), untime(rotated)
+	return &t, nil
+}
+
+// inactiveOrMissing tells why a conditional UPDATE changed no row.
+func (s *Store) inactiveOrMissing(ctx context.Context, kind storage.TokenKind, signature string) error {
+	var n int
+	err := s.rq(ctx).QueryRowContext(ctx, `SELECT count(*) FROM tokens WHERE kind = ? AND signature = ?`, string(kind), signature).Scan(&n)
+	if err != nil {
+		return mapErr(err)
+	}
+	if n == 0 {
+		return storage.ErrNotFound
+	}
+	return storage.ErrInactive
+}
+
+// DeactivateToken implements storage.TokenStore with one conditional UPDATE.
+func (s *Store) DeactivateToken(ctx context.Context, kind storage.TokenKind, signature string) error {
+	n, err := s.execCount(ctx, `UPDATE tokens SET active = 0 WHERE kind = ? AND signature = ? AND active`, string(kind), signature)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return s.inactiveOrMissing(ctx, kind, signature)
+	}
+	return nil
+}
+
+// RotateToken implements storage.TokenStore with one conditional UPDATE: an
+// active token never rotated, or (grace > 0) rotated at or after now-grace;
+// the first rotation time is kept.
+func (s *Store) RotateToken(ctx context.Context, kind storage.TokenKind, signature string, now time.Time, grace time.Duration) error {
+	n, err := s.execCount(ctx, `UPDATE tokens SET rotated_at = COALESCE(rotated_at, ?3)
+		WHERE kind = ?1 AND signature = ?2 AND active
+		AND (rotated_at IS NULL OR (?4 AND rotated_at >= ?5))`,
+		string(kind), signature, now.UnixNano(), boolInt(grace > 0), now.Add(-grace).UnixNano())
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return s.inactiveOrMissing(ctx, kind, signature)
+	}
+	return nil
+}
+
+// RevokeTokens implements storage.TokenStore.
+func (s *Store) RevokeTokens(ctx context.Context, kind storage.TokenKind, requestID string) error {
+	_, err := s.execCount(ctx, `UPDATE tokens SET active = 0 WHERE kind = ? AND request_id = ? AND active`, string(kind), requestID)
+	return err
+}
+
+// DeleteToken implements storage.TokenStore.
+func (s *Store) DeleteToken(ctx context.Context, kind storage.TokenKind, signature string) error {
+	return s.execOne(ctx, `DELETE FROM tokens WHERE kind = ? AND signature = ?`, string(kind), signature)
+}
+
+// DeleteExpiredTokens implements storage.TokenStore. A limit <= 0 deletes
+// nothing.
+func (s *Store) DeleteExpiredTokens(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, `DELETE FROM tokens WHERE rowid IN (
+		SELECT rowid FROM tokens WHERE expires_at < ? LIMIT ?)`, before.UnixNano(), limit)
+}
+
+const consentCols = `subject, client_id, resource, scopes, granted_at, expires_at`
+
+func scanConsents(rows *sql.Rows, err error) ([]storage.Consent, error) {
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	var out []storage.Consent
+	for rows.Next() {
+		var c storage.Consent
+		var scopes string
+		var granted, expires sql.NullInt64
+		if err := rows.Scan(&c.Subject, &c.ClientID, &c.Resource, &scopes, &granted, &expires); err != nil {
+			return nil, mapErr(err)
+		}
+		if c.Scopes, err = unlist(scopes); err != nil {
+			return nil, err
+		}
+		c.GrantedAt, c.ExpiresAt = untime(granted), untime(expires)
+		out = append(out, c)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// GetConsent implements storage.ConsentStore.
+func (s *Store) GetConsent(ctx context.Context, subject, clientID, resource string) (*storage.Consent, error) {
+	cs, err := scanConsents(s.rq(ctx).QueryContext(ctx, `SELECT `+consentCols+` FROM consents
+		WHERE subject = ? AND client_id = ? AND resource = ?`, subject, clientID, resource))
+	if err != nil {
+		return nil, err
+	}
+	if len(cs) == 0 {
+		return nil, storage.ErrNotFound
+	}
+	return &cs[0], nil
+}
+
+// PutConsent implements storage.ConsentStore.
+func (s *Store) PutConsent(ctx context.Context, c *storage.Consent) error {
+	_, err := s.wq(ctx).ExecContext(ctx, `INSERT INTO consents (`+consentCols+`) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (subject, client_id, resource) DO UPDATE
+		SET scopes = excluded.scopes, granted_at = excluded.granted_at, expires_at = excluded.expires_at`,
+		c.Subject, c.ClientID, c.Resource, list(c.Scopes), ts(c.GrantedAt), ts(c.ExpiresAt))
+	return mapErr(err)
+}
+
+// DeleteConsents implements storage.ConsentStore.
+func (s *Store) DeleteConsents(ctx context.Context, subject, clientID string) error {
+	_, err := s.execCount(ctx, `DELETE FROM consents WHERE subject = ?1 AND (?2 = '' OR client_id = ?2)`, subject, clientID)
+	return err
+}
+
+// ListConsents implements storage.ConsentStore, ordered by client id then
+// resource.
+func (s *Store) ListConsents(ctx context.Context, subject string) ([]storage.Consent, error) {
+	return scanConsents(s.rq(ctx).QueryContext(ctx, `SELECT `+consentCols+` FROM consents
+		WHERE subject = ? ORDER BY client_id, resource`, subject))
+}
+
+// DeleteExpiredConsents implements storage.ConsentStore. A limit <= 0
+// deletes nothing.
+func (s *Store) DeleteExpiredConsents(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, `DELETE FROM consents WHERE rowid IN (
+		SELECT rowid FROM consents WHERE expires_at < ? LIMIT ?)`, before.UnixNano(), limit)
+}
+
+// ListKeys implements storage.KeyStore: newest CreatedAt first, ties by ID
+// descending.
+func (s *Store) ListKeys(ctx context.Context) ([]storage.SigningKey, error) {
+	rows, err := s.rq(ctx).QueryContext(ctx, `SELECT id, algorithm, public_jwk, private_sealed, created_at, retired_at
+		FROM signing_keys ORDER BY created_at DESC, id DESC`)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	out := []storage.SigningKey{}
+	for rows.Next() {
+		var k storage.SigningKey
+		var created, retired sql.NullInt64
+		if err := rows.Scan(&k.ID, &k.Algorithm, &k.PublicJWK, &k.PrivateSealed, &created, &retired); err != nil {
+			return nil, mapErr(err)
+		}
+		k.CreatedAt, k.RetiredAt = untime(created), untime(retired)
+		out = append(out, k)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// CreateKey implements storage.KeyStore.
+func (s *Store) CreateKey(ctx context.Context, k *storage.SigningKey) error {
+	_, err := s.wq(ctx).ExecContext(ctx, `INSERT INTO signing_keys (id, algorithm, public_jwk, private_sealed, created_at, retired_at)
+		VALUES (?, ?, ?, ?, ?, ?)`, k.ID, k.Algorithm, k.PublicJWK, k.PrivateSealed, ts(k.CreatedAt), ts(k.RetiredAt))
+	return mapErr(err)
+}
+
+// RetireKeys implements storage.KeyStore.
+func (s *Store) RetireKeys(ctx context.Context, keepID string, at time.Time) error {
+	_, err := s.execCount(ctx, `UPDATE signing_keys SET retired_at = ? WHERE id <> ? AND retired_at IS NULL`, ts(at), keepID)
+	return err
+}
+
+// DeleteKey implements storage.KeyStore.
+func (s *Store) DeleteKey(ctx context.Context, id string) error {
+	return s.execOne(ctx, `DELETE FROM signing_keys WHERE id = ?`, id)
+}
+
+// UseJTI implements storage.JTIStore with one upsert that replaces only an
+// expired record.
+func (s *Store) UseJTI(ctx context.Context, id string, expiresAt time.Time) error {
+	n, err := s.execCount(ctx, `INSERT INTO jtis (id, expires_at) VALUES (?1, ?2)
+		ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at WHERE jtis.expires_at <= ?3`,
+		id, expiresAt.UnixNano(), time.Now().UnixNano())
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return storage.ErrAlreadyUsed
+	}
+	return nil
+}
+
+// DeleteExpiredJTIs implements storage.JTIStore. A limit <= 0 deletes nothing.
+func (s *Store) DeleteExpiredJTIs(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, `DELETE FROM jtis WHERE rowid IN (
+		SELECT rowid FROM jtis WHERE expires_at < ? LIMIT ?)`, before.UnixNano(), limit)
+}

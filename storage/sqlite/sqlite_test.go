@@ -1,0 +1,67 @@
+package sqlite_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/storage/sqlite"
+	"github.com/mcpauth/mcpauth/storage/storagetest"
+)
+
+func openMigrated(t testing.TB, path string) *sqlite.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storagetest.RunTests(t, func(t *testing.T) storage.Store {
+		return openMigrated(t, filepath.Join(t.TempDir(), "authserver.db"))
+	})
+}
+
+func TestDataSurvivesReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "authserver.db")
+	ctx := context.Background()
+	s := openMigrated(t, path)
+	if err := s.CreateClient(ctx, &storage.Client{ID: "c", Source: "dcr"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2 := openMigrated(t, path)
+	if _, err := s2.GetClient(ctx, "c"); err != nil {
+		t.Fatalf("client lost across reopen: %v", err)
+	}
+	st, err := s2.MigrationStatus(ctx)
+	if err != nil || len(st.Pending) != 0 {
+		t.Fatalf("MigrationStatus after reopen = %+v, %v", st, err)
+	}
+}
+
+func TestOpenRejectsUnsupportedPaths(t *testing.T) {
+	for _, p := range []string{"", ":memory:", "x.db?mode=ro", filepath.Join(t.TempDir(), "missing-dir", "x.db")} {
+		if s, err := sqlite.Open(context.Background(), p); err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded", p)
+		}
+	}
+}
+
+func TestClosedStoreIsUnavailable(t *testing.T) {
+	s := openMigrated(t, filepath.Join(t.TempDir(), "authserver.db"))
+	s.Close()
+	if _, err := s.GetClient(context.Background(), "x"); !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("GetClient on a closed store = %v, want ErrUnavailable", err)
+	}
+}
