@@ -6,6 +6,9 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 //go:embed templates/*.html
@@ -169,9 +172,34 @@ func (u *UI) renderConsent(w http.ResponseWriter, r *http.Request, sess session,
 	render(w, status, "consent.html", v)
 }
 
+// maxNameRunes bounds how much of a client-chosen name is shown.
+const maxNameRunes = 80
+
+// displayName is the client's self-chosen name (or its id) made safe to show:
+// control and format characters (bidi overrides that could reverse "edualC"
+// into "Claude", zero-width joiners) are dropped and long names are cut.
+// html/template escapes the rest.
 func displayName(p *Prompt) string {
-	if p.ClientName != "" {
-		return p.ClientName
+	name := cleanText(p.ClientName)
+	if strings.TrimSpace(name) == "" {
+		name = cleanText(p.ClientID)
 	}
-	return p.ClientID
+	return name
+}
+
+func cleanText(s string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			continue
+		}
+		if n == maxNameRunes {
+			b.WriteString("…")
+			break
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
 }

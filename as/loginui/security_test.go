@@ -289,6 +289,26 @@ func TestHostileClientNamesAreEscaped(t *testing.T) {
 	}
 }
 
+func TestClientNamesAreCleaned(t *testing.T) {
+	for _, tc := range []struct {
+		name, client, id, want string
+	}{
+		{"a bidi override is dropped", "\u202eedualC", "x", "edualC"},
+		{"zero-width characters are dropped", "Cl\u200baude", "x", "Claude"},
+		{"control characters are dropped", "Demo\x00\x1b[31m app", "x", "Demo[31m app"},
+		{"invalid UTF-8 is dropped", "Demo\xff app", "x", "Demo app"},
+		{"a long name is cut", strings.Repeat("a", 200), "x", strings.Repeat("a", 80) + "…"},
+		{"an empty name falls back to the client id", "", "client-1", "client-1"},
+		{"a blank name falls back to the client id", "\u200b ", "client-1", "client-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := displayName(&Prompt{ClientName: tc.client, ClientID: tc.id}); got != tc.want {
+				t.Fatalf("displayName = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestConsentPageDetails(t *testing.T) {
 	h := newHarness(t, nil)
 	for _, tc := range []struct {
