@@ -314,3 +314,5 @@ func (h *harness) claims(token string) (typ string, c map[string]any) {
 	typ, _ = jws.Signatures[0].Header.ExtraHeaders[jose.HeaderType].(string)
 	return typ, c
 }
+
+func ecdsaKey() (*ecdsa.PrivateKey, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }

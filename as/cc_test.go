@@ -1,0 +1,269 @@
+package as
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+func TestClientCredentials(t *testing.T) {
+	h := newHarness(t, nil)
+	cases := []struct {
+		name      string
+		resources []string
+		scopes    []string
+		wantAud   string
+		wantScope string
+		wantErr   string
+	}{
+		{"uses the default resource when none is sent", nil, nil, mcpURI, "mcp:tools", ""},
+		{"accepts the resource with a trailing slash", []string{mcpURI + "/"}, []string{"mcp:tools"}, mcpURI, "mcp:tools", ""},
+		{"accepts an uppercase host", []string{"HTTP://127.0.0.1:8080/mcp"}, nil, mcpURI, "mcp:tools", ""},
+		{"narrows scopes to what the client may have", []string{mcpURI}, []string{"mcp:tools", "mcp:admin", "*"}, mcpURI, "mcp:tools", ""},
+		{"refuses a resource the client may not use", []string{otherURI}, nil, "", "", "invalid_target"},
+		{"refuses an unknown resource", []string{"https://elsewhere.example/mcp"}, nil, "", "", "invalid_target"},
+		{"refuses a dot-segment escape", []string{mcpURI + "/../admin"}, nil, "", "", "invalid_target"},
+		{"refuses a query", []string{mcpURI + "?x"}, nil, "", "", "invalid_target"},
+		{"refuses a prefix match", []string{mcpURI + "x"}, nil, "", "", "invalid_target"},
+		{"refuses a urn", []string{"urn:mcp"}, nil, "", "", "invalid_target"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := clientcredentials.Config{ClientID: "ci-bot", ClientSecret: ciSecret, TokenURL: h.issuer + "/token",
+				Scopes: tc.scopes, EndpointParams: url.Values{"resource": tc.resources}}
+			tok, err := conf.Token(context.Background())
+			if tc.wantErr != "" {
+				var re *oauth2.RetrieveError
+				if err == nil || !asRetrieve(err, &re) || re.ErrorCode != tc.wantErr {
+					t.Fatalf("err = %v, want %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			typ, c := h.claims(tok.AccessToken)
+			if typ != "at+jwt" || c["aud"] != tc.wantAud || c["scope"] != tc.wantScope || c["sub"] != "ci-bot" || c["client_id"] != "ci-bot" {
+				t.Errorf("typ %s claims %v", typ, c)
+			}
+			if tok.RefreshToken != "" {
+				t.Error("client credentials issued a refresh token")
+			}
+		})
+	}
+}
+
+func asRetrieve(err error, re **oauth2.RetrieveError) bool {
+	r, ok := err.(*oauth2.RetrieveError)
+	*re = r
+	return ok
+}
+
+func TestClientAuthentication(t *testing.T) {
+	h := newHarness(t, nil)
+	cc := url.Values{"grant_type": {"client_credentials"}}
+	withID := func(kv ...string) url.Values {
+		v := cloneValues(cc)
+		for i := 0; i+1 < len(kv); i += 2 {
+			v.Set(kv[i], kv[i+1])
+		}
+		return v
+	}
+	cases := []struct {
+		name       string
+		form       url.Values
+		user, pass string
+		status     int
+		want       string
+	}{
+		{"accepts client_secret_basic", cc, "ci-bot", ciSecret, 200, ""},
+		{"accepts client_secret_post", withID("client_id", "ci-bot", "client_secret", ciSecret), "", "", 200, ""},
+		{"refuses a wrong secret", cc, "ci-bot", ciSecret + "x", 401, "invalid_client"},
+		{"refuses an unknown client", cc, "ghost", "whatever-secret", 401, "invalid_client"},
+		{"refuses no authentication", cc, "", "", 401, "invalid_client"},
+		{"refuses two methods at once", withID("client_secret", ciSecret), "ci-bot", ciSecret, 400, "invalid_request"},
+		{"refuses a public client", withID("client_id", "demo-app"), "", "", 400, "unauthorized_client"},
+		{"refuses a client without the grant", cc, "web-app", webSecret, 400, "unauthorized_client"},
+		{"refuses an unknown grant type", url.Values{"grant_type": {"password"}}, "ci-bot", ciSecret, 400, ""},
+		{"refuses a repeated grant type", url.Values{"grant_type": {"client_credentials", "client_credentials"}}, "ci-bot", ciSecret, 400, "invalid_request"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := h.post("/token", tc.form, tc.user, tc.pass)
+			if resp.StatusCode != tc.status || (tc.want != "" && body["error"] != tc.want) {
+				t.Errorf("status %d body %v; want %d %s", resp.StatusCode, body, tc.status, tc.want)
+			}
+			if resp.Header.Get("Cache-Control") != "no-store" {
+				t.Errorf("Cache-Control %q", resp.Header.Get("Cache-Control"))
+			}
+			if tc.status >= 400 && body["error"] == nil {
+				t.Errorf("error response without error: %v", body)
+			}
+		})
+	}
+}
+
+// assertion builds a private_key_jwt client assertion (RFC 7523 §3).
+func (h *harness) assertion(t *testing.T, key *ecdsa.PrivateKey, jti string, aud string, exp time.Duration) string {
+	t.Helper()
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	s, err := jwt.Signed(signer).Claims(jwt.Claims{
+		Issuer: "jwt-bot", Subject: "jwt-bot", Audience: jwt.Audience{aud}, ID: jti,
+		IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(exp)),
+	}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestPrivateKeyJWTAndJTIReplay(t *testing.T) {
+	h := newHarness(t, nil)
+	form := func(a string) url.Values {
+		return url.Values{"grant_type": {"client_credentials"}, "client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"}, "client_assertion": {a}}
+	}
+	a := h.assertion(t, h.jwtKey, "jti-1", h.issuer+"/token", time.Minute)
+	resp, body := h.post("/token", form(a), "", "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("first use: %d %v", resp.StatusCode, body)
+	}
+	if _, c := h.claims(body["access_token"].(string)); c["sub"] != "jwt-bot" || c["aud"] != mcpURI {
+		t.Errorf("claims %v", c)
+	}
+	resp, body = h.post("/token", form(a), "", "")
+	if resp.StatusCode != 401 || body["error"] != "invalid_client" {
+		t.Errorf("replayed jti: %d %v", resp.StatusCode, body)
+	}
+	// The issuer is an acceptable audience too (RFC 7523 §3).
+	resp, body = h.post("/token", form(h.assertion(t, h.jwtKey, "jti-2", h.issuer, time.Minute)), "", "")
+	if resp.StatusCode != 200 {
+		t.Errorf("issuer as audience: %d %v", resp.StatusCode, body)
+	}
+	cases := []struct {
+		name string
+		a    string
+	}{
+		{"refuses another audience", h.assertion(t, h.jwtKey, "jti-3", "https://other.example/token", time.Minute)},
+		{"refuses a long-lived assertion", h.assertion(t, h.jwtKey, "jti-4", h.issuer, 24*time.Hour)},
+		{"refuses an expired assertion", h.assertion(t, h.jwtKey, "jti-5", h.issuer, -time.Minute)},
+		{"refuses garbage", "a.b.c"},
+		{"refuses alg none", "eyJhbGciOiJub25lIn0.eyJpc3MiOiJqd3QtYm90In0."},
+	}
+	other, _ := ecdsaKey()
+	cases = append(cases, struct{ name, a string }{"refuses a key not registered", h.assertion(t, other, "jti-6", h.issuer, time.Minute)})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := h.post("/token", form(tc.a), "", "")
+			if resp.StatusCode != 401 && resp.StatusCode != 400 || body["error"] == nil {
+				t.Errorf("%d %v", resp.StatusCode, body)
+			}
+			if resp.StatusCode >= 500 {
+				t.Errorf("server error %v", body)
+			}
+		})
+	}
+}
+
+func TestIntrospectionVisibility(t *testing.T) {
+	h := newHarness(t, nil)
+	_, tok := h.post("/token", url.Values{"grant_type": {"client_credentials"}}, "ci-bot", ciSecret)
+	at := tok["access_token"].(string)
+	cases := []struct {
+		name       string
+		user, pass string
+		token      string
+		status     int
+		active     bool
+	}{
+		{"shows the resource server tokens for its resource", "rs", rsSecret, at, 200, true},
+		{"shows a client its own token", "ci-bot", ciSecret, at, 200, true},
+		{"hides a token from an unrelated client", "web-app", webSecret, at, 200, false},
+		{"answers inactive for garbage", "rs", rsSecret, "garbage", 200, false},
+		{"answers inactive for a forged payload with a real signature", "rs", rsSecret, forge(at), 200, false},
+		{"refuses an unauthenticated caller", "", "", at, 401, false},
+		{"refuses a wrong secret", "rs", "nope-nope-nope", at, 401, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := h.post("/introspect", url.Values{"token": {tc.token}}, tc.user, tc.pass)
+			if resp.StatusCode != tc.status || (tc.status == 200 && body["active"] != tc.active) {
+				t.Errorf("%d %v", resp.StatusCode, body)
+			}
+			if resp.Header.Get("Cache-Control") != "no-store" {
+				t.Errorf("Cache-Control %q", resp.Header.Get("Cache-Control"))
+			}
+			if tc.active && (body["aud"] != mcpURI || body["sub"] != "ci-bot" || body["iss"] != h.issuer || body["scope"] != "mcp:tools") {
+				t.Errorf("introspection %v", body)
+			}
+		})
+	}
+	resp, _ := h.post("/introspect", url.Values{"token": {at}, "client_id": {"demo-app"}}, "", "")
+	if resp.StatusCode != 401 {
+		t.Errorf("public client introspected: %d", resp.StatusCode)
+	}
+	h.clock.Advance(time.Hour)
+	if active(t, h, at) {
+		t.Error("expired token still active")
+	}
+}
+
+// forge keeps the signature of token and changes its payload.
+func forge(token string) string {
+	p := strings.Split(token, ".")
+	return p[0] + ".eyJzdWIiOiJhZG1pbiJ9." + p[2]
+}
+
+func TestStorageOutageAnswers503(t *testing.T) {
+	h := newHarness(t, nil)
+	h.store.Close()
+	resp, body := h.post("/token", url.Values{"grant_type": {"client_credentials"}}, "ci-bot", ciSecret)
+	if resp.StatusCode != http.StatusServiceUnavailable || body["error"] != "temporarily_unavailable" {
+		t.Errorf("token: %d %v", resp.StatusCode, body)
+	}
+	resp, body = h.post("/token", url.Values{"grant_type": {"client_credentials"}}, "dcr-client", "x")
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("lookup of a storage client: %d %v", resp.StatusCode, body)
+	}
+}
+
+func TestJWKSHasNoPrivateParts(t *testing.T) {
+	h := newHarness(t, nil)
+	resp, err := http.Get(h.issuer + "/jwks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Keys []map[string]any `json:"keys"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Keys) != 1 || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Fatalf("keys %v headers %v", doc.Keys, resp.Header)
+	}
+	for _, k := range doc.Keys {
+		for _, priv := range []string{"d", "p", "q", "dp", "dq", "qi"} {
+			if _, ok := k[priv]; ok {
+				t.Errorf("JWKS key has private member %q", priv)
+			}
+		}
+		if k["kid"] == nil || k["alg"] != "ES256" || k["use"] != "sig" {
+			t.Errorf("key %v", k)
+		}
+	}
+}
