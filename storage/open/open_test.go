@@ -1,0 +1,113 @@
+package open_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mcpauth/mcpauth/migrations"
+	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/storage/open"
+	"github.com/mcpauth/mcpauth/storage/postgres/pgtest"
+)
+
+func TestUnknownDSNsAreRejected(t *testing.T) {
+	for _, dsn := range []string{"", "mem", "MEMORY", "sqlite:", "sqlite3:x.db", "mysql://x", "file:x.db", "./authserver.db"} {
+		t.Run(fmt.Sprintf("dsn %q is rejected", dsn), func(t *testing.T) {
+			ctx := context.Background()
+			if _, err := open.Open(ctx, dsn); !errors.Is(err, open.ErrUnknownDSN) {
+				t.Errorf("Open = %v, want ErrUnknownDSN", err)
+			}
+			if err := open.Migrate(ctx, dsn); !errors.Is(err, open.ErrUnknownDSN) {
+				t.Errorf("Migrate = %v, want ErrUnknownDSN", err)
+			}
+			if _, err := open.MigrationStatus(ctx, dsn); !errors.Is(err, open.ErrUnknownDSN) {
+				t.Errorf("MigrationStatus = %v, want ErrUnknownDSN", err)
+			}
+		})
+	}
+}
+
+// checkBackend migrates, checks the status, opens and uses the store.
+func checkBackend(t *testing.T, dsn string, wantMigrations bool) {
+	ctx := context.Background()
+	applied, err := open.Up(ctx, dsn)
+	if err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	if wantMigrations != (len(applied) > 0) {
+		t.Fatalf("Migrate applied %v", applied)
+	}
+	st, err := open.MigrationStatus(ctx, dsn)
+	if err != nil || len(st.Pending) != 0 {
+		t.Fatalf("MigrationStatus = %+v, %v; want nothing pending", st, err)
+	}
+	if again, err := open.Up(ctx, dsn); err != nil || len(again) != 0 {
+		t.Fatalf("second Migrate = %v, %v; want nothing applied", again, err)
+	}
+	s, err := open.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	if err := s.CreateClient(ctx, &storage.Client{ID: "c", Source: "dcr"}); err != nil {
+		t.Fatalf("CreateClient: %v", err)
+	}
+	if _, err := s.GetClient(ctx, "c"); err != nil {
+		t.Fatalf("GetClient: %v", err)
+	}
+}
+
+func TestMemoryOpensWithoutMigrations(t *testing.T) {
+	checkBackend(t, "memory", false)
+}
+
+func TestSQLiteMigratesAndOpens(t *testing.T) {
+	checkBackend(t, "sqlite:"+filepath.Join(t.TempDir(), "authserver.db"), true)
+}
+
+func TestPostgresMigratesAndOpens(t *testing.T) {
+	dsn, _ := pgtest.Schema(t)
+	checkBackend(t, dsn, true)
+	st, err := open.MigrationStatus(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, _ := migrations.Load(migrations.Postgres)
+	if st.Current() != all[len(all)-1].Version {
+		t.Fatalf("Current = %d", st.Current())
+	}
+}
+
+func TestUnreachablePostgresIsUnavailable(t *testing.T) {
+	_, err := open.Open(context.Background(), "postgresql://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2")
+	if !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("Open = %v, want ErrUnavailable", err)
+	}
+}
+
+func ExampleOpen() {
+	ctx := context.Background()
+	dsn := "memory" // or "sqlite:./authserver.db", "postgres://user@host/db"
+	if err := open.Migrate(ctx, dsn); err != nil {
+		panic(err)
+	}
+	s, err := open.Open(ctx, dsn)
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	err = s.UseJTI(ctx, "assertion-jti", time.Now().Add(time.Minute))
+	fmt.Println(err)
+	err = s.UseJTI(ctx, "assertion-jti", time.Now().Add(time.Minute))
+	fmt.Println(errors.Is(err, storage.ErrAlreadyUsed))
+	// Output:
+	// <nil>
+	// true
+}
