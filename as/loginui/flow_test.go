@@ -3,6 +3,7 @@ package loginui
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -142,5 +143,24 @@ func TestRememberedConsentExpires(t *testing.T) {
 	// The session (12 h) is still valid, the consent is not.
 	if p := b.get(authorizePath("state", "st-3")); !strings.Contains(p.Body, "Allow access?") {
 		t.Fatalf("status %d, want the consent page after the consent expired", p.StatusCode)
+	}
+}
+
+func TestPostedAuthorizationRequest(t *testing.T) {
+	h := newHarness(t, nil)
+	b := h.browser()
+	params, _ := url.ParseQuery(strings.TrimPrefix(authorizePath("state", "posted"), "/authorize?"))
+	login := b.post("/authorize", params)
+	f := login.form(t, "username", "alice", "password", alicePW)
+	if !strings.Contains(f.Action, "state=posted") || strings.Contains(f.Action, "password") {
+		t.Fatalf("login form posts to %q, want the parameters in its query", f.Action)
+	}
+	consent := b.submit(f)
+	if !strings.Contains(consent.Body, "Allow access?") {
+		t.Fatalf("status %d, want the consent page", consent.StatusCode)
+	}
+	loc := b.submit(consent.form(t, "action", "approve")).redirectedTo(t)
+	if loc.Query().Get("state") != "posted" || loc.Query().Get("code") == "" {
+		t.Fatalf("redirected to %s", loc)
 	}
 }

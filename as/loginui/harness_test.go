@@ -101,7 +101,16 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 	h.ui = ui
 	mux := http.NewServeMux()
 	mux.HandleFunc("/authorize", func(w http.ResponseWriter, r *http.Request) {
+		// Like as/: the parameters come from the query, or from the body
+		// of an authorization request POSTed without a query.
 		q := r.URL.Query()
+		if r.Method == http.MethodPost && q.Get("client_id") == "" {
+			if err := r.ParseForm(); err != nil {
+				ErrorPage(w, http.StatusBadRequest, "Bad request", "")
+				return
+			}
+			q = r.PostForm
+		}
 		ru, err := url.Parse(q.Get("redirect_uri"))
 		if err != nil || ru.Host == "" {
 			ErrorPage(w, http.StatusBadRequest, "Invalid request", "The redirect URI is not registered.")

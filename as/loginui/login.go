@@ -58,7 +58,11 @@ func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess sessio
 		Exp:      now.Add(u.cfg.SessionTTL).Unix(),
 	})
 	u.log.InfoContext(r.Context(), "loginui: login", "sub", f.Username, "addr", addr)
-	http.Redirect(w, r, selfURL(r), http.StatusSeeOther)
+	next := selfURL(r)
+	if p != nil {
+		next = authorizeAction(r)
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 // checkPassword compares pw with the user's hash, or with a dummy hash for an

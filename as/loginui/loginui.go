@@ -282,7 +282,6 @@ const (
 // writes its 303 redirect to the client (RFC 9700 §4.12: never 307).
 func (u *UI) Authorize(w http.ResponseWriter, r *http.Request, p Prompt) (Result, bool) {
 	setPageHeaders(w.Header())
-	bind := authorizeBinding(r, p)
 	sess := u.readSession(r)
 
 	var form *submittedForm
@@ -294,6 +293,7 @@ func (u *UI) Authorize(w http.ResponseWriter, r *http.Request, p Prompt) (Result
 		}
 		form = f
 	}
+	bind := authorizeBinding(r, p)
 
 	if form != nil && form.Step == stepLogin {
 		u.handleLoginPost(w, r, sess, form, bind, &p)

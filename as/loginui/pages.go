@@ -140,6 +140,7 @@ func (u *UI) renderLogin(w http.ResponseWriter, r *http.Request, sess session, b
 		Username: username,
 	}
 	if p != nil {
+		v.Action = authorizeAction(r)
 		v.ClientID, v.ClientName, v.RedirectHost = p.ClientID, displayName(p), p.RedirectHost
 	}
 	render(w, status, "login.html", v)
@@ -149,7 +150,7 @@ func (u *UI) renderConsent(w http.ResponseWriter, r *http.Request, sess session,
 	v := &view{
 		Title:        "Allow access?",
 		Base:         u.cfg.BasePath,
-		Action:       selfURL(r),
+		Action:       authorizeAction(r),
 		Step:         stepConsent,
 		CSRF:         u.csrfToken(sess),
 		Flow:         u.newFlow(sess, stepConsent, bind),

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -162,11 +163,49 @@ func (u *UI) checkForm(ctx context.Context, s session, f *submittedForm, step, b
 // token minted for one request is refused on any other.
 func authorizeBinding(r *http.Request, p Prompt) string {
 	h := sha256.New()
-	for _, v := range []string{"authorize", p.ClientID, p.RedirectURI, p.Resource, strings.Join(p.Scopes, " "), r.URL.Query().Encode()} {
+	for _, v := range []string{"authorize", p.ClientID, p.RedirectURI, p.Resource, strings.Join(p.Scopes, " "), requestParams(r).Encode()} {
 		h.Write([]byte(v))
 		h.Write([]byte{0})
 	}
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
+// formFields are the fields our own forms add; everything else in a POSTed
+// authorization request is an authorization parameter.
+var formFields = []string{stepField, "csrf", "flow", "username", "password", "action"}
+
+// requestParams returns the authorization request's parameters: the query,
+// or for an authorization request POSTed without a query (RFC 6749 §3.1) the
+// body minus our own form fields. Call after the form is parsed.
+func requestParams(r *http.Request) url.Values {
+	q := r.URL.Query()
+	if len(q) > 0 || r.Method != http.MethodPost || r.PostForm == nil {
+		return q
+	}
+	out := url.Values{}
+	for k, vs := range r.PostForm {
+		if !slices.Contains(formFields, k) {
+			out[k] = vs
+		}
+	}
+	return out
+}
+
+// authorizeAction is where the pages of an authorization request post to and
+// redirect to after login: the same URL, and for a POSTed request without a
+// query, the same path with its parameters moved into the query so every
+// later step carries them.
+func authorizeAction(r *http.Request) string {
+	self := selfURL(r)
+	if r.URL.RawQuery != "" {
+		return self
+	}
+	params := requestParams(r)
+	if len(params) == 0 {
+		return self
+	}
+	path, _, _ := strings.Cut(self, "?")
+	return path + "?" + params.Encode()
 }
 
 // pageBinding is the binding for forms on the pages Handler serves.
