@@ -86,7 +86,7 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if r.URL.Query().Has("access_token") {
+		if r.URL.RawQuery != "" && r.URL.Query().Has("access_token") {
 			m.challenge(w, r, m.scopes.Base, ErrCodeInvalidRequest, "access tokens are accepted in the Authorization header only")
 			return
 		}

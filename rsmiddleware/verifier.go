@@ -240,14 +240,14 @@ func (v *Verifier) verifyJWT(ctx context.Context, token string, now time.Time) (
 	if len(token) > 16<<10 {
 		return nil, invalid("token too long")
 	}
-	tok, err := jwt.ParseSigned(token, v.algs)
+	tok, err := jose.ParseSignedCompact(token, v.algs)
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
-	if len(tok.Headers) != 1 {
+	if len(tok.Signatures) != 1 {
 		return nil, invalid("expected one signature")
 	}
-	h := tok.Headers[0]
+	h := tok.Signatures[0].Protected
 	typ, _ := h.ExtraHeaders[jose.HeaderType].(string)
 	if !strings.EqualFold(typ, "at+jwt") && !strings.EqualFold(typ, "application/at+jwt") {
 		return nil, invalid("typ %q is not at+jwt", typ)
@@ -256,9 +256,13 @@ func (v *Verifier) verifyJWT(ctx context.Context, token string, now time.Time) (
 	if err != nil {
 		return nil, err
 	}
-	var c claims
-	if err := tok.Claims(key.Key, &c); err != nil {
+	payload, err := tok.Verify(key.Key)
+	if err != nil {
 		return nil, invalid("%v", err)
+	}
+	var c claims
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return nil, invalid("claims: %v", err)
 	}
 	return v.checkClaims(&c, now)
 }
