@@ -264,10 +264,12 @@ func (v *Verifier) verifyJWT(ctx context.Context, token string, now time.Time) (
 	if err := json.Unmarshal(payload, &c); err != nil {
 		return nil, invalid("claims: %v", err)
 	}
-	return v.checkClaims(&c, now)
+	return v.checkClaims(&c, now, true)
 }
 
-func (v *Verifier) checkClaims(c *claims, now time.Time) (*Principal, error) {
+// checkClaims applies the RFC 9068 §4 claim checks. jti is required of JWTs
+// (RFC 9068 §2.2) but optional in introspection answers (RFC 7662 §2.2).
+func (v *Verifier) checkClaims(c *claims, now time.Time, requireJTI bool) (*Principal, error) {
 	if c.Issuer != v.issuer {
 		return nil, invalid("iss %q is not the configured issuer", c.Issuer)
 	}
@@ -291,7 +293,7 @@ func (v *Verifier) checkClaims(c *claims, now time.Time) (*Principal, error) {
 	if !v.audienceMatches(c.Audience) {
 		return nil, invalid("aud %q does not contain %q", []string(c.Audience), v.resource)
 	}
-	if c.Subject == "" || c.ClientID == "" || c.ID == "" {
+	if c.Subject == "" || c.ClientID == "" || (requireJTI && c.ID == "") {
 		return nil, invalid("sub, client_id and jti are required")
 	}
 	return &Principal{
@@ -524,8 +526,5 @@ func (v *Verifier) introspectToken(ctx context.Context, token string) (*Principa
 	if ir.Issuer == "" { // RFC 7662 makes iss optional; the AS we asked is the issuer
 		ir.Issuer = v.issuer
 	}
-	if ir.ID == "" {
-		ir.ID = "introspected"
-	}
-	return v.checkClaims(&ir.claims, v.now())
+	return v.checkClaims(&ir.claims, v.now(), false)
 }

@@ -106,7 +106,7 @@ func TestVerifyJWT(t *testing.T) {
 		{"refuses a token without client_id", with(func(c map[string]any) { delete(c, "client_id") }), false},
 		{"refuses a token without jti", with(func(c map[string]any) { delete(c, "jti") }), false},
 		{"refuses a token issued in the future", with(func(c map[string]any) { c["iat"] = time.Now().Add(time.Hour).Unix() }), false},
-		{"refuses a token with an unknown kid", ks.mintWith("k1", "at+jwt", ks.claims())[0:0] + unsigned(map[string]any{"alg": "ES256", "typ": "at+jwt", "kid": "nope"}, ks.claims(), func(string) []byte { return make([]byte, 64) }), false},
+		{"refuses a token with an unknown kid", unsigned(map[string]any{"alg": "ES256", "typ": "at+jwt", "kid": "nope"}, ks.claims(), func(string) []byte { return make([]byte, 64) }), false},
 		{"refuses a tampered payload", func() string {
 			parts := strings.Split(ks.mint(ks.claims()), ".")
 			c := ks.claims()
