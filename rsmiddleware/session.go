@@ -27,6 +27,12 @@ type SessionBinding struct {
 	MaxSessions int
 	// Now: zero value time.Now.
 	Now func() time.Time
+	// Owner names the party a session is bound to. Zero value: subject and
+	// client ID. A server whose clients may re-register in the middle of a
+	// session (the MCP Go SDK's AuthorizationCodeHandler runs DCR again for a
+	// step-up, so the client ID changes) can bind to the subject alone, the
+	// "<user_id>:<session_id>" binding of the MCP security best practices.
+	Owner func(*Principal) string
 
 	mu    sync.Mutex
 	owner map[string]*sessionEntry
@@ -55,6 +61,9 @@ func (b *SessionBinding) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		me := ownerKey(p)
+		if b.Owner != nil {
+			me = b.Owner(p)
+		}
 		if id := r.Header.Get(SessionHeader); id != "" {
 			if !b.check(id, me) {
 				http.Error(w, "session not found", http.StatusNotFound)
