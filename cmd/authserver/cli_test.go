@@ -62,6 +62,8 @@ func TestCommandLineMistakes(t *testing.T) {
 		{"rejects migrate without a direction", []string{"migrate"}, "", 2, "migrate needs up or status"},
 		{"rejects migrate sideways", []string{"migrate", "sideways"}, "", 2, "migrate needs up or status"},
 		{"rejects keys without rotate", []string{"keys", "list"}, "", 2, "keys needs rotate"},
+		{"rejects keys rotate with an extra argument", []string{"keys", "rotate", "--config", "x.yaml", "now"}, "", 2, "keys needs rotate"},
+		{"rejects a flag after an argument that it does not know", []string{"migrate", "up", "--fast"}, "", 2, "flag provided but not defined: -fast"},
 		{"rejects an empty password", []string{"hash-password"}, "\n", 1, "empty password"},
 		{"rejects a password given as an argument", []string{"hash-password", "pw"}, "", 2, "reads the password from stdin"},
 		{"reports a missing config file", []string{"--config", "/nonexistent/x.yaml", "check-config"}, "", 1, "config: open /nonexistent/x.yaml"},

@@ -137,10 +137,19 @@ func parseArgs(args []string, e env) (*command, error) {
 	default:
 		return nil, usagef("unknown command %q", cmd.name)
 	}
-	if err := fs.Parse(rest); err != nil {
-		return nil, usageErr(err)
+	// Flags may come before, between or after positional arguments
+	// (`keys rotate --config f`, `migrate --config f up`).
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return nil, usageErr(err)
+		}
+		rest = fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		cmd.args = append(cmd.args, rest[0])
+		rest = rest[1:]
 	}
-	cmd.args = fs.Args()
 	if cmd.configPath == "" {
 		if v, ok := e.lookup("AUTHSERVER_CONFIG"); ok {
 			cmd.configPath = v
@@ -183,6 +192,21 @@ func dispatch(ctx context.Context, args []string, e env) error {
 		return hashPassword(e)
 	}
 
+	switch cmd.name {
+	case "migrate":
+		if len(cmd.args) != 1 || (cmd.args[0] != "up" && cmd.args[0] != "status") {
+			return usagef("migrate needs up or status")
+		}
+	case "keys":
+		if len(cmd.args) != 1 || cmd.args[0] != "rotate" {
+			return usagef("keys needs rotate")
+		}
+	default:
+		if err := wantArgs(0, cmd.name+" takes no arguments"); err != nil {
+			return err
+		}
+	}
+
 	cfg, err := config.Load(cmd.configPath, e.lookup)
 	if err != nil {
 		return err
@@ -190,9 +214,6 @@ func dispatch(ctx context.Context, args []string, e env) error {
 	logger := newLogger(cfg.Log, e.stderr)
 	switch cmd.name {
 	case "check-config":
-		if err := wantArgs(0, "check-config takes no arguments"); err != nil {
-			return err
-		}
 		out, err := cfg.Redacted()
 		if err != nil {
 			return err
@@ -200,24 +221,12 @@ func dispatch(ctx context.Context, args []string, e env) error {
 		_, err = e.stdout.Write(out)
 		return err
 	case "serve":
-		if err := wantArgs(0, "serve takes no arguments"); err != nil {
-			return err
-		}
 		return serve(ctx, cfg, !cmd.noMigrate && cfg.MigrateEnabled(), logger, e)
 	case "migrate":
-		if len(cmd.args) != 1 || (cmd.args[0] != "up" && cmd.args[0] != "status") {
-			return usagef("migrate needs up or status")
-		}
 		return migrate(ctx, cfg, cmd.args[0], e)
 	case "keys":
-		if len(cmd.args) != 1 || cmd.args[0] != "rotate" {
-			return usagef("keys needs rotate")
-		}
 		return rotateKey(ctx, cfg, e)
 	case "gc":
-		if err := wantArgs(0, "gc takes no arguments"); err != nil {
-			return err
-		}
 		return gcOnce(ctx, cfg, logger, e)
 	}
 	return usagef("unknown command %q", cmd.name)

@@ -1,5 +1,3 @@
-//go:build wired
-
 package main
 
 import (
@@ -13,7 +11,6 @@ import (
 	"github.com/mcpauth/mcpauth/as"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
 	"github.com/mcpauth/mcpauth/migrations"
-	"github.com/mcpauth/mcpauth/storage/open"
 )
 
 // gcLoop runs collect every gc.interval until ctx ends.
@@ -57,13 +54,19 @@ func gcOnce(ctx context.Context, cfg *config.Config, log *slog.Logger, e env) er
 
 // migrate is `authserver migrate up|status`.
 func migrate(ctx context.Context, cfg *config.Config, what string, e env) error {
-	if kind, _ := cfg.StorageKind(); kind == "memory" {
-		fmt.Fprintln(e.stdout, "storage is memory: nothing to migrate")
+	st, err := openBackend(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	m, ok := st.(migrator)
+	if !ok {
+		fmt.Fprintln(e.stdout, errNoMigrations)
 		return nil
 	}
 	switch what {
 	case "up":
-		applied, err := open.Migrate(ctx, cfg.Storage)
+		applied, err := m.Migrate(ctx)
 		if err != nil {
 			return err
 		}
@@ -75,11 +78,11 @@ func migrate(ctx context.Context, cfg *config.Config, what string, e env) error 
 		}
 		return nil
 	default:
-		st, err := open.MigrationStatus(ctx, cfg.Storage)
+		status, err := m.MigrationStatus(ctx)
 		if err != nil {
 			return err
 		}
-		fmt.Fprint(e.stdout, formatStatus(st))
+		fmt.Fprint(e.stdout, formatStatus(status))
 		return nil
 	}
 }

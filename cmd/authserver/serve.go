@@ -1,5 +1,3 @@
-//go:build wired
-
 package main
 
 import (
@@ -20,8 +18,8 @@ import (
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/internal/safehttp"
 	"github.com/mcpauth/mcpauth/internal/secret"
+	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/storage"
-	"github.com/mcpauth/mcpauth/storage/open"
 )
 
 // HTTP server limits. Requests to an AS are small; slow clients must not hold
@@ -45,25 +43,6 @@ type server struct {
 	dcr     *dcr.Handler // nil-safe for Reap: built even when registration is off
 	handler http.Handler
 	log     *slog.Logger
-}
-
-// openStore opens the configured backend and, when migrate is true, applies
-// pending migrations first.
-func openStore(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logger) (storage.Store, error) {
-	if migrate {
-		applied, err := open.Migrate(ctx, cfg.Storage)
-		if err != nil {
-			return nil, fmt.Errorf("migrating storage: %w", err)
-		}
-		if len(applied) > 0 {
-			log.Info("applied migrations", "versions", applied)
-		}
-	}
-	st, err := open.Open(ctx, cfg.Storage)
-	if err != nil {
-		return nil, fmt.Errorf("opening storage: %w", err)
-	}
-	return st, nil
 }
 
 // build wires storage, the AS, the login pages and registration into one
@@ -381,7 +360,7 @@ func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("authserver listening", "addr", ln.Addr().String(), "issuer", cfg.Issuer,
-		"metadata", metadataURL(cfg.Issuer), "version", versionString())
+		"metadata", wellKnown(cfg.Issuer), "version", versionString())
 
 	select {
 	case err := <-errc:
@@ -401,11 +380,11 @@ func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 	return nil
 }
 
-// metadataURL is the RFC 8414 §3 well-known URL of issuer (path inserted).
-func metadataURL(issuer string) string {
-	u, err := url.Parse(issuer)
+// wellKnown is the RFC 8414 §3 metadata URL of issuer (path inserted).
+func wellKnown(issuer string) string {
+	u, err := metadata.WellKnownURL(issuer, metadata.SuffixAuthorizationServer)
 	if err != nil {
 		return ""
 	}
-	return u.Scheme + "://" + u.Host + "/.well-known/oauth-authorization-server" + strings.TrimSuffix(u.Path, "/")
+	return u
 }

@@ -1,0 +1,571 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/mcpauth/mcpauth/storage/postgres/pgtest"
+)
+
+// These tests build the real binary and drive it over real HTTP on
+// 127.0.0.1, as an operator and an OAuth client would.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func binary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "authserver-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "authserver")
+		if runtime.GOOS == "windows" {
+			binPath += ".exe"
+		}
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proc is a running authserver.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan error
+	issuer string
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// runBin runs the binary to completion and returns its output.
+func runBin(t *testing.T, dir string, environ []string, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.Dir = dir
+	cmd.Env = append(baseEnv(), environ...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+// baseEnv is the test process's environment without AUTHSERVER_ variables,
+// so the developer's own settings do not leak into the server under test.
+func baseEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AUTHSERVER_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// start runs `authserver serve` and waits until its metadata answers.
+func start(t *testing.T, dir, issuer string, environ []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(binary(t), append([]string{"serve"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(baseEnv(), environ...)
+	p := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1), issuer: issuer}
+	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() { p.stop(t) })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(issuer + "/.well-known/oauth-authorization-server")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("authserver exited before serving (%v):\n%s", err, p.stderr)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("authserver did not serve metadata in time:\n%s", p.stderr)
+		}
+	}
+}
+
+// stop sends SIGTERM and expects a graceful exit with status 0.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if err != nil {
+			t.Errorf("authserver did not exit cleanly: %v\n%s", err, p.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		t.Errorf("authserver ignored SIGTERM:\n%s", p.stderr)
+	}
+}
+
+func writeConfig(t *testing.T, dir, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, "authserver.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// stackConfig is a configuration with two resources and a machine client.
+func stackConfig(issuer, listen, storage string) string {
+	return fmt.Sprintf(`issuer: %s
+listen: %s
+storage: %s
+secret: ${AUTHSERVER_SECRET}
+resources:
+  - uri: http://127.0.0.1:8080/mcp
+    name: Example MCP server
+    scopes: [mcp:tools, mcp:admin]
+    default: true
+  - uri: http://127.0.0.1:8081/api
+    name: Reports
+    scopes: [reports:read]
+clients:
+  - id: ci-bot
+    secret: ${CI_BOT_SECRET}
+    grant_types: [client_credentials]
+    scopes: [mcp:tools, reports:read]
+registration:
+  allow_client_credentials: true
+log:
+  level: debug
+`, issuer, listen, storage)
+}
+
+const (
+	testSecret = "test-secret-test-secret-test-secret-0123"
+	botSecret  = "ci-bot-secret-0123456789"
+)
+
+var testEnv = []string{"AUTHSERVER_SECRET=" + testSecret, "CI_BOT_SECRET=" + botSecret}
+
+// asMetadata is the part of the RFC 8414 document the tests use.
+type asMetadata struct {
+	Issuer               string `json:"issuer"`
+	TokenEndpoint        string `json:"token_endpoint"`
+	JWKSURI              string `json:"jwks_uri"`
+	RegistrationEndpoint string `json:"registration_endpoint"`
+}
+
+func getJSON(t *testing.T, u string, v any) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %s %s", u, resp.Status, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func discover(t *testing.T, issuer string) asMetadata {
+	t.Helper()
+	var md asMetadata
+	getJSON(t, issuer+"/.well-known/oauth-authorization-server", &md)
+	if md.Issuer != issuer {
+		t.Fatalf("metadata issuer %q, want %q", md.Issuer, issuer)
+	}
+	return md
+}
+
+func jwks(t *testing.T, md asMetadata) jose.JSONWebKeySet {
+	t.Helper()
+	var set jose.JSONWebKeySet
+	getJSON(t, md.JWKSURI, &set)
+	return set
+}
+
+// verify checks an access token's signature against the JWKS and returns
+// its claims.
+func verify(t *testing.T, md asMetadata, token string) map[string]any {
+	t.Helper()
+	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.ES256, jose.RS256, jose.EdDSA})
+	if err != nil {
+		t.Fatalf("parse access token: %v", err)
+	}
+	if typ, _ := tok.Headers[0].ExtraHeaders["typ"].(string); typ != "at+jwt" {
+		t.Fatalf("typ %q, want at+jwt", typ)
+	}
+	set := jwks(t, md)
+	keys := set.Key(tok.Headers[0].KeyID)
+	if len(keys) != 1 {
+		t.Fatalf("kid %q not in the JWKS", tok.Headers[0].KeyID)
+	}
+	var claims map[string]any
+	if err := tok.Claims(keys[0].Key, &claims); err != nil {
+		t.Fatalf("signature: %v", err)
+	}
+	return claims
+}
+
+func audience(claims map[string]any) []string {
+	switch a := claims["aud"].(type) {
+	case string:
+		return []string{a}
+	case []any:
+		var out []string
+		for _, v := range a {
+			s, _ := v.(string)
+			out = append(out, s)
+		}
+		return out
+	}
+	return nil
+}
+
+func clientToken(t *testing.T, md asMetadata, id, secret string, params url.Values, scopes ...string) (*oauth2.Token, error) {
+	t.Helper()
+	cc := clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: md.TokenEndpoint,
+		Scopes: scopes, EndpointParams: params, AuthStyle: oauth2.AuthStyleInHeader}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return cc.Token(ctx)
+}
+
+// checkClientCredentials gets tokens with and without `resource` and checks
+// their audience, issuer and signature.
+func checkClientCredentials(t *testing.T, issuer string) {
+	md := discover(t, issuer)
+	cases := []struct {
+		name    string
+		params  url.Values
+		scopes  []string
+		wantAud string
+		wantErr string
+	}{
+		{"issues a token for the default resource when none is named", nil, []string{"mcp:tools"}, "http://127.0.0.1:8080/mcp", ""},
+		{"issues a token for the named resource", url.Values{"resource": {"http://127.0.0.1:8081/api"}}, []string{"reports:read"}, "http://127.0.0.1:8081/api", ""},
+		{"canonicalises the named resource", url.Values{"resource": {"HTTP://127.0.0.1:8081/api/"}}, []string{"reports:read"}, "http://127.0.0.1:8081/api", ""},
+		{"refuses a resource that is not configured", url.Values{"resource": {"http://127.0.0.1:9999/other"}}, nil, "", "invalid_target"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tok, err := clientToken(t, md, "ci-bot", botSecret, tc.params, tc.scopes...)
+			if tc.wantErr != "" {
+				var re *oauth2.RetrieveError
+				if !errors.As(err, &re) || re.ErrorCode != tc.wantErr {
+					t.Fatalf("got %v, want %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			claims := verify(t, md, tok.AccessToken)
+			if aud := audience(claims); !slices.Equal(aud, []string{tc.wantAud}) {
+				t.Fatalf("aud %v, want %s", aud, tc.wantAud)
+			}
+			if claims["iss"] != issuer || claims["client_id"] != "ci-bot" {
+				t.Fatalf("claims %v", claims)
+			}
+		})
+	}
+	if _, err := clientToken(t, md, "ci-bot", "wrong-secret-wrong-secret", nil); err == nil {
+		t.Fatal("a wrong client secret got a token")
+	}
+}
+
+func TestServeOnMemoryIssuesClientCredentialsTokens(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	issuer := "http://" + addr
+	cfg := writeConfig(t, dir, stackConfig(issuer, addr, "memory"))
+	p := start(t, dir, issuer, testEnv, "--config", cfg)
+	checkClientCredentials(t, issuer)
+
+	// /healthz reports storage health.
+	resp, err := http.Get(issuer + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	p.stop(t)
+	log := p.stderr.String()
+	for _, leak := range []string{testSecret, botSecret} {
+		if strings.Contains(log, leak) {
+			t.Fatalf("log contains a secret:\n%s", log)
+		}
+	}
+	if !strings.Contains(log, "stopped") {
+		t.Fatalf("no graceful shutdown in the log:\n%s", log)
+	}
+}
+
+func TestServeOnPostgresIssuesClientCredentialsTokens(t *testing.T) {
+	dsn, _ := pgtest.Schema(t)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	issuer := "http://" + addr
+	cfg := writeConfig(t, dir, stackConfig(issuer, addr, dsn))
+	start(t, dir, issuer, testEnv, "--config", cfg)
+	checkClientCredentials(t, issuer)
+
+	out, errOut, err := runBin(t, dir, testEnv, "", "migrate", "status", "--config", cfg)
+	if err != nil || !strings.Contains(out, "applied") || strings.Contains(out, "pending") {
+		t.Fatalf("migrate status after serve: %v\n%s%s", err, out, errOut)
+	}
+}
+
+func TestPostgresNeedsAConfiguredSecret(t *testing.T) {
+	dir := t.TempDir()
+	_, errOut, err := runBin(t, dir, []string{"AUTHSERVER_STORAGE=postgres://postgres@127.0.0.1:1/x"}, "", "serve")
+	if err == nil || !strings.Contains(errOut, "config: secret: required with postgres storage") {
+		t.Fatalf("started without a secret: %v\n%s", err, errOut)
+	}
+}
+
+// registered is an RFC 7591 §3.2.1 client information response.
+type registered struct {
+	ClientID                string `json:"client_id"`
+	ClientSecret            string `json:"client_secret"`
+	RegistrationAccessToken string `json:"registration_access_token"`
+	RegistrationClientURI   string `json:"registration_client_uri"`
+}
+
+// register makes an RFC 7591 registration.
+func register(t *testing.T, md asMetadata) registered {
+	t.Helper()
+	body := `{"client_name":"restart test","grant_types":["client_credentials"],"token_endpoint_auth_method":"client_secret_basic"}`
+	resp, err := http.Post(md.RegistrationEndpoint, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ci registered
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, &ci) != nil || ci.ClientSecret == "" || ci.RegistrationClientURI == "" {
+		t.Fatalf("registration: %s %s", resp.Status, b)
+	}
+	return ci
+}
+
+// readRegistration is an RFC 7592 §2.1 read; it returns the HTTP status.
+func readRegistration(t *testing.T, ci registered) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, ci.RegistrationClientURI, nil)
+	req.Header.Set("Authorization", "Bearer "+ci.RegistrationAccessToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestSQLiteRestartKeepsClientsAndKeysAndRotationAddsAKey(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	issuer := "http://" + addr
+	db := filepath.Join(dir, "data", "auth.db")
+	os.MkdirAll(filepath.Dir(db), 0o700)
+	// No secret in this configuration: it is generated next to the database.
+	cfgText := strings.Replace(stackConfig(issuer, addr, "sqlite:"+db), "secret: ${AUTHSERVER_SECRET}\n", "", 1)
+	cfg := writeConfig(t, dir, cfgText)
+
+	env := []string{"CI_BOT_SECRET=" + botSecret}
+	p := start(t, dir, issuer, env, "--config", cfg)
+	md := discover(t, issuer)
+	before := jwks(t, md)
+	if len(before.Keys) != 1 {
+		t.Fatalf("first start: %d keys", len(before.Keys))
+	}
+	reg := register(t, md)
+	// A client registered through DCR authenticates with its generated secret.
+	if _, err := clientToken(t, md, reg.ClientID, reg.ClientSecret, nil); err != nil {
+		t.Errorf("registered client before restart: %v", err)
+	}
+	oldTok, err := clientToken(t, md, "ci-bot", botSecret, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.stop(t)
+	if fi, err := os.Stat(db + ".secret"); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("secret file: %v %v", fi, err)
+	}
+
+	out, errOut, err := runBin(t, dir, env, "", "keys", "rotate", "--config", cfg)
+	if err != nil || !strings.Contains(out, "new signing key") {
+		t.Fatalf("keys rotate: %v\n%s%s", err, out, errOut)
+	}
+
+	start(t, dir, issuer, env, "--config", cfg)
+	after := jwks(t, md)
+	if len(after.Keys) != 2 || len(after.Key(before.Keys[0].KeyID)) != 1 {
+		t.Fatalf("after rotation the JWKS has %d keys (old kid kept: %v)", len(after.Keys), len(after.Key(before.Keys[0].KeyID)) == 1)
+	}
+	for _, k := range after.Keys {
+		if !k.IsPublic() {
+			t.Fatal("JWKS contains a private key")
+		}
+	}
+	// The token signed before the restart still verifies with the served keys.
+	verify(t, md, oldTok.AccessToken)
+	// The client registered before the restart is still there.
+	if status := readRegistration(t, reg); status != http.StatusOK {
+		t.Errorf("RFC 7592 read of the registered client after restart: %d", status)
+	}
+	if _, err := clientToken(t, md, reg.ClientID, reg.ClientSecret, nil); err != nil {
+		t.Errorf("registered client after restart: %v", err)
+	}
+	// New tokens are signed with the new key.
+	newTok, err := clientToken(t, md, "ci-bot", botSecret, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, _ := jwt.ParseSigned(newTok.AccessToken, []jose.SignatureAlgorithm{jose.ES256})
+	if parsed == nil || parsed.Headers[0].KeyID == before.Keys[0].KeyID {
+		t.Fatal("tokens after rotation are not signed with the new key")
+	}
+	verify(t, md, newTok.AccessToken)
+
+	out, errOut, err = runBin(t, dir, env, "", "gc", "--config", cfg)
+	if err != nil || !strings.HasPrefix(out, "deleted ") {
+		t.Fatalf("gc: %v\n%s%s", err, out, errOut)
+	}
+	out, errOut, err = runBin(t, dir, env, "", "migrate", "up", "--config", cfg)
+	if err != nil || !strings.Contains(out, "up to date") {
+		t.Fatalf("migrate up: %v\n%s%s", err, out, errOut)
+	}
+}
+
+func TestDevDefaultsWithoutAConfigFile(t *testing.T) {
+	cases := []struct {
+		name     string
+		env      []string
+		wantText string
+	}{
+		{"prints a generated admin password once", nil, "password: "},
+		{"takes the admin password from the environment", []string{"AUTHSERVER_ADMIN_PASSWORD=correct horse"}, "the password in AUTHSERVER_ADMIN_PASSWORD"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			addr := freeAddr(t)
+			issuer := "http://" + addr
+			env := append([]string{"AUTHSERVER_LISTEN=" + addr, "AUTHSERVER_ISSUER=" + issuer}, tc.env...)
+			p := start(t, dir, issuer, env)
+			md := discover(t, issuer)
+			if md.RegistrationEndpoint == "" {
+				t.Fatal("dev defaults must have open registration")
+			}
+			p.stop(t)
+			log := p.stderr.String()
+			if !strings.Contains(log, "username: admin") && !strings.Contains(log, `username "admin"`) {
+				t.Fatalf("no login instructions:\n%s", log)
+			}
+			if !strings.Contains(log, tc.wantText) {
+				t.Fatalf("want %q in:\n%s", tc.wantText, log)
+			}
+			if strings.Contains(log, "correct horse") {
+				t.Fatal("the admin password from the environment was printed")
+			}
+			for _, f := range []string{"authserver.db", "authserver.db.secret"} {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Fatalf("embedded default storage: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestBadConfigStopsStartUpNamingTheField(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "storage: memory\nresources:\n  - uri: http://127.0.0.1:8080/mcp\ntokens:\n  access_ttl: forever\n")
+	_, errOut, err := runBin(t, dir, nil, "", "serve", "--config", cfg)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(errOut, "config: tokens.access_ttl: not a duration") {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+}
+
+func TestHashPasswordBinary(t *testing.T) {
+	out, errOut, err := runBin(t, t.TempDir(), nil, "pw-from-stdin\n", "hash-password")
+	if err != nil || !strings.HasPrefix(out, "$argon2id$") {
+		t.Fatalf("%v %q %q", err, out, errOut)
+	}
+}
