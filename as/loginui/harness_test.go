@@ -145,6 +145,7 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 		}
 		http.Redirect(w, r, p.RedirectURI+"?"+v.Encode(), http.StatusSeeOther)
 	})
+	mux.HandleFunc("/callback", callbackPage)
 	mux.Handle("/", ui.Handler())
 	h.srv = httptest.NewServer(mux)
 	t.Cleanup(h.srv.Close)
