@@ -43,3 +43,11 @@ func ExampleNew() {
 	// <nil>
 	// true
 }
+
+func BenchmarkStore(b *testing.B) {
+	storagetest.RunBenchmarks(b, func(b *testing.B) storage.Store {
+		s := memory.New()
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
+}

@@ -112,3 +112,20 @@ func TestTerminatedConnectionsAreUnavailableThenRecover(t *testing.T) {
 	}
 	t.Logf("saw ErrUnavailable before recovery: %v", sawUnavailable)
 }
+
+func BenchmarkStore(b *testing.B) {
+	pgtest.BaseDSN(b)
+	storagetest.RunBenchmarks(b, func(b *testing.B) storage.Store {
+		dsn, _ := pgtest.Schema(b)
+		ctx := context.Background()
+		s, err := postgres.Open(ctx, dsn, postgres.Options{MaxConns: 32})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		if _, err := s.Migrate(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return s
+	})
+}

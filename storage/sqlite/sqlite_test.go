@@ -65,3 +65,9 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 		t.Fatalf("GetClient on a closed store = %v, want ErrUnavailable", err)
 	}
 }
+
+func BenchmarkStore(b *testing.B) {
+	storagetest.RunBenchmarks(b, func(b *testing.B) storage.Store {
+		return openMigrated(b, filepath.Join(b.TempDir(), "authserver.db"))
+	})
+}
