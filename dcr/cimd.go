@@ -203,15 +203,9 @@ func MetadataURLHost(id string) string {
 // storage.ErrUnavailable when the document could not be saved; failures are
 // never cached.
 func (r *CIMDResolver) ResolveClient(ctx context.Context, id string) (*storage.Client, error) {
-	if err := checkMetadataURL(id); err != nil {
-		return nil, err
-	}
-	u, _ := url.Parse(id)
-	host := u.Hostname()
-	if hostMatches(host, r.deny) || (len(r.allow) > 0 && !hostMatches(host, r.allow)) {
-		return nil, fmt.Errorf("%w: %s", ErrUntrustedDomain, host)
-	}
 	now := r.now()
+	// Fast path: only ids that passed every check below are ever cached, and
+	// the checks depend on nothing but the id and the fixed configuration.
 	r.mu.Lock()
 	if el, ok := r.entries[id]; ok {
 		e := el.Value.(*cacheEntry)
@@ -223,6 +217,22 @@ func (r *CIMDResolver) ResolveClient(ctx context.Context, id string) (*storage.C
 		}
 		r.lru.Remove(el)
 		delete(r.entries, id)
+	}
+	r.mu.Unlock()
+
+	if err := checkMetadataURL(id); err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(id)
+	host := u.Hostname()
+	if hostMatches(host, r.deny) || (len(r.allow) > 0 && !hostMatches(host, r.allow)) {
+		return nil, fmt.Errorf("%w: %s", ErrUntrustedDomain, host)
+	}
+	r.mu.Lock()
+	if el, ok := r.entries[id]; ok { // filled meanwhile
+		c := cloneClient(el.Value.(*cacheEntry).client)
+		r.mu.Unlock()
+		return c, nil
 	}
 	if f, ok := r.flights[id]; ok {
 		r.mu.Unlock()
