@@ -120,7 +120,11 @@ func newServer(cfg config, logger *slog.Logger) (http.Handler, error) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte("ok\n"))
 	})
-	binding := &rsmiddleware.SessionBinding{}
+	// Sessions belong to the user who opened them (MCP security best
+	// practices: bind to "<user_id>:<session_id>"). Not to the client ID too:
+	// the Go SDK's client registers again (a new client ID) when it steps up
+	// to more scopes in the middle of a session.
+	binding := &rsmiddleware.SessionBinding{Owner: func(p *rsmiddleware.Principal) string { return p.Subject }}
 	mux.Handle(path, guard.Wrap(binding.Wrap(t.requests.bridge(mcpHandler))))
 	return mux, nil
 }
