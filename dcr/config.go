@@ -65,6 +65,14 @@ type Policy struct {
 	// client_credentials grant. False: it is removed from grant_types.
 	AllowClientCredentials bool `yaml:"allow_client_credentials"`
 
+	// ForceConfidentialRedirectURIs lists https redirect URIs (matched
+	// exactly) whose registrations are made confidential even when they ask
+	// for token_endpoint_auth_method "none": they get client_secret_post and
+	// a client_secret (RFC 7591 §3.2.1 lets the server replace requested
+	// metadata). For clients that declare themselves public and then expect a
+	// secret (Perplexity, see CLIENT-QUIRKS.md). Empty: no upgrades.
+	ForceConfidentialRedirectURIs []string `yaml:"force_confidential_redirect_uris"`
+
 	// RedirectHostAllow, when not empty, lists the only hosts redirect URIs
 	// may name: "example.com" matches that host exactly, "*.example.com" any
 	// subdomain of it. Applies to every redirect URI that has a host
@@ -122,6 +130,7 @@ type compiled struct {
 	maxBody         int64
 	maxRedirectURIs int
 	maxString       int
+	forceConf       map[string]bool
 }
 
 func compileGrants(scopes, resources, hostAllow, hostDeny []string, allowCC bool, maxBody int64, maxURIs, maxString int) (*compiled, error) {
@@ -165,6 +174,17 @@ func compileGrants(scopes, resources, hostAllow, hostDeny []string, allowCC bool
 		}
 	}
 	return c, nil
+}
+
+func (c *compiled) setForceConfidential(uris []string) error {
+	c.forceConf = map[string]bool{}
+	for _, u := range uris {
+		if k, err := CheckRedirectURI(u); err != nil || k != RedirectHTTPS {
+			return fmt.Errorf("dcr: force-confidential redirect URI %q must be an acceptable https redirect URI", u)
+		}
+		c.forceConf[u] = true
+	}
+	return nil
 }
 
 // hostMatches reports whether host matches one of patterns ("h" exactly or

@@ -69,6 +69,9 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := comp.setForceConfidential(pol.ForceConfidentialRedirectURIs); err != nil {
+		return nil, err
+	}
 	trusted, err := parseTrusted(pol.TrustedProxies)
 	if err != nil {
 		return nil, err

@@ -168,6 +168,14 @@ func (p *compiled) validate(md ClientMetadata, m mode) (ClientMetadata, *Metadat
 			method = AuthNone // CIMD clients have no shared secret
 		}
 	}
+	if method == AuthNone && m == modeDCR {
+		for _, u := range md.RedirectURIs {
+			if p.forceConf[u] {
+				method = AuthClientSecretPost
+				break
+			}
+		}
+	}
 	switch method {
 	case AuthNone, AuthPrivateKeyJWT:
 	case AuthClientSecretBasic, AuthClientSecretPost:

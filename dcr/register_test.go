@@ -156,6 +156,42 @@ func TestVSCodeRedirectOnAnotherPortMatchesTheLoopbackRegistration(t *testing.T)
 	}
 }
 
+func TestPerplexityCanBeMadeConfidential(t *testing.T) {
+	body := `{"client_name":"Perplexity","redirect_uris":["https://www.perplexity.ai/rest/connections/oauth_callback"],"token_endpoint_auth_method":"none","grant_types":["authorization_code","refresh_token"],"scope":"offline_access"}`
+	cases := []struct {
+		name       string
+		force      []string
+		wantSecret bool
+	}{
+		{"by default a public registration stays public", nil, false},
+		{"a listed redirect URI upgrades it to client_secret_post with a secret", []string{"https://www.perplexity.ai/rest/connections/oauth_callback"}, true},
+		{"an unlisted redirect URI is not upgraded", []string{"https://other.example/cb"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := defaultPolicy()
+			p.ForceConfidentialRedirectURIs = tc.force
+			e := newEnv(t, p)
+			r := e.register(body)
+			if r.status != http.StatusCreated {
+				t.Fatalf("status %d %s", r.status, r.body)
+			}
+			ci := r.info(t)
+			c, _ := e.store.GetClient(context.Background(), ci.ClientID)
+			if (ci.ClientSecret != "") != tc.wantSecret || c.Public == tc.wantSecret {
+				t.Fatalf("secret %q, Public %v", ci.ClientSecret, c.Public)
+			}
+			if tc.wantSecret && (ci.TokenEndpointAuthMethod != "client_secret_post" || c.TokenEndpointAuthMethod != "client_secret_post") {
+				t.Errorf("method %q / %q", ci.TokenEndpointAuthMethod, c.TokenEndpointAuthMethod)
+			}
+			// offline_access is not in the policy: narrowed, not refused.
+			if ci.Scope != "mcp:read mcp:write" {
+				t.Errorf("scope %q", ci.Scope)
+			}
+		})
+	}
+}
+
 func TestRegistrationRefusals(t *testing.T) {
 	long := strings.Repeat("a", 1025)
 	cases := []struct {
@@ -661,6 +697,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"with a host pattern that is a URL", func(c *dcr.Config) { c.Policy.RedirectHostDeny = []string{"https://x"} }},
 		{"with a trusted proxy that is not an address", func(c *dcr.Config) { c.Policy.TrustedProxies = []string{"proxy"} }},
 		{"with an empty initial access token", func(c *dcr.Config) { c.Policy.InitialAccessTokens = []string{""} }},
+		{"with a force-confidential URI on loopback", func(c *dcr.Config) { c.Policy.ForceConfidentialRedirectURIs = []string{"http://127.0.0.1/cb"} }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
