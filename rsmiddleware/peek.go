@@ -18,90 +18,177 @@ var errPeek = errors.New("rsmiddleware: unreadable JSON-RPC message")
 // peekJSONRPC reads the method (and, for tools/call, the tool name) of every
 // message of a JSON-RPC 2.0 body, single or batch. It refuses what another
 // JSON parser might read differently from encoding/json: duplicate keys and
-// keys that differ from "method", "params" or "name" only by case.
-// Responses and notifications without a method yield a call with an empty
-// Method.
+// keys that differ from "method", "params" or "name" only by case (Unicode
+// simple folding, as encoding/json matches field names). Responses and
+// notifications without a method yield a call with an empty Method.
+//
+// The body is validated with json.Valid first; the scanner below then walks
+// known-valid JSON without decoding values it does not need.
 func peekJSONRPC(body []byte) ([]rpcCall, error) {
 	body = bytes.TrimSpace(body)
-	if len(body) == 0 {
+	if len(body) == 0 || !json.Valid(body) {
 		return nil, errPeek
 	}
-	var msgs []json.RawMessage
+	var calls []rpcCall
 	switch body[0] {
-	case '[':
-		if err := json.Unmarshal(body, &msgs); err != nil {
-			return nil, errPeek
-		}
 	case '{':
-		if !json.Valid(body) {
-			return nil, errPeek
-		}
-		msgs = []json.RawMessage{body}
-	default:
-		return nil, errPeek
-	}
-	calls := make([]rpcCall, 0, len(msgs))
-	for _, raw := range msgs {
-		fields, err := objectFields(raw, "method", "params")
+		c, err := peekMessage(body)
 		if err != nil {
 			return nil, err
 		}
-		var c rpcCall
-		if m, ok := fields["method"]; ok {
-			if err := json.Unmarshal(m, &c.Method); err != nil {
-				return nil, errPeek
-			}
-		}
-		if c.Method == "tools/call" {
-			p, ok := fields["params"]
-			if !ok {
-				return nil, errPeek
-			}
-			pf, err := objectFields(p, "name")
+		calls = []rpcCall{c}
+	case '[':
+		i := skipWS(body, 1)
+		for body[i] != ']' {
+			end := skipValue(body, i)
+			c, err := peekMessage(body[i:end])
 			if err != nil {
 				return nil, err
 			}
-			if err := json.Unmarshal(pf["name"], &c.Tool); err != nil || c.Tool == "" {
-				return nil, errPeek
+			calls = append(calls, c)
+			i = skipWS(body, end)
+			if body[i] == ',' {
+				i = skipWS(body, i+1)
 			}
 		}
-		calls = append(calls, c)
+	default:
+		return nil, errPeek
 	}
 	return calls, nil
 }
 
-// objectFields returns the raw values of the wanted keys of the JSON object
-// raw. A duplicate wanted key, or a key equal to a wanted one but for case,
-// is an error.
-func objectFields(raw json.RawMessage, want ...string) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	t, err := dec.Token()
-	if err != nil || t != json.Delim('{') {
-		return nil, errPeek
+func peekMessage(msg []byte) (rpcCall, error) {
+	var c rpcCall
+	var method, params []byte
+	err := objectFields(msg, func(key string, val []byte) error {
+		switch {
+		case key == "method":
+			if method != nil {
+				return errPeek
+			}
+			method = val
+		case key == "params":
+			if params != nil {
+				return errPeek
+			}
+			params = val
+		case strings.EqualFold(key, "method") || strings.EqualFold(key, "params"):
+			return errPeek
+		}
+		return nil
+	})
+	if err != nil {
+		return c, err
 	}
-	out := make(map[string]json.RawMessage, len(want))
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return nil, errPeek
-		}
-		key, _ := kt.(string)
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return nil, errPeek
-		}
-		for _, w := range want {
-			if !strings.EqualFold(key, w) {
-				continue
-			}
-			if key != w {
-				return nil, errPeek
-			}
-			if _, dup := out[w]; dup {
-				return nil, errPeek
-			}
-			out[w] = val
+	if method != nil {
+		if err := json.Unmarshal(method, &c.Method); err != nil {
+			return c, errPeek
 		}
 	}
-	return out, nil
+	if c.Method != "tools/call" {
+		return c, nil
+	}
+	if params == nil {
+		return c, errPeek
+	}
+	var name []byte
+	err = objectFields(params, func(key string, val []byte) error {
+		switch {
+		case key == "name":
+			if name != nil {
+				return errPeek
+			}
+			name = val
+		case strings.EqualFold(key, "name"):
+			return errPeek
+		}
+		return nil
+	})
+	if err != nil || name == nil {
+		return c, errPeek
+	}
+	if err := json.Unmarshal(name, &c.Tool); err != nil || c.Tool == "" {
+		return c, errPeek
+	}
+	return c, nil
+}
+
+// objectFields calls fn for every member of the valid JSON value v, which
+// must be an object; keys are decoded, values passed raw.
+func objectFields(v []byte, fn func(key string, val []byte) error) error {
+	i := skipWS(v, 0)
+	if i >= len(v) || v[i] != '{' {
+		return errPeek
+	}
+	i = skipWS(v, i+1)
+	for v[i] != '}' {
+		kEnd := skipValue(v, i) // v[i] == '"'
+		raw := v[i:kEnd]
+		var key string
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			if err := json.Unmarshal(raw, &key); err != nil {
+				return errPeek
+			}
+		} else {
+			key = string(raw[1 : len(raw)-1])
+		}
+		i = skipWS(v, kEnd)
+		i = skipWS(v, i+1) // ':'
+		vEnd := skipValue(v, i)
+		if err := fn(key, v[i:vEnd]); err != nil {
+			return err
+		}
+		i = skipWS(v, vEnd)
+		if v[i] == ',' {
+			i = skipWS(v, i+1)
+		}
+	}
+	return nil
+}
+
+func skipWS(v []byte, i int) int {
+	for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the valid JSON value starting at i.
+func skipValue(v []byte, i int) int {
+	switch v[i] {
+	case '"':
+		for i++; i < len(v); i++ {
+			switch v[i] {
+			case '\\':
+				i++
+			case '"':
+				return i + 1
+			}
+		}
+		return len(v)
+	case '{', '[':
+		depth := 0
+		for ; i < len(v); i++ {
+			switch v[i] {
+			case '"':
+				i = skipValue(v, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(v)
+	default:
+		for ; i < len(v); i++ {
+			switch v[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i
+			}
+		}
+		return len(v)
+	}
 }
