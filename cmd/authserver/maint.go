@@ -11,6 +11,7 @@ import (
 	"github.com/mcpauth/mcpauth/as"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
 	"github.com/mcpauth/mcpauth/migrations"
+	"github.com/mcpauth/mcpauth/storage/open"
 )
 
 // gcLoop runs collect every gc.interval until ctx ends.
@@ -54,19 +55,13 @@ func gcOnce(ctx context.Context, cfg *config.Config, log *slog.Logger, e env) er
 
 // migrate is `authserver migrate up|status`.
 func migrate(ctx context.Context, cfg *config.Config, what string, e env) error {
-	st, err := openBackend(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	m, ok := st.(migrator)
-	if !ok {
-		fmt.Fprintln(e.stdout, errNoMigrations)
+	if kind, _ := cfg.StorageKind(); kind == "memory" {
+		fmt.Fprintln(e.stdout, "storage is memory: nothing to migrate")
 		return nil
 	}
 	switch what {
 	case "up":
-		applied, err := m.Migrate(ctx)
+		applied, err := open.Up(ctx, cfg.Storage)
 		if err != nil {
 			return err
 		}
@@ -78,7 +73,7 @@ func migrate(ctx context.Context, cfg *config.Config, what string, e env) error 
 		}
 		return nil
 	default:
-		status, err := m.MigrationStatus(ctx)
+		status, err := open.MigrationStatus(ctx, cfg.Storage)
 		if err != nil {
 			return err
 		}
