@@ -2,6 +2,7 @@ package metadata_test
 
 import (
 	"fmt"
+	"net/http/httptest"
 
 	"github.com/mcpauth/mcpauth/metadata"
 )
@@ -29,4 +30,27 @@ func ExampleCanonicalResource() {
 	b, _ := metadata.CanonicalResource("https://mcp.example.com/mcp")
 	fmt.Println(a, a == b)
 	// Output: https://mcp.example.com/mcp true
+}
+
+func ExampleHandler() {
+	h, _ := metadata.Handler(metadata.ProtectedResourceMetadata{
+		Resource:               "https://mcp.example.com/mcp",
+		AuthorizationServers:   []string{"https://auth.example.com"},
+		BearerMethodsSupported: []string{"header"},
+	})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/.well-known/oauth-protected-resource/mcp", nil))
+	fmt.Println(rec.Code, rec.Header().Get("Access-Control-Allow-Origin"))
+	fmt.Print(rec.Body.String())
+	// Output:
+	// 200 *
+	// {
+	//   "resource": "https://mcp.example.com/mcp",
+	//   "authorization_servers": [
+	//     "https://auth.example.com"
+	//   ],
+	//   "bearer_methods_supported": [
+	//     "header"
+	//   ]
+	// }
 }

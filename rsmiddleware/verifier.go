@@ -333,7 +333,7 @@ func (v *Verifier) key(ctx context.Context, kid, alg string, now time.Time) (*jo
 	v.refreshMu.Lock()
 	if cur := v.keys.Load(); cur != ks && cur != nil { // someone refreshed while we waited
 		ks = cur
-	} else if v.lastTry.IsZero() || now.Sub(v.lastTry) >= v.refreshEvery {
+	} else if interval := v.retryInterval(ks); v.lastTry.IsZero() || now.Sub(v.lastTry) >= interval {
 		v.lastTry = now
 		if err := v.refreshLocked(ctx); err != nil {
 			v.refreshMu.Unlock()
@@ -353,6 +353,16 @@ func (v *Verifier) key(ctx context.Context, kid, alg string, now time.Time) (*jo
 		return k, nil
 	}
 	return nil, invalid("unknown kid %q", kid)
+}
+
+// retryInterval is RefreshInterval, shortened to one second while no key has
+// ever been fetched, so a resource server started before its AS recovers
+// quickly.
+func (v *Verifier) retryInterval(ks *keySet) time.Duration {
+	if ks == nil && v.refreshEvery > time.Second {
+		return time.Second
+	}
+	return v.refreshEvery
 }
 
 func (ks *keySet) lookup(kid, alg string) (*jose.JSONWebKey, bool) {

@@ -207,12 +207,18 @@ func TestCachedKeysKeepWorkingWhileTheASIsDown(t *testing.T) {
 	}
 }
 
-func TestNoKeysAndASDownIsUnavailable(t *testing.T) {
+func TestNoKeysAndASDownIsUnavailableUntilItComesBack(t *testing.T) {
 	ks := newKeyServer(t)
 	ks.down.Store(true)
-	v := ks.verifier(t, nil)
+	now := time.Now()
+	v := ks.verifier(t, func(c *Config) { c.Now = func() time.Time { return now } })
 	if _, err := v.Verify(context.Background(), ks.mint(ks.claims())); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	ks.down.Store(false)
+	now = now.Add(2 * time.Second) // far below RefreshInterval (1 h in tests)
+	if _, err := v.Verify(context.Background(), ks.mint(ks.claims())); err != nil {
+		t.Fatalf("AS back, no keys yet: %v", err)
 	}
 }
 
