@@ -16,7 +16,7 @@ import (
 
 	"github.com/mcpauth/mcpauth/dcr"
 	"github.com/mcpauth/mcpauth/internal/safehttp"
-	"github.com/mcpauth/mcpauth/storage/memory"
+	"github.com/mcpauth/mcpauth/storage"
 )
 
 // docServer serves client metadata documents over TLS on 127.0.0.1.
@@ -79,13 +79,13 @@ func (d *docServer) serve(path string, doc map[string]any, cacheControl string) 
 
 type resolverEnv struct {
 	r     *dcr.CIMDResolver
-	store *memory.Store
+	store storage.ClientStore
 	clock *clock
 }
 
 func newResolver(t testing.TB, d *docServer, mod func(*dcr.CIMDConfig)) *resolverEnv {
 	t.Helper()
-	store := memory.New()
+	store := newStore(t)
 	clk := newClock()
 	cfg := dcr.CIMDConfig{
 		Fetch: safehttp.Config{

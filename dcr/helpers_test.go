@@ -14,8 +14,13 @@ import (
 	"time"
 
 	"github.com/mcpauth/mcpauth/dcr"
+	"github.com/mcpauth/mcpauth/storage"
 	"github.com/mcpauth/mcpauth/storage/memory"
 )
+
+// newStore makes the store a test runs on: memory, unless a test running
+// the suite on a SQL backend swapped it (see backends_test.go).
+var newStore = func(t testing.TB) storage.ClientStore { return memory.New() }
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef-test-secret")
 
@@ -35,7 +40,7 @@ func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.U
 type env struct {
 	t     testing.TB
 	srv   *httptest.Server
-	store *memory.Store
+	store storage.ClientStore
 	h     *dcr.Handler
 	clock *clock
 }
@@ -57,7 +62,7 @@ func newEnv(t testing.TB, p dcr.Policy) *env {
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Start()
 	t.Cleanup(srv.Close)
-	store := memory.New()
+	store := newStore(t)
 	clk := newClock()
 	h, err := dcr.New(dcr.Config{
 		Endpoint: srv.URL + "/register",
