@@ -187,7 +187,7 @@ func New(cfg Config) (*UI, error) {
 		if _, dup := users[u.Username]; dup {
 			return nil, fmt.Errorf("loginui: Config.Users[%d].Username %q is listed twice", i, u.Username)
 		}
-		if _, err := password.Check(u.PasswordHash, ""); err != nil {
+		if err := password.Validate(u.PasswordHash); err != nil {
 			return nil, fmt.Errorf("loginui: Config.Users[%d].PasswordHash: %w", i, err)
 		}
 		users[u.Username] = u.PasswordHash

@@ -82,6 +82,25 @@ func Check(hash, pw string) (bool, error) {
 	}
 }
 
+// Validate reports whether hash is a hash Check can use (an argon2id PHC
+// string with parameters in range, or a bcrypt hash) without computing it, so
+// configuration can be checked at start-up cheaply. The error wraps
+// ErrMalformed.
+func Validate(hash string) error {
+	if len(hash) > maxHashLen {
+		return fmt.Errorf("%w: too long", ErrMalformed)
+	}
+	switch {
+	case strings.HasPrefix(hash, "$argon2id$"):
+		_, err := parseArgon2id(hash)
+		return err
+	case strings.HasPrefix(hash, "$2a$"), strings.HasPrefix(hash, "$2b$"), strings.HasPrefix(hash, "$2y$"):
+		return validBcrypt(hash)
+	default:
+		return fmt.Errorf("%w: unknown scheme (want $argon2id$ or bcrypt $2a$/$2b$/$2y$)", ErrMalformed)
+	}
+}
+
 // NeedsRehash reports whether hash was made with other parameters or another
 // scheme than Hash uses today, so a caller may store a fresh hash after a
 // successful login.
@@ -159,7 +178,29 @@ func checkArgon2id(hash, pw string) (bool, error) {
 	return subtle.ConstantTimeCompare(got, p.key) == 1, nil
 }
 
+// validBcrypt checks the modular crypt layout $2b$NN$<53 characters>, which
+// the bcrypt package itself checks only loosely.
+func validBcrypt(hash string) error {
+	if len(hash) != 60 || hash[6] != '$' {
+		return fmt.Errorf("%w: want $2b$NN$ and 53 characters", ErrMalformed)
+	}
+	cost, err := strconv.Atoi(hash[4:6])
+	if err != nil || cost < bcrypt.MinCost || cost > bcrypt.MaxCost {
+		return fmt.Errorf("%w: bad bcrypt cost", ErrMalformed)
+	}
+	const alphabet = "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	for i := 7; i < len(hash); i++ {
+		if !strings.ContainsRune(alphabet, rune(hash[i])) {
+			return fmt.Errorf("%w: bad bcrypt character", ErrMalformed)
+		}
+	}
+	return nil
+}
+
 func checkBcrypt(hash, pw string) (bool, error) {
+	if err := validBcrypt(hash); err != nil {
+		return false, err
+	}
 	// CompareHashAndPassword compares in constant time.
 	err := bcrypt.CompareHashAndPassword([]byte(hash), []byte(pw))
 	switch {

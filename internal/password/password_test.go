@@ -46,6 +46,9 @@ func TestHashThenCheck(t *testing.T) {
 	if NeedsRehash(h) {
 		t.Error("a fresh hash needs rehash")
 	}
+	if err := Validate(h); err != nil {
+		t.Errorf("Validate(fresh hash) = %v", err)
+	}
 }
 
 func TestCheckBcrypt(t *testing.T) {
@@ -64,6 +67,9 @@ func TestCheckBcrypt(t *testing.T) {
 			ok, err = Check(h, "s3creT")
 			if err != nil || ok {
 				t.Fatalf("Check(wrong) = %v, %v", ok, err)
+			}
+			if err := Validate(h); err != nil {
+				t.Fatalf("Validate = %v", err)
 			}
 		})
 	}
@@ -103,6 +109,9 @@ func TestCheckRejectsMalformedHashes(t *testing.T) {
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("err = %v, want ErrMalformed", err)
 			}
+			if err := Validate(tc.hash); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("Validate = %v, want ErrMalformed", err)
+			}
 		})
 	}
 }
@@ -122,6 +131,9 @@ func FuzzCheck(f *testing.F) {
 		ok, err := Check(hash, pw)
 		if ok && err != nil {
 			t.Fatal("ok with an error")
+		}
+		if verr := Validate(hash); (verr == nil) != (err == nil) {
+			t.Fatalf("Validate = %v but Check = %v", verr, err)
 		}
 	})
 }
