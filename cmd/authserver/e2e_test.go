@@ -463,14 +463,23 @@ func TestSQLiteRestartKeepsClientsAndKeysAndRotationAddsAKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.stop(t)
-	if fi, err := os.Stat(db + ".secret"); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("secret file: %v %v", fi, err)
-	}
 
+	// keys rotate runs next to the serving process (same database file);
+	// the server picks the new key up at its next key reload.
 	out, errOut, err := runBin(t, dir, env, "", "keys", "rotate", "--config", cfg)
 	if err != nil || !strings.Contains(out, "new signing key") {
 		t.Fatalf("keys rotate: %v\n%s%s", err, out, errOut)
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	for len(jwks(t, md).Keys) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the running server never served the rotated key:\n%s", p.stderr)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	p.stop(t)
+	if fi, err := os.Stat(db + ".secret"); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("secret file: %v %v", fi, err)
 	}
 
 	start(t, dir, issuer, env, "--config", cfg)
