@@ -41,6 +41,7 @@ type formLogin struct {
 	urls    []string // authorization URLs received
 	posts   []int    // status codes answered to form POSTs
 	deny    bool     // press Deny instead of Approve
+	deliver bool     // follow the final redirect to the client's listener
 	maxStep int
 }
 
@@ -80,7 +81,15 @@ func (f *formLogin) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*a
 		}
 		if loc := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && strings.HasPrefix(resolve(resp.Request.URL, loc), f.redirectURI) {
 			resp.Body.Close()
-			return authorizationResponse(resolve(resp.Request.URL, loc))
+			target := resolve(resp.Request.URL, loc)
+			if f.deliver {
+				// Hand the response to the client's own loopback listener,
+				// as the browser would.
+				if err := deliver(ctx, target); err != nil {
+					return nil, err
+				}
+			}
+			return authorizationResponse(target)
 		}
 		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
@@ -120,6 +129,23 @@ func (f *formLogin) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*a
 		f.posts = append(f.posts, postStatus(resp))
 		f.mu.Unlock()
 	}
+}
+
+// deliver GETs the redirect URI with the authorization response.
+func deliver(ctx context.Context, target string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("delivering the authorization response: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the client's callback answered %s", resp.Status)
+	}
+	return nil
 }
 
 // postStatus is the status of the first answer to a POST: the client follows
