@@ -18,26 +18,34 @@ import (
 	"github.com/mcpauth/mcpauth/storage"
 )
 
-// Errors of CIMDResolver.ResolveClient. The authorization server answers
-// invalid_client at the token endpoint for all of them, and at the
-// authorization endpoint shows an error page (never a redirect: the
-// redirect_uri cannot be trusted without the document). ErrNotMetadataURL
-// means the id is simply not a CIMD client id: look it up elsewhere, and
-// answer invalid_client if it is unknown there too.
+// Errors of CIMDResolver.ResolveClient. Each also matches storage.ErrNotFound
+// under errors.Is, so an authorization server that treats "not found" as
+// unknown client answers invalid_client for all of them: at the token
+// endpoint 401 invalid_client, at the authorization endpoint an error page
+// (never a redirect: the redirect_uri cannot be trusted without the
+// document). ErrNotMetadataURL means the id is simply not a CIMD client id.
 var (
 	// ErrNotMetadataURL: the client_id is not an https URL with a path, or
 	// has a fragment, userinfo or dot segments.
-	ErrNotMetadataURL = errors.New("dcr: client_id is not a client metadata document URL")
+	ErrNotMetadataURL error = &resolveError{"dcr: client_id is not a client metadata document URL"}
 	// ErrUntrustedDomain: the trust policy refuses the document's host.
-	ErrUntrustedDomain = errors.New("dcr: client metadata document host is not trusted")
+	ErrUntrustedDomain error = &resolveError{"dcr: client metadata document host is not trusted"}
 	// ErrDocumentFetch: the document could not be fetched; the error also
 	// wraps the safehttp sentinel saying why (address, redirect, status,
 	// size, timeout).
-	ErrDocumentFetch = errors.New("dcr: client metadata document could not be fetched")
+	ErrDocumentFetch error = &resolveError{"dcr: client metadata document could not be fetched"}
 	// ErrInvalidDocument: the document is not acceptable client metadata;
 	// the error also wraps a *MetadataError naming the field.
-	ErrInvalidDocument = errors.New("dcr: client metadata document is invalid")
+	ErrInvalidDocument error = &resolveError{"dcr: client metadata document is invalid"}
 )
+
+// resolveError is a CIMD refusal: itself, and storage.ErrNotFound.
+type resolveError struct{ msg string }
+
+func (e *resolveError) Error() string { return e.msg }
+
+// Is makes every CIMD refusal match storage.ErrNotFound.
+func (e *resolveError) Is(target error) bool { return target == storage.ErrNotFound }
 
 // CIMDConfig configures NewCIMDResolver. Every zero value is usable: the
 // production fetch client, default bounds, no scopes or resources.

@@ -227,6 +227,9 @@ func TestCIMDRefusesHostileDestinations(t *testing.T) {
 			if c != nil || !errors.Is(err, dcr.ErrDocumentFetch) || !errors.Is(err, tc.want) {
 				t.Fatalf("ResolveClient = %v, %v; want ErrDocumentFetch and %v", c, err, tc.want)
 			}
+			if !errors.Is(err, storage.ErrNotFound) {
+				t.Errorf("%v does not match storage.ErrNotFound: the AS would not answer invalid_client", err)
+			}
 			if n := re.r.CacheLen(); n != 0 {
 				t.Errorf("%d documents cached after a failure", n)
 			}
@@ -282,6 +285,9 @@ func TestCIMDRefusesBadDocuments(t *testing.T) {
 			var me *dcr.MetadataError
 			if c != nil || !errors.Is(err, dcr.ErrInvalidDocument) || !errors.As(err, &me) || me.Code != tc.code {
 				t.Fatalf("ResolveClient = %v, %v; want ErrInvalidDocument with %s", c, err, tc.code)
+			}
+			if !errors.Is(err, storage.ErrNotFound) {
+				t.Errorf("%v does not match storage.ErrNotFound", err)
 			}
 			if re.r.CacheLen() != 0 {
 				t.Error("a refused document was cached")
@@ -467,7 +473,7 @@ func TestCIMDTrustPolicy(t *testing.T) {
 			if tc.ok != (err == nil) {
 				t.Fatalf("ResolveClient: %v", err)
 			}
-			if !tc.ok && (!errors.Is(err, dcr.ErrUntrustedDomain) || d.hitsOf("/trust.json") != before) {
+			if !tc.ok && (!errors.Is(err, dcr.ErrUntrustedDomain) || !errors.Is(err, storage.ErrNotFound) || d.hitsOf("/trust.json") != before) {
 				t.Fatalf("err %v, fetched %d times", err, d.hitsOf("/trust.json")-before)
 			}
 		})
@@ -498,7 +504,7 @@ func TestIsMetadataURL(t *testing.T) {
 		}
 	}
 	re := newResolver(t, newDocServer(t), nil)
-	if _, err := re.r.ResolveClient(context.Background(), "mcp_abc"); !errors.Is(err, dcr.ErrNotMetadataURL) {
+	if _, err := re.r.ResolveClient(context.Background(), "mcp_abc"); !errors.Is(err, dcr.ErrNotMetadataURL) || !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("ResolveClient(non-URL) = %v", err)
 	}
 }

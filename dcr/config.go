@@ -17,7 +17,7 @@ import (
 // derive its client-secret Hasher from the same Secret with
 // PurposeClientSecret to check secrets issued here.
 const (
-	PurposeClientSecret       = "client_secret"
+	PurposeClientSecret       = "client secrets" // as/ uses the same string
 	PurposeRegistrationToken  = "registration_access_token"
 	purposeInitialAccessToken = "initial_access_token"
 )
