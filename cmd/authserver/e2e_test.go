@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -527,9 +530,17 @@ func TestDevDefaultsWithoutAConfigFile(t *testing.T) {
 		name     string
 		env      []string
 		wantText string
+		password func(log string) string
 	}{
-		{"prints a generated admin password once", nil, "password: "},
-		{"takes the admin password from the environment", []string{"AUTHSERVER_ADMIN_PASSWORD=correct horse"}, "the password in AUTHSERVER_ADMIN_PASSWORD"},
+		{"prints a generated admin password once", nil, "password: ", func(log string) string {
+			m := regexp.MustCompile(`password: (\S+)`).FindStringSubmatch(log)
+			if m == nil {
+				return ""
+			}
+			return m[1]
+		}},
+		{"takes the admin password from the environment", []string{"AUTHSERVER_ADMIN_PASSWORD=correct horse"},
+			"the password in AUTHSERVER_ADMIN_PASSWORD", func(string) string { return "correct horse" }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -542,6 +553,13 @@ func TestDevDefaultsWithoutAConfigFile(t *testing.T) {
 			if md.RegistrationEndpoint == "" {
 				t.Fatal("dev defaults must have open registration")
 			}
+			pw := tc.password(p.stderr.String())
+			if code := login(t, issuer, "admin", pw+"-wrong"); code != http.StatusUnauthorized {
+				t.Fatalf("a wrong admin password got %d", code)
+			}
+			if code := login(t, issuer, "admin", pw); code != http.StatusOK {
+				t.Fatalf("the announced admin password does not log in: %d", code)
+			}
 			p.stop(t)
 			log := p.stderr.String()
 			if !strings.Contains(log, "username: admin") && !strings.Contains(log, `username "admin"`) {
@@ -549,6 +567,9 @@ func TestDevDefaultsWithoutAConfigFile(t *testing.T) {
 			}
 			if !strings.Contains(log, tc.wantText) {
 				t.Fatalf("want %q in:\n%s", tc.wantText, log)
+			}
+			if n := strings.Count(log, pw); tc.env == nil && n != 1 {
+				t.Fatalf("the generated password appears %d times in the output", n)
 			}
 			if strings.Contains(log, "correct horse") {
 				t.Fatal("the admin password from the environment was printed")
@@ -560,6 +581,40 @@ func TestDevDefaultsWithoutAConfigFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+var hiddenInput = regexp.MustCompile(`<input type="hidden" name="([a-z_]+)" value="([^"]*)">`)
+
+// login signs in on the /consents page with the real form and returns the
+// status of the page the browser ends on (200 with the consent list on
+// success, 401 with the form again on a wrong password).
+func login(t *testing.T, issuer, user, pw string) int {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 20 * time.Second}
+	resp, err := c.Get(issuer + "/consents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	form := url.Values{"username": {user}, "password": {pw}}
+	for _, m := range hiddenInput.FindAllStringSubmatch(string(page), -1) {
+		form.Set(m[1], html.UnescapeString(m[2]))
+	}
+	if form.Get("csrf") == "" {
+		t.Fatalf("no login form on /consents:\n%s", page)
+	}
+	resp, err = c.PostForm(issuer+"/consents", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK && strings.Contains(string(page), `id="title">Sign in<`) {
+		t.Fatalf("still on the sign-in form after logging in:\n%s", page)
+	}
+	return resp.StatusCode
 }
 
 func TestBadConfigStopsStartUpNamingTheField(t *testing.T) {
