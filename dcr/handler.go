@@ -89,7 +89,7 @@ func New(cfg Config) (*Handler, error) {
 		}
 		h.iats = append(h.iats, h.iatHasher.Hash(t))
 	}
-	h.limiter = newLimiter(pol.RateLimit, trusted)
+	h.limiter = newLimiter(pol.RateLimit)
 	h.trusted = trusted
 	h.neverUsed = defaultDuration(pol.ReapNeverUsedAfter, 24*time.Hour)
 	h.idle = defaultDuration(pol.ReapIdleAfter, 90*24*time.Hour)

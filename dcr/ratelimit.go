@@ -16,7 +16,6 @@ type limiter struct {
 	rate    float64 // tokens per second
 	burst   float64
 	buckets map[netip.Addr]*bucket
-	trusted []netip.Prefix
 }
 
 type bucket struct {
@@ -26,7 +25,7 @@ type bucket struct {
 
 const maxTrackedAddresses = 100_000
 
-func newLimiter(rl RateLimit, trusted []netip.Prefix) *limiter {
+func newLimiter(rl RateLimit) *limiter {
 	if rl.PerMinute < 0 {
 		return nil
 	}
@@ -38,7 +37,7 @@ func newLimiter(rl RateLimit, trusted []netip.Prefix) *limiter {
 	if burst <= 0 {
 		burst = 10
 	}
-	return &limiter{rate: per / 60, burst: float64(burst), buckets: map[netip.Addr]*bucket{}, trusted: trusted}
+	return &limiter{rate: per / 60, burst: float64(burst), buckets: map[netip.Addr]*bucket{}}
 }
 
 // allow takes one token for addr; when none is left it returns the wait until
