@@ -286,17 +286,36 @@ func (u *UI) parseForm(w http.ResponseWriter, r *http.Request) (*submittedForm, 
 
 // selfURL is where forms post back to: the request target as the browser
 // sent it, query intact.
+// It is always a path on this host: never "//host" or "/\host", which
+// browsers would follow to another site.
 func selfURL(r *http.Request) string {
-	if strings.HasPrefix(r.RequestURI, "/") && !strings.HasPrefix(r.RequestURI, "//") {
-		return r.RequestURI
+	u := r.RequestURI
+	if !localPath(u) {
+		u = r.URL.RequestURI()
 	}
-	return r.URL.RequestURI()
+	if !localPath(u) {
+		u = "/" + strings.TrimLeft(u, "/\\")
+	}
+	return u
 }
 
+func localPath(u string) bool {
+	return strings.HasPrefix(u, "/") && !strings.HasPrefix(u, "//") && !strings.HasPrefix(u, "/\\")
+}
+
+// remoteHost is the client address for throttling: the IP of r.RemoteAddr,
+// IPv6 addresses grouped by /64 (one subscriber's usual allocation).
 func remoteHost(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return host
+	}
+	if ip.To4() != nil {
+		return ip.String()
+	}
+	return (&net.IPNet{IP: ip.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
 }
