@@ -122,7 +122,7 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 		}
 		need := m.scopes.Base
 		if m.scopes.needsBody() && r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
-			body, err := io.ReadAll(io.LimitReader(r.Body, m.maxBody+1))
+			body, err := readBody(r, m.maxBody)
 			if err != nil {
 				http.Error(w, "cannot read request body", http.StatusBadRequest)
 				return
@@ -149,6 +149,19 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 		r.Header.Del("Authorization")
 		next.ServeHTTP(w, r)
 	})
+}
+
+// readBody reads at most max+1 bytes of the body, in one allocation when
+// the Content-Length is known.
+func readBody(r *http.Request, max int64) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= max {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(io.LimitReader(r.Body, max+1))
 }
 
 // readCloser serves the buffered body and closes the original.
