@@ -115,6 +115,10 @@ type Config struct {
 	JWKSHTTPClient *http.Client
 	// RegistrationEndpoint is advertised in the metadata when set.
 	RegistrationEndpoint string
+	// ExchangePolicy lists the RFC 8693 token exchanges allowed (see
+	// ExchangeRule). Zero value: no exchange is allowed; the grant is still
+	// advertised, and every exchange request gets invalid_target.
+	ExchangePolicy []ExchangeRule
 	// KeyReloadInterval is how often signing keys are reloaded from the
 	// store. Zero means 15 seconds.
 	KeyReloadInterval time.Duration
@@ -160,6 +164,9 @@ func (c *Config) validate() error {
 	case "", "ES256", "RS256", "EdDSA":
 	default:
 		return fmt.Errorf("as: SigningAlg %q: want ES256, RS256 or EdDSA", c.SigningAlg)
+	}
+	if _, err := compileExchangePolicy(c.ExchangePolicy, c.Resources); err != nil {
+		return err
 	}
 	return nil
 }
