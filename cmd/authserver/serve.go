@@ -166,6 +166,7 @@ func (s *server) wire(ctx context.Context, e env) error {
 		SigningAlg:      cfg.Signing.Algorithm,
 		ClientResolver:  resolver,
 		JWKSHTTPClient:  jwksClient,
+		ExchangePolicy:  asExchange(cfg),
 		Logger:          s.log.With("component", "as"),
 	}
 	if cfg.RegistrationEnabled() {
@@ -236,6 +237,15 @@ func asResources(cfg *config.Config) []as.Resource {
 	out := make([]as.Resource, 0, len(cfg.Resources))
 	for _, r := range cfg.Resources {
 		out = append(out, as.Resource{URI: r.URI, Name: r.Name, Scopes: r.Scopes, Default: r.Default})
+	}
+	return out
+}
+
+// asExchange maps the exchange: list (RFC 8693 policy) to as.ExchangeRule.
+func asExchange(cfg *config.Config) []as.ExchangeRule {
+	out := make([]as.ExchangeRule, 0, len(cfg.Exchange))
+	for _, x := range cfg.Exchange {
+		out = append(out, as.ExchangeRule{From: x.From, To: x.To, Scopes: x.Scopes, Clients: x.Clients})
 	}
 	return out
 }
