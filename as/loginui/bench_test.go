@@ -52,3 +52,21 @@ func BenchmarkLoginPage(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFailedLogin compares a wrong password for a known user with an
+// unknown user: both compute one argon2id hash, so they take about as long.
+func BenchmarkFailedLogin(b *testing.B) {
+	h := newHarness(b, nil)
+	for _, bc := range []struct{ name, user string }{
+		{"known user wrong password", "alice"},
+		{"unknown user", "nobody"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if ok, err := h.ui.checkPassword(context.Background(), bc.user, "wrong"); ok || err != nil {
+					b.Fatal(ok, err)
+				}
+			}
+		})
+	}
+}
