@@ -39,7 +39,9 @@ type buildError struct {
 	out string
 }
 
-func (e *buildError) Error() string { return "go build ./examples/client: " + e.err.Error() + "\n" + e.out }
+func (e *buildError) Error() string {
+	return "go build ./examples/client: " + e.err.Error() + "\n" + e.out
+}
 
 // TestExampleClient runs the examples/client program against the stack, as
 // its README tells a user to: it prints authorization URLs, a person (here the

@@ -10,6 +10,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/mcpauth/mcpauth/examples/stack/launch"
@@ -52,7 +54,11 @@ func run(ctx context.Context, o launch.Options, quiet bool, out io.Writer) error
 	}
 	defer os.RemoveAll(work)
 	o.Root, o.BinDir, o.WorkDir = root, filepath.Join(work, "bin"), work
-	if !quiet {
+	// Quiet: keep the servers' output, and show it only if start-up fails.
+	held := &heldOutput{}
+	if quiet {
+		o.Log = held
+	} else {
 		o.Log = os.Stderr
 	}
 
@@ -62,8 +68,10 @@ func run(ctx context.Context, o launch.Options, quiet bool, out io.Writer) error
 	}
 	s, err := launch.Start(ctx, o)
 	if err != nil {
+		held.release(os.Stderr)
 		return err
 	}
+	held.release(io.Discard)
 	defer s.Stop()
 
 	fmt.Fprintf(out, `
@@ -97,4 +105,28 @@ func moduleRoot() (string, error) {
 		return "", fmt.Errorf("run this inside the mcpauth module (no go.mod found)")
 	}
 	return filepath.Dir(gomod), nil
+}
+
+// heldOutput keeps the servers' output until release, then passes it to w.
+type heldOutput struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	w   io.Writer
+}
+
+func (h *heldOutput) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.w != nil {
+		return h.w.Write(p)
+	}
+	return h.buf.Write(p)
+}
+
+func (h *heldOutput) release(w io.Writer) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w.Write(h.buf.Bytes())
+	h.buf.Reset()
+	h.w = w
 }
