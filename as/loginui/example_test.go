@@ -79,3 +79,35 @@ func ExampleErrorPage() {
 	// 400 text/html; charset=utf-8
 	// true
 }
+
+// Handler serves the pages outside the authorization flow; mount it next to
+// the authorization endpoint under the issuer's path.
+func ExampleUI_Handler() {
+	store := memory.New()
+	ui, err := loginui.New(loginui.Config{
+		Consents: store,
+		JTIs:     store,
+		Secret:   []byte("an example secret of at least 32 bytes"),
+		BasePath: "/auth",
+	})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	for _, p := range []string{"/auth/logout", "/auth/consents", "/auth/ui/"} {
+		mux.Handle(p, ui.Handler())
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, p := range []string{"/auth/ui/style.css", "/auth/logout"} {
+		resp, err := http.Get(srv.URL + p)
+		if err != nil {
+			panic(err)
+		}
+		resp.Body.Close()
+		fmt.Println(p, resp.StatusCode, strings.Split(resp.Header.Get("Content-Type"), ";")[0])
+	}
+	// Output:
+	// /auth/ui/style.css 200 text/css
+	// /auth/logout 200 text/html
+}

@@ -22,3 +22,15 @@ func ExampleHash() {
 	// true
 	// false
 }
+
+// Check also accepts bcrypt hashes imported from elsewhere; a malformed hash
+// is an error, not a mismatch.
+func ExampleCheck() {
+	ok, err := password.Check("$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy", "wrong")
+	fmt.Println(ok, err)
+	_, err = password.Check("plain-text", "plain-text")
+	fmt.Println(err != nil)
+	// Output:
+	// false <nil>
+	// true
+}
