@@ -94,7 +94,7 @@ func (s *Server) introspect(ctx context.Context, caller *client, token, hint str
 		if sig == "" {
 			continue
 		}
-		t, sr, err := s.store.load(ctx, kind, sig)
+		t, sr, err := s.store.loadShared(ctx, kind, sig)
 		if errors.Is(err, fosite.ErrNotFound) {
 			continue
 		}

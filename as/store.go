@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/ory/fosite"
@@ -25,6 +26,43 @@ type tokenStore struct {
 	now     func() time.Time
 	grace   time.Duration
 	log     logger
+
+	// decoded caches opened and decoded payloads for introspection, which
+	// only reads them. A record's payload never changes after creation, so
+	// entries never go stale; Active and RotatedAt always come fresh from
+	// storage.
+	decodedMu sync.RWMutex
+	decoded   map[string]*storedRequest
+}
+
+// decodedCacheLimit bounds the introspection cache; it is cleared when full.
+const decodedCacheLimit = 50000
+
+// loadShared is load for read-only callers: the returned storedRequest may
+// be shared and must not be modified.
+func (s *tokenStore) loadShared(ctx context.Context, kind storage.TokenKind, sig string) (*storage.Token, *storedRequest, error) {
+	key := string(kind) + ":" + sig
+	s.decodedMu.RLock()
+	sr := s.decoded[key]
+	s.decodedMu.RUnlock()
+	if sr != nil {
+		t, err := s.store.GetToken(ctx, kind, sig)
+		if err != nil {
+			return nil, nil, mapStoreErr(err)
+		}
+		return t, sr, nil
+	}
+	t, sr, err := s.load(ctx, kind, sig)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.decodedMu.Lock()
+	if s.decoded == nil || len(s.decoded) >= decodedCacheLimit {
+		s.decoded = map[string]*storedRequest{}
+	}
+	s.decoded[key] = sr
+	s.decodedMu.Unlock()
+	return t, sr, nil
 }
 
 var (
