@@ -230,6 +230,16 @@ type claims struct {
 	NotAfter *jwt.NumericDate `json:"nbf"`
 	ID       string           `json:"jti"`
 	Act      *Actor           `json:"act"`
+	// SCP is the scope list some servers (fosite's default "scp" field)
+	// send instead of RFC 9068's "scope"; read only when "scope" is absent.
+	SCP jwt.Audience `json:"scp"`
+}
+
+func (c *claims) scopes() []string {
+	if c.Scope != "" {
+		return strings.Fields(c.Scope)
+	}
+	return []string(c.SCP)
 }
 
 func invalid(format string, args ...any) error {
@@ -298,7 +308,7 @@ func (v *Verifier) checkClaims(c *claims, now time.Time, requireJTI bool) (*Prin
 	}
 	return &Principal{
 		Issuer: c.Issuer, Subject: c.Subject, ClientID: c.ClientID,
-		Scopes: strings.Fields(c.Scope), TokenID: c.ID,
+		Scopes: c.scopes(), TokenID: c.ID,
 		IssuedAt: iat, Expiry: exp, Audience: []string(c.Audience), Actor: c.Act,
 	}, nil
 }

@@ -82,6 +82,7 @@ func TestVerifyJWT(t *testing.T) {
 		{"accepts a valid token", ks.mint(ks.claims()), true},
 		{"accepts an audience with a trailing slash", with(func(c map[string]any) { c["aud"] = testResource + "/" }), true},
 		{"accepts an audience array containing the resource", with(func(c map[string]any) { c["aud"] = []string{otherResource, testResource} }), true},
+		{"accepts a fosite-style scp list when scope is absent", with(func(c map[string]any) { delete(c, "scope"); c["scp"] = []string{"mcp:read"} }), true},
 		{"accepts typ application/at+jwt", ks.mintWith("k1", "application/at+jwt", ks.claims()), true},
 		{"accepts a token expired within the clock skew", with(func(c map[string]any) { c["exp"] = time.Now().Add(-10 * time.Second).Unix() }), true},
 		{"refuses a valid token for another resource (audience confusion)", with(func(c map[string]any) { c["aud"] = otherResource }), false},
