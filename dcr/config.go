@@ -55,11 +55,14 @@ type Policy struct {
 	InitialAccessTokens []string `yaml:"initial_access_tokens"`
 
 	// Scopes a registered client may be granted. A registration's "scope" is
-	// narrowed to these; a request naming none of them (or omitting scope)
-	// gets all of them. Empty: clients get no scopes.
+	// narrowed to these; a request naming none of them (or omitting scope,
+	// or asking for "*") gets all of them. Empty: the client record lists no
+	// scopes, which as/ reads as "every scope of its resources", so set it.
 	Scopes []string `yaml:"scopes"`
-	// Resources (canonical resource URIs, RFC 8707) registered clients may
-	// get tokens for. Registrants cannot choose them.
+	// Resources (resource URIs, RFC 8707; stored canonical) registered
+	// clients may get tokens for. Registrants cannot choose them. Empty: the
+	// client record lists none, which as/ reads as "every configured
+	// resource".
 	Resources []string `yaml:"resources"`
 	// AllowClientCredentials lets confidential registrants have the
 	// client_credentials grant. False: it is removed from grant_types.

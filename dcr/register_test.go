@@ -18,6 +18,7 @@ import (
 	"github.com/mcpauth/mcpauth/dcr"
 	"github.com/mcpauth/mcpauth/internal/secret"
 	"github.com/mcpauth/mcpauth/storage"
+	"gopkg.in/yaml.v3"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -741,5 +742,32 @@ func TestRegistrationResponseGolden(t *testing.T) {
 	}
 	if got != string(want) {
 		t.Fatalf("response differs from %s:\n got %s\nwant %s", path, got, want)
+	}
+}
+
+// cmd/authserver fills Policy from YAML: durations are Go duration strings.
+func TestPolicyDecodesFromYAML(t *testing.T) {
+	var p dcr.Policy
+	err := yaml.Unmarshal([]byte(`
+open: true
+initial_access_tokens: [t1]
+scopes: [mcp:read]
+resources: ["https://mcp.example.com/mcp"]
+allow_client_credentials: true
+redirect_host_allow: ["*.example.com"]
+rate_limit: {per_minute: 30, burst: 5}
+trusted_proxies: ["10.0.0.0/8"]
+max_body_bytes: 8192
+secret_lifetime: 720h
+reap_never_used_after: 12h
+reap_idle_after: 2160h
+force_confidential_redirect_uris: ["https://www.perplexity.ai/rest/connections/oauth_callback"]
+`), &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Open || p.RateLimit.Burst != 5 || p.SecretLifetime != 720*time.Hour || p.ReapNeverUsedAfter != 12*time.Hour ||
+		p.MaxBodyBytes != 8192 || len(p.ForceConfidentialRedirectURIs) != 1 || p.RedirectHostAllow[0] != "*.example.com" {
+		t.Fatalf("decoded %+v", p)
 	}
 }
