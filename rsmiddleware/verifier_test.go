@@ -137,6 +137,17 @@ func TestVerifyJWT(t *testing.T) {
 	}
 }
 
+func TestVerifierCanonicalisesTheConfiguredResource(t *testing.T) {
+	ks := newKeyServer(t)
+	v := ks.verifier(t, func(c *Config) { c.Resource = "HTTPS://MCP.example.com:443/mcp/" })
+	if v.Resource() != testResource {
+		t.Fatalf("Resource() = %q", v.Resource())
+	}
+	if _, err := v.Verify(context.Background(), ks.mint(ks.claims())); err != nil {
+		t.Fatalf("token for the canonical form: %v", err)
+	}
+}
+
 func TestVerifyReadsActAndAudience(t *testing.T) {
 	ks := newKeyServer(t)
 	v := ks.verifier(t, nil)
