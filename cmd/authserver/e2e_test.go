@@ -208,6 +208,16 @@ clients:
     secret: ${CI_BOT_SECRET}
     grant_types: [client_credentials]
     scopes: [mcp:tools, reports:read]
+  - id: exchanger
+    secret: ${CI_BOT_SECRET}
+    grant_types: [urn:ietf:params:oauth:grant-type:token-exchange]
+    scopes: [reports:read]
+    resources: [http://127.0.0.1:8081/api]
+exchange:
+  - from: http://127.0.0.1:8080/mcp
+    to: http://127.0.0.1:8081/api
+    scopes: [reports:read]
+    clients: [exchanger]
 registration:
   allow_client_credentials: true
 log:
@@ -350,6 +360,43 @@ func checkClientCredentials(t *testing.T, issuer string) {
 	}
 	if _, err := clientToken(t, md, "ci-bot", "wrong-secret-wrong-secret", nil); err == nil {
 		t.Fatal("a wrong client secret got a token")
+	}
+
+	// The exchange: policy reaches the AS: a token for the MCP server is
+	// exchanged (RFC 8693) for one for the reports API, by the allowed client only.
+	subject, err := clientToken(t, md, "ci-bot", botSecret, nil, "mcp:tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exchange := func(client string) (*http.Response, map[string]any) {
+		form := url.Values{
+			"grant_type":         {"urn:ietf:params:oauth:grant-type:token-exchange"},
+			"subject_token":      {subject.AccessToken},
+			"subject_token_type": {"urn:ietf:params:oauth:token-type:access_token"},
+			"resource":           {"http://127.0.0.1:8081/api"},
+		}
+		req, _ := http.NewRequest(http.MethodPost, md.TokenEndpoint, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth(client, botSecret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
+		return resp, body
+	}
+	resp, body := exchange("exchanger")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("token exchange: %s %v", resp.Status, body)
+	}
+	at, _ := body["access_token"].(string)
+	if aud := audience(verify(t, md, at)); !slices.Equal(aud, []string{"http://127.0.0.1:8081/api"}) {
+		t.Fatalf("exchanged token aud %v", aud)
+	}
+	if resp, body := exchange("ci-bot"); resp.StatusCode == http.StatusOK {
+		t.Fatalf("a client without the grant exchanged a token: %v", body)
 	}
 }
 

@@ -245,7 +245,7 @@ func asResources(cfg *config.Config) []as.Resource {
 func asExchange(cfg *config.Config) []as.ExchangeRule {
 	out := make([]as.ExchangeRule, 0, len(cfg.Exchange))
 	for _, x := range cfg.Exchange {
-		out = append(out, as.ExchangeRule{From: x.From, To: x.To, Scopes: x.Scopes, Clients: x.Clients})
+		out = append(out, as.ExchangeRule{From: x.From, To: x.To, Scopes: x.Scopes, SubjectScopes: x.SubjectScopes, Clients: x.Clients})
 	}
 	return out
 }

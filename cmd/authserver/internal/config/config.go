@@ -163,6 +163,9 @@ type ExchangeRule struct {
 	From   string   `yaml:"from"`
 	To     string   `yaml:"to"`
 	Scopes []string `yaml:"scopes"`
+	// SubjectScopes must all be carried by the subject token for the rule
+	// to apply; empty: none required.
+	SubjectScopes []string `yaml:"subject_scopes"`
 	// Clients may use the rule; empty means every client allowed the
 	// token-exchange grant.
 	Clients []string `yaml:"clients"`

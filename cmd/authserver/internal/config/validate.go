@@ -170,6 +170,11 @@ func (c *Config) Validate() error {
 		if len(x.Scopes) == 0 {
 			return errf(p+".scopes", "at least one scope is required")
 		}
+		for j, sc := range x.SubjectScopes {
+			if !slices.Contains(byURI[from].Scopes, sc) {
+				return errf(fmt.Sprintf("%s.subject_scopes[%d]", p, j), "scope %q is not a scope of resource %s", sc, from)
+			}
+		}
 		for j, id := range x.Clients {
 			if !ids[id] {
 				return errf(fmt.Sprintf("%s.clients[%d]", p, j), "%q is not a configured client", id)
