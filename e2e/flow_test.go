@@ -411,16 +411,12 @@ func runFlow(t *testing.T, s *launch.Stack, f flow) {
 		if !containsAny(asm["grant_types_supported"], grantTokenExchange) {
 			t.Skipf("GAP: the AS does not advertise the RFC 8693 token-exchange grant yet (grant_types_supported = %v); fetch_report cannot work", asm["grant_types_supported"])
 		}
-		var report struct {
-			Status int             `json:"status"`
-			Body   json.RawMessage `json:"body"`
-		}
-		report = callTool[struct {
-			Status int             `json:"status"`
-			Body   json.RawMessage `json:"body"`
+		report := callTool[struct {
+			Status int            `json:"status"`
+			Body   map[string]any `json:"body"`
 		}](t, ctx, session, "fetch_report")
-		if report.Status != 200 || !strings.Contains(string(report.Body), me.Subject) {
-			t.Errorf("fetch_report = %d %s", report.Status, report.Body)
+		if report.Status != 200 || report.Body["for"] != me.Subject || report.Body["via"] != exchangeClientID {
+			t.Errorf("fetch_report = %d %v", report.Status, report.Body)
 		}
 		var records []seen
 		getJSON(t, strings.Replace(s.DownstreamURL, "/api", "/debug/seen", 1), &records)

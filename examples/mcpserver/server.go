@@ -203,8 +203,8 @@ type AdminStats struct {
 
 // Report is the result of the fetch_report tool: what the downstream API said.
 type Report struct {
-	Status int             `json:"status"`
-	Body   json.RawMessage `json:"body"`
+	Status int            `json:"status"`
+	Body   map[string]any `json:"body"`
 }
 
 type empty struct{}
@@ -293,10 +293,11 @@ func (t *tools) fetchReport(ctx context.Context, req *mcp.CallToolRequest, _ emp
 	if resp.StatusCode != http.StatusOK {
 		return nil, Report{}, fmt.Errorf("downstream answered %s", resp.Status)
 	}
-	if !json.Valid(body) {
-		return nil, Report{}, errors.New("downstream answered invalid JSON")
+	var doc map[string]any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, Report{}, errors.New("downstream answered something other than a JSON object")
 	}
-	return nil, Report{Status: resp.StatusCode, Body: body}, nil
+	return nil, Report{Status: resp.StatusCode, Body: doc}, nil
 }
 
 // mergeValues is a context with the deadline and cancellation of ctx and the
