@@ -463,6 +463,9 @@ func TestMetadataAdvertisesRegistrationAndCIMD(t *testing.T) {
 	if m["registration_endpoint"] != w.issuer+"/register" || m["client_id_metadata_document_supported"] != true {
 		t.Fatalf("metadata %v", m)
 	}
+	if algs, _ := m["token_endpoint_auth_signing_alg_values_supported"].([]any); len(algs) == 0 {
+		t.Errorf("token_endpoint_auth_signing_alg_values_supported missing: %v", m)
+	}
 	methods, _ := m["token_endpoint_auth_methods_supported"].([]any)
 	for _, want := range []string{"none", "client_secret_basic", "client_secret_post", "private_key_jwt"} {
 		found := false
