@@ -65,8 +65,9 @@ CREATE TABLE signing_keys (
     retired_at     timestamptz
 );
 
+-- id is bytea: a jti is any JSON string, "\u0000" included.
 CREATE TABLE jtis (
-    id         text PRIMARY KEY,
+    id         bytea PRIMARY KEY,
     expires_at timestamptz NOT NULL
 );
 CREATE INDEX jtis_expires_idx ON jtis (expires_at);

@@ -30,6 +30,7 @@ import (
 	"net"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -237,6 +238,19 @@ func (s *Store) Rollback(ctx context.Context) error {
 	return mapErr(t.tx.Rollback(context.WithoutCancel(ctx)))
 }
 
+// storable reports whether PostgreSQL text can hold every s: valid UTF-8
+// without NUL. A key that cannot be stored cannot be found either, so
+// lookups by such keys (a forged token, a hostile client_id) answer
+// ErrNotFound instead of a database error; writes of such values fail.
+func storable(ss ...string) bool {
+	for _, s := range ss {
+		if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // ts turns Go's zero time into NULL.
 func ts(t time.Time) any {
 	if t.IsZero() {
@@ -300,6 +314,9 @@ func scanClient(row pgx.Row) (*storage.Client, error) {
 
 // GetClient implements storage.ClientStore.
 func (s *Store) GetClient(ctx context.Context, id string) (*storage.Client, error) {
+	if !storable(id) {
+		return nil, storage.ErrNotFound
+	}
 	return scanClient(s.q(ctx).QueryRow(ctx, `SELECT `+clientCols+` FROM clients WHERE id = $1`, id))
 }
 
@@ -322,6 +339,9 @@ func (s *Store) CreateClient(ctx context.Context, c *storage.Client) error {
 // FOR UPDATE) while update runs, in its own transaction or in a savepoint of
 // the caller's.
 func (s *Store) UpdateClient(ctx context.Context, id string, update func(storage.Client) (storage.Client, error)) error {
+	if !storable(id) {
+		return storage.ErrNotFound
+	}
 	err := pgx.BeginFunc(ctx, s.q(ctx), func(tx pgx.Tx) error {
 		old, err := scanClient(tx.QueryRow(ctx, `SELECT `+clientCols+` FROM clients WHERE id = $1 FOR UPDATE`, id))
 		if err != nil {
@@ -356,11 +376,17 @@ func (e closureErr) Error() string { return e.err.Error() }
 
 // DeleteClient implements storage.ClientStore.
 func (s *Store) DeleteClient(ctx context.Context, id string) error {
+	if !storable(id) {
+		return storage.ErrNotFound
+	}
 	return s.execOne(ctx, `DELETE FROM clients WHERE id = $1`, id)
 }
 
 // TouchClient implements storage.ClientStore; ErrNotFound for an unknown id.
 func (s *Store) TouchClient(ctx context.Context, id string, at time.Time) error {
+	if !storable(id) {
+		return storage.ErrNotFound
+	}
 	return s.execOne(ctx, `UPDATE clients SET last_used_at = $2 WHERE id = $1`, id, ts(at))
 }
 
@@ -387,6 +413,9 @@ func (s *Store) execCount(ctx context.Context, sql string, args ...any) (int, er
 
 // CountClients implements storage.ClientStore.
 func (s *Store) CountClients(ctx context.Context, source string) (int, error) {
+	if !storable(source) {
+		return 0, nil
+	}
 	var n int
 	err := s.q(ctx).QueryRow(ctx, `SELECT count(*) FROM clients WHERE $1 = '' OR source = $1`, source).Scan(&n)
 	return n, mapErr(err)
@@ -417,6 +446,9 @@ func (s *Store) CreateToken(ctx context.Context, t *storage.Token) error {
 
 // GetToken implements storage.TokenStore.
 func (s *Store) GetToken(ctx context.Context, kind storage.TokenKind, signature string) (*storage.Token, error) {
+	if !storable(string(kind), signature) {
+		return nil, storage.ErrNotFound
+	}
 	var t storage.Token
 	var k string
 	var created, expires, rotated *time.Time
@@ -448,6 +480,9 @@ func (s *Store) inactiveOrMissing(ctx context.Context, kind storage.TokenKind, s
 
 // DeactivateToken implements storage.TokenStore with one conditional UPDATE.
 func (s *Store) DeactivateToken(ctx context.Context, kind storage.TokenKind, signature string) error {
+	if !storable(string(kind), signature) {
+		return storage.ErrNotFound
+	}
 	n, err := s.execCount(ctx, `UPDATE tokens SET active = false WHERE kind = $1 AND signature = $2 AND active`, string(kind), signature)
 	if err != nil {
 		return err
@@ -462,6 +497,9 @@ func (s *Store) DeactivateToken(ctx context.Context, kind storage.TokenKind, sig
 // matches an active token never rotated, or (grace > 0) rotated at or after
 // now-grace; the first rotation time is kept.
 func (s *Store) RotateToken(ctx context.Context, kind storage.TokenKind, signature string, now time.Time, grace time.Duration) error {
+	if !storable(string(kind), signature) {
+		return storage.ErrNotFound
+	}
 	n, err := s.execCount(ctx, `UPDATE tokens SET rotated_at = COALESCE(rotated_at, $3)
 		WHERE kind = $1 AND signature = $2 AND active
 		AND (rotated_at IS NULL OR ($4 AND rotated_at >= $5))`,
@@ -477,12 +515,18 @@ func (s *Store) RotateToken(ctx context.Context, kind storage.TokenKind, signatu
 
 // RevokeTokens implements storage.TokenStore.
 func (s *Store) RevokeTokens(ctx context.Context, kind storage.TokenKind, requestID string) error {
+	if !storable(string(kind), requestID) {
+		return nil
+	}
 	_, err := s.execCount(ctx, `UPDATE tokens SET active = false WHERE kind = $1 AND request_id = $2 AND active`, string(kind), requestID)
 	return err
 }
 
 // DeleteToken implements storage.TokenStore.
 func (s *Store) DeleteToken(ctx context.Context, kind storage.TokenKind, signature string) error {
+	if !storable(string(kind), signature) {
+		return storage.ErrNotFound
+	}
 	return s.execOne(ctx, `DELETE FROM tokens WHERE kind = $1 AND signature = $2`, string(kind), signature)
 }
 
@@ -498,6 +542,9 @@ func (s *Store) DeleteExpiredTokens(ctx context.Context, before time.Time, limit
 
 // GetConsent implements storage.ConsentStore.
 func (s *Store) GetConsent(ctx context.Context, subject, clientID, resource string) (*storage.Consent, error) {
+	if !storable(subject, clientID, resource) {
+		return nil, storage.ErrNotFound
+	}
 	rows, err := s.q(ctx).Query(ctx, `SELECT subject, client_id, resource, scopes, granted_at, expires_at
 		FROM consents WHERE subject = $1 AND client_id = $2 AND resource = $3`, subject, clientID, resource)
 	if err != nil {
@@ -541,6 +588,9 @@ func (s *Store) PutConsent(ctx context.Context, c *storage.Consent) error {
 
 // DeleteConsents implements storage.ConsentStore.
 func (s *Store) DeleteConsents(ctx context.Context, subject, clientID string) error {
+	if !storable(subject, clientID) {
+		return nil
+	}
 	_, err := s.execCount(ctx, `DELETE FROM consents WHERE subject = $1 AND ($2 = '' OR client_id = $2)`, subject, clientID)
 	return err
 }
@@ -548,6 +598,9 @@ func (s *Store) DeleteConsents(ctx context.Context, subject, clientID string) er
 // ListConsents implements storage.ConsentStore, ordered by client id then
 // resource.
 func (s *Store) ListConsents(ctx context.Context, subject string) ([]storage.Consent, error) {
+	if !storable(subject) {
+		return nil, nil
+	}
 	rows, err := s.q(ctx).Query(ctx, `SELECT subject, client_id, resource, scopes, granted_at, expires_at
 		FROM consents WHERE subject = $1 ORDER BY client_id, resource`, subject)
 	if err != nil {
@@ -604,15 +657,19 @@ func (s *Store) RetireKeys(ctx context.Context, keepID string, at time.Time) err
 
 // DeleteKey implements storage.KeyStore.
 func (s *Store) DeleteKey(ctx context.Context, id string) error {
+	if !storable(id) {
+		return storage.ErrNotFound
+	}
 	return s.execOne(ctx, `DELETE FROM signing_keys WHERE id = $1`, id)
 }
 
 // UseJTI implements storage.JTIStore with one INSERT ... ON CONFLICT that
-// replaces only an expired record (by this process's clock).
+// replaces only an expired record (by this process's clock). Ids are bytea,
+// so any byte string (a jti may hold "\u0000") is accepted.
 func (s *Store) UseJTI(ctx context.Context, id string, expiresAt time.Time) error {
 	n, err := s.execCount(ctx, `INSERT INTO jtis (id, expires_at) VALUES ($1, $2)
 		ON CONFLICT (id) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE jtis.expires_at <= $3`,
-		id, expiresAt, time.Now())
+		[]byte(id), expiresAt, time.Now())
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	sqlite3 "modernc.org/sqlite"
 	sqlitelib "modernc.org/sqlite/lib"
@@ -56,7 +57,6 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "foreign_keys(1)")
-	q.Set("_txlock", "immediate")
 	dsn := path + "?" + q.Encode()
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -114,7 +114,7 @@ func (s *Store) Close() error {
 // Ping implements storage.Store.
 func (s *Store) Ping(ctx context.Context) error {
 	if t := s.txFrom(ctx); t != nil {
-		_, err := t.tx.ExecContext(ctx, "SELECT 1")
+		_, err := t.conn.ExecContext(ctx, "SELECT 1")
 		return mapErr(err)
 	}
 	return mapErr(s.r.PingContext(ctx))
@@ -157,7 +157,7 @@ type txKey struct{}
 
 type liteTx struct {
 	s    *Store
-	tx   *sql.Tx
+	conn *sql.Conn // the writer connection, inside BEGIN IMMEDIATE
 	done bool
 }
 
@@ -172,7 +172,7 @@ func (s *Store) txFrom(ctx context.Context) *liteTx {
 // wq is where writes go: the transaction in ctx, or the writer.
 func (s *Store) wq(ctx context.Context) querier {
 	if t := s.txFrom(ctx); t != nil {
-		return t.tx
+		return t.conn
 	}
 	return s.w
 }
@@ -180,9 +180,43 @@ func (s *Store) wq(ctx context.Context) querier {
 // rq is where reads go: the transaction in ctx, or the read pool.
 func (s *Store) rq(ctx context.Context) querier {
 	if t := s.txFrom(ctx); t != nil {
-		return t.tx
+		return t.conn
 	}
 	return s.r
+}
+
+// begin takes the writer connection (waiting at most until ctx ends) and
+// starts BEGIN IMMEDIATE on it. The transaction is driven by hand rather than
+// by database/sql's Tx, which would roll back as soon as the context that
+// began it is cancelled, even after the caller moved on to Commit.
+func (s *Store) begin(ctx context.Context) (*liteTx, error) {
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		conn.Close()
+		return nil, mapErr(err)
+	}
+	return &liteTx{s: s, conn: conn}, nil
+}
+
+// end commits or rolls back and gives the writer connection back. When
+// COMMIT fails the transaction is rolled back, so the connection is clean.
+func (t *liteTx) end(commit bool) error {
+	t.done = true
+	ctx := context.Background()
+	defer t.conn.Close()
+	if commit {
+		_, err := t.conn.ExecContext(ctx, "COMMIT")
+		if err == nil {
+			return nil
+		}
+		t.conn.ExecContext(ctx, "ROLLBACK")
+		return mapErr(err)
+	}
+	_, err := t.conn.ExecContext(ctx, "ROLLBACK")
+	return mapErr(err)
 }
 
 // BeginTX implements storage.Transactional with BEGIN IMMEDIATE on the writer
@@ -192,13 +226,11 @@ func (s *Store) BeginTX(ctx context.Context) (context.Context, error) {
 	if s.txFrom(ctx) != nil {
 		return ctx, nil
 	}
-	// The transaction must outlive a request context that is cancelled
-	// before Commit; database/sql would roll it back on cancellation.
-	tx, err := s.w.BeginTx(context.WithoutCancel(ctx), nil)
+	t, err := s.begin(ctx)
 	if err != nil {
-		return ctx, mapErr(err)
+		return ctx, err
 	}
-	return context.WithValue(ctx, txKey{}, &liteTx{s: s, tx: tx}), nil
+	return context.WithValue(ctx, txKey{}, t), nil
 }
 
 // ErrNoTransaction is returned by Commit and Rollback when ctx carries no open
@@ -211,8 +243,7 @@ func (s *Store) Commit(ctx context.Context) error {
 	if t == nil {
 		return ErrNoTransaction
 	}
-	t.done = true
-	return mapErr(t.tx.Commit())
+	return t.end(true)
 }
 
 // Rollback implements storage.Transactional.
@@ -221,8 +252,7 @@ func (s *Store) Rollback(ctx context.Context) error {
 	if t == nil {
 		return ErrNoTransaction
 	}
-	t.done = true
-	return mapErr(t.tx.Rollback())
+	return t.end(false)
 }
 
 // ts stores a time as Unix nanoseconds, the zero time as NULL.
@@ -246,6 +276,21 @@ func list(s []string) string {
 	}
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// ErrInvalidUTF8 is returned when a list element (redirect URI, scope, ...)
+// is not valid UTF-8: JSON, the list encoding, cannot keep it exactly.
+var ErrInvalidUTF8 = errors.New("sqlite: list element is not valid UTF-8")
+
+func checkLists(lists ...[]string) error {
+	for _, l := range lists {
+		for _, v := range l {
+			if !utf8.ValidString(v) {
+				return ErrInvalidUTF8
+			}
+		}
+	}
+	return nil
 }
 
 func unlist(s string) ([]string, error) {
@@ -320,6 +365,9 @@ func (s *Store) CreateClient(ctx context.Context, c *storage.Client) error {
 	if n.UpdatedAt.IsZero() {
 		n.UpdatedAt = n.CreatedAt
 	}
+	if err := checkLists(n.RedirectURIs, n.GrantTypes, n.ResponseTypes, n.Scopes, n.Resources); err != nil {
+		return err
+	}
 	_, err := s.wq(ctx).ExecContext(ctx, `INSERT INTO clients (`+clientCols+`) VALUES
 		(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, clientArgs(&n)...)
 	return mapErr(err)
@@ -338,6 +386,9 @@ func (s *Store) UpdateClient(ctx context.Context, id string, update func(storage
 			return closureErr{err}
 		}
 		n.ID = id
+		if err := checkLists(n.RedirectURIs, n.GrantTypes, n.ResponseTypes, n.Scopes, n.Resources); err != nil {
+			return err
+		}
 		_, err = q.ExecContext(ctx, `UPDATE clients SET secret_hash=?2, secret_expires_at=?3, public=?4, name=?5,
 			redirect_uris=?6, grant_types=?7, response_types=?8, scopes=?9, resources=?10,
 			token_endpoint_auth_method=?11, jwks=?12, jwks_uri=?13, application_type=?14, metadata=?15,
@@ -347,17 +398,15 @@ func (s *Store) UpdateClient(ctx context.Context, id string, update func(storage
 	}
 	var err error
 	if t := s.txFrom(ctx); t != nil {
-		err = run(t.tx)
+		err = run(t.conn)
 	} else {
-		var tx *sql.Tx
-		tx, err = s.w.BeginTx(ctx, nil)
-		if err != nil {
-			return mapErr(err)
+		t, berr := s.begin(ctx)
+		if berr != nil {
+			return berr
 		}
-		if err = run(tx); err != nil {
-			tx.Rollback()
-		} else {
-			err = mapErr(tx.Commit())
+		err = run(t.conn)
+		if eerr := t.end(err == nil); err == nil {
+			err = eerr
 		}
 	}
 	var ce closureErr
@@ -552,6 +601,9 @@ func (s *Store) GetConsent(ctx context.Context, subject, clientID, resource stri
 
 // PutConsent implements storage.ConsentStore.
 func (s *Store) PutConsent(ctx context.Context, c *storage.Consent) error {
+	if err := checkLists(c.Scopes); err != nil {
+		return err
+	}
 	_, err := s.wq(ctx).ExecContext(ctx, `INSERT INTO consents (`+consentCols+`) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (subject, client_id, resource) DO UPDATE
 		SET scopes = excluded.scopes, granted_at = excluded.granted_at, expires_at = excluded.expires_at`,

@@ -41,6 +41,7 @@ func RunTests(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"keys", keyCases},
 		{"jtis", jtiCases},
 		{"transactions", txCases},
+		{"values", roundTripCases},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -874,6 +875,27 @@ var txCases = []testCase{
 		if err := s.Rollback(txCtx); err == nil {
 			t.Error("Rollback after Commit returned nil")
 		}
+	}},
+	{"beginning a transaction while another is open proceeds or ends with its context", func(t *testing.T, s storage.Store) {
+		seed(t, s)
+		ctx := context.Background()
+		first, err := s.BeginTX(ctx)
+		ok(t, err, "first BeginTX")
+		ok(t, s.CreateToken(first, fullToken(storage.KindAccessToken, "first", "r", now())), "write in first")
+		waitCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		second, err := s.BeginTX(waitCtx)
+		if err == nil {
+			// Backends with concurrent transactions (PostgreSQL) proceed.
+			ok(t, s.Rollback(second), "Rollback second")
+		} else if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("BeginTX while another transaction is open = %v, want success or the context's error", err)
+		}
+		ok(t, s.Commit(first), "Commit first")
+		third, err := s.BeginTX(ctx)
+		ok(t, err, "BeginTX after the first ended")
+		ok(t, s.Rollback(third), "Rollback third")
+		getToken(t, s, storage.KindAccessToken, "first")
 	}},
 	{"ping succeeds on a working store", func(t *testing.T, s storage.Store) {
 		ok(t, s.Ping(context.Background()), "Ping")
