@@ -27,5 +27,29 @@ func openStore(ctx context.Context, cfg *config.Config, migrate bool, log *slog.
 	if err != nil {
 		return nil, fmt.Errorf("opening storage: %w", err)
 	}
+	if kind, _ := cfg.StorageKind(); !migrate && kind != "memory" {
+		if err := checkSchema(ctx, cfg, log); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
 	return st, nil
+}
+
+// checkSchema refuses a database with pending migrations when migrations
+// are off, with the command that fixes it, rather than failing later on a
+// missing table.
+func checkSchema(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	status, err := open.MigrationStatus(ctx, cfg.Storage)
+	if err != nil {
+		return fmt.Errorf("reading migration status: %w", err)
+	}
+	if len(status.Pending) > 0 {
+		return fmt.Errorf("storage schema is at version %d and %d migration(s) are pending; run `authserver migrate up` (or start without --no-migrate / migrate_on_start: false)",
+			status.Current(), len(status.Pending))
+	}
+	if len(status.Unknown) > 0 {
+		log.Warn("the database was migrated by a newer release", "unknown_versions", status.Unknown)
+	}
+	return nil
 }

@@ -680,3 +680,36 @@ func TestHashPasswordBinary(t *testing.T) {
 		t.Fatalf("%v %q %q", err, out, errOut)
 	}
 }
+
+func TestMigrateCommandsAndNoMigrate(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"AUTHSERVER_STORAGE=sqlite:" + filepath.Join(dir, "m.db")}
+	steps := []struct {
+		name    string
+		args    []string
+		wantOut string
+		wantErr string
+	}{
+		{"serve --no-migrate refuses a database with pending migrations", []string{"serve", "--no-migrate"}, "", "run `authserver migrate up`"},
+		{"status lists the pending version", []string{"migrate", "status"}, "0001 pending", ""},
+		{"up applies it", []string{"migrate", "up"}, "applied 0001", ""},
+		{"status shows it applied", []string{"migrate", "status"}, "0001 applied", ""},
+		{"up again has nothing to do", []string{"migrate", "up"}, "schema is up to date", ""},
+	}
+	for _, st := range steps {
+		out, errOut, err := runBin(t, dir, env, "", st.args...)
+		if st.wantErr != "" {
+			if err == nil || !strings.Contains(errOut, st.wantErr) {
+				t.Fatalf("%s: %v\n%s", st.name, err, errOut)
+			}
+			continue
+		}
+		if err != nil || !strings.Contains(out, st.wantOut) {
+			t.Fatalf("%s: %v\n%s%s", st.name, err, out, errOut)
+		}
+	}
+	out, _, err := runBin(t, dir, []string{"AUTHSERVER_STORAGE=memory"}, "", "migrate", "up")
+	if err != nil || !strings.Contains(out, "nothing to migrate") {
+		t.Fatalf("memory: %v %q", err, out)
+	}
+}

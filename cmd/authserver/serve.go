@@ -36,13 +36,16 @@ const (
 // server is everything serve and the maintenance commands build from a
 // configuration.
 type server struct {
-	cfg     *config.Config
-	store   storage.Store
-	secret  []byte
-	as      *as.Server
-	dcr     *dcr.Handler // nil-safe for Reap: built even when registration is off
-	handler http.Handler
-	log     *slog.Logger
+	// loginHint is the development-mode message telling the person how to
+	// log in; serve prints it once the server listens.
+	loginHint string
+	cfg       *config.Config
+	store     storage.Store
+	secret    []byte
+	as        *as.Server
+	dcr       *dcr.Handler // nil-safe for Reap: built even when registration is off
+	handler   http.Handler
+	log       *slog.Logger
 }
 
 // build wires storage, the AS, the login pages and registration into one
@@ -226,9 +229,9 @@ func (s *server) users(e env) ([]loginui.User, error) {
 	out = append(out, loginui.User{Username: "admin", PasswordHash: h})
 	login := s.cfg.Issuer + "/consents"
 	if fromEnv {
-		fmt.Fprintf(e.stderr, "\n  Development mode (no --config): log in at %s with username \"admin\" and the password in AUTHSERVER_ADMIN_PASSWORD.\n\n", login)
+		s.loginHint = fmt.Sprintf("\n  Development mode (no --config): log in at %s with username \"admin\" and the password in AUTHSERVER_ADMIN_PASSWORD.\n\n", login)
 	} else {
-		fmt.Fprintf(e.stderr, "\n  Development mode (no --config): log in at %s with\n      username: admin\n      password: %s\n  This password is generated for this run only; set AUTHSERVER_ADMIN_PASSWORD to choose one.\n\n", login, pw)
+		s.loginHint = fmt.Sprintf("\n  Development mode (no --config): log in at %s with\n      username: admin\n      password: %s\n  This password is generated for this run only; set AUTHSERVER_ADMIN_PASSWORD to choose one.\n\n", login, pw)
 	}
 	return out, nil
 }
@@ -371,6 +374,8 @@ func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("authserver listening", "addr", ln.Addr().String(), "issuer", cfg.Issuer,
 		"metadata", wellKnown(cfg.Issuer), "version", versionString())
+	// Printed on stderr, never through the log: it may hold a password.
+	fmt.Fprint(e.stderr, s.loginHint)
 
 	select {
 	case err := <-errc:
