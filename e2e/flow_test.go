@@ -409,7 +409,7 @@ func runFlow(t *testing.T, s *launch.Stack, f flow) {
 
 	t.Run("fetch_report reaches the downstream API with an exchanged token only", func(t *testing.T) {
 		if !containsAny(asm["grant_types_supported"], grantTokenExchange) {
-			t.Skipf("GAP: the AS does not advertise the RFC 8693 token-exchange grant yet (grant_types_supported = %v); fetch_report cannot work", asm["grant_types_supported"])
+			t.Errorf("the AS does not advertise the RFC 8693 token-exchange grant: grant_types_supported = %v", asm["grant_types_supported"])
 		}
 		report := callTool[struct {
 			Status int            `json:"status"`
@@ -453,6 +453,20 @@ func runFlow(t *testing.T, s *launch.Stack, f flow) {
 		}
 		if accepted == 0 {
 			t.Fatalf("the downstream API accepted no request; records: %+v", records)
+		}
+	})
+
+	t.Run("a user token sent straight to the downstream API is refused", func(t *testing.T) {
+		user := tokens.all()
+		req, _ := http.NewRequest(http.MethodGet, s.DownstreamURL+"/report", nil)
+		req.Header.Set("Authorization", "Bearer "+user[len(user)-1].AccessToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `error="invalid_token"`) {
+			t.Errorf("token for %s at %s: %s %q, want 401 invalid_token (audience)", s.MCPURL, s.DownstreamURL, resp.Status, resp.Header.Get("WWW-Authenticate"))
 		}
 	})
 }

@@ -87,12 +87,6 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) Reset() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.Reset()
-}
-
 func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -136,25 +130,6 @@ func startStack(t *testing.T, so stackOptions) *launch.Stack {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := launch.Start(ctx, o)
-	if err != nil && strings.Contains(logs.String(), `unsupported grant type "`+grantTokenExchange+`"`) {
-		// GAP, reported rather than hidden: this build of the AS does not
-		// offer the RFC 8693 grant yet and refuses a config client that asks
-		// for it. Run the rest of the stack without it; the fetch_report
-		// checks skip with a GAP message (the AS metadata lacks the grant).
-		t.Logf("GAP: the AS refuses the token-exchange grant; starting without it:\n%s", logs.String())
-		logs.Reset()
-		edit := o.EditConfig
-		o.WorkDir = t.TempDir()
-		o.EditConfig = func(s string) string {
-			s = strings.Replace(edit(s), "grant_types: ["+grantTokenExchange+"]", "grant_types: [client_credentials]", 1)
-			if i := strings.Index(s, "\nexchange:\n"); i >= 0 {
-				j := strings.Index(s[i+1:], "\n\n")
-				s = s[:i+1] + s[i+1+j+2:]
-			}
-			return s
-		}
-		s, err = launch.Start(ctx, o)
-	}
 	if err != nil {
 		t.Fatalf("starting the stack: %v\n--- process output ---\n%s", err, logs.String())
 	}
