@@ -1,6 +1,7 @@
 package as
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/url"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ory/fosite"
 )
 
 const benchConns = 32
@@ -95,4 +98,23 @@ func BenchmarkIntrospection(b *testing.B) {
 	h := newHarness(b, nil)
 	_, tok := h.post("/token", url.Values{"grant_type": {"client_credentials"}}, "ci-bot", ciSecret)
 	benchHTTP(b, h, "/introspect", url.Values{"token": {tok["access_token"].(string)}}, "rs", rsSecret)
+}
+
+// BenchmarkSignAccessToken measures the bound of client credentials: one
+// RFC 9068 token signed (ES256 by default) per request.
+func BenchmarkSignAccessToken(b *testing.B) {
+	for _, alg := range []string{"ES256", "EdDSA", "RS256"} {
+		b.Run(alg, func(b *testing.B) {
+			h := newHarness(b, func(c *Config) { c.SigningAlg = alg })
+			c, _ := h.as.clients.get(context.Background(), "ci-bot")
+			req := &fosite.Request{Client: c, Session: newSession(""), GrantedAudience: fosite.Arguments{mcpURI}, GrantedScope: fosite.Arguments{"mcp:tools"}}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, _, err := h.as.tokens.GenerateAccessToken(context.Background(), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
