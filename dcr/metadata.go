@@ -334,6 +334,11 @@ func SafeString(s string) bool {
 }
 
 func isWebURL(raw string) bool {
+	for _, r := range raw {
+		if r <= ' ' || r > 0x7e {
+			return false
+		}
+	}
 	u, err := url.Parse(raw)
 	return err == nil && u.Scheme == "https" && u.Host != "" && u.Hostname() != "" &&
 		u.User == nil && u.Fragment == "" && !strings.Contains(raw, "#")

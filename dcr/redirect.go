@@ -49,6 +49,11 @@ func CheckRedirectURI(raw string) (RedirectKind, error) {
 		if r <= ' ' || r == 0x7f || r == '\\' {
 			return 0, errors.New("contains whitespace, control characters or backslashes")
 		}
+		if r > 0x7e {
+			// URIs are ASCII (RFC 3986 §2); a Unicode host could imitate
+			// another on the consent page. IDNs must arrive as punycode.
+			return 0, errors.New("contains non-ASCII characters (use punycode or percent-encoding)")
+		}
 	}
 	u, err := url.Parse(raw)
 	if err != nil || !u.IsAbs() {

@@ -209,6 +209,8 @@ func TestRegistrationRefusals(t *testing.T) {
 		{"refuses http on 10.x", `{"redirect_uris":["http://10.0.0.1/cb"],"token_endpoint_auth_method":"none"}`, "", "invalid_redirect_uri", "http on a host other than"},
 		{"refuses a private-use scheme for a web client", `{"redirect_uris":["cursor://anysphere.cursor-mcp/cb"],"application_type":"web","token_endpoint_auth_method":"none"}`, "", "invalid_redirect_uri", "application_type"},
 		{"refuses a javascript: redirect", `{"redirect_uris":["javascript://x/%0aalert(1)"],"application_type":"native","token_endpoint_auth_method":"none"}`, "", "invalid_redirect_uri", "forbidden scheme"},
+		{"refuses a redirect URI with a Unicode look-alike host", `{"redirect_uris":["https://cl\u0430ude.ai/api/mcp/auth_callback"],"token_endpoint_auth_method":"none"}`, "", "invalid_redirect_uri", "non-ASCII"},
+		{"refuses a jwks_uri with a Unicode host", `{"redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"private_key_jwt","jwks_uri":"https://\u0430.example/jwks"}`, "", "invalid_client_metadata", "jwks_uri"},
 		{"refuses a relative redirect URI", `{"redirect_uris":["/cb"],"token_endpoint_auth_method":"none"}`, "", "invalid_redirect_uri", "absolute"},
 		{"refuses a missing redirect_uris for the code grant", `{"client_name":"x","token_endpoint_auth_method":"none"}`, "", "invalid_redirect_uri", "required"},
 		{"refuses more redirect URIs than the cap", `{"redirect_uris":["https://a.example/1","https://a.example/2","https://a.example/3","https://a.example/4","https://a.example/5","https://a.example/6","https://a.example/7","https://a.example/8","https://a.example/9","https://a.example/10","https://a.example/11"],"token_endpoint_auth_method":"none"}`, "", "invalid_redirect_uri", "more than 10"},
