@@ -43,12 +43,17 @@ import (
 
 // Options tune the connection pool. The zero value is usable.
 type Options struct {
-	// MaxConns caps the pool; 0 keeps pgxpool's default (max(4, NumCPU)) or
-	// the DSN's pool_max_conns.
+	// MaxConns caps the pool; 0 means the DSN's pool_max_conns, or
+	// DefaultMaxConns when the DSN has none.
 	MaxConns int32
 	// MinConns keeps that many connections open; 0 opens them on demand.
 	MinConns int32
 }
+
+// DefaultMaxConns is the pool size when neither Options nor the DSN set
+// one: enough for a few dozen concurrent token requests, each of which holds
+// a connection for one statement at a time (or for one transaction).
+const DefaultMaxConns = 16
 
 // Store is the PostgreSQL backend. It is safe for concurrent use.
 type Store struct {
@@ -66,8 +71,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse dsn: %w", err)
 	}
-	if opts.MaxConns > 0 {
+	switch {
+	case opts.MaxConns > 0:
 		cfg.MaxConns = opts.MaxConns
+	case !strings.Contains(dsn, "pool_max_conns"):
+		cfg.MaxConns = DefaultMaxConns
 	}
 	if opts.MinConns > 0 {
 		cfg.MinConns = opts.MinConns

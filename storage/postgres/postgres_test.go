@@ -129,3 +129,23 @@ func BenchmarkStore(b *testing.B) {
 		return s
 	})
 }
+
+// Three pools on one schema stand for three authserver instances.
+func TestInstancesSharingOneDatabase(t *testing.T) {
+	t.Parallel()
+	dsn, _ := pgtest.Schema(t)
+	ctx := context.Background()
+	var stores []storage.Store
+	for range 3 {
+		s, err := postgres.Open(ctx, dsn, postgres.Options{MaxConns: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if _, err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, s)
+	}
+	storagetest.RunSharedTests(t, stores)
+}

@@ -71,3 +71,9 @@ func BenchmarkStore(b *testing.B) {
 		return openMigrated(b, filepath.Join(b.TempDir(), "authserver.db"))
 	})
 }
+
+// Two stores on one file stand for two processes sharing it.
+func TestInstancesSharingOneFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "authserver.db")
+	storagetest.RunSharedTests(t, []storage.Store{openMigrated(t, path), openMigrated(t, path)})
+}

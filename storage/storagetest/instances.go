@@ -1,0 +1,85 @@
+package storagetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/mcpauth/mcpauth/storage"
+)
+
+// RunSharedTests checks exactly-once behaviour across several stores opened
+// on one database, as several authserver instances see it: a code redeemed
+// through all of them at once succeeds once, a refresh token rotated through
+// all of them with grace 0 succeeds once, a jti is used once, and a write
+// through one is read through the others. instances must hold at least two
+// stores on the same, migrated, empty database.
+func RunSharedTests(t *testing.T, instances []storage.Store) {
+	if len(instances) < 2 {
+		t.Fatal("RunSharedTests needs at least two instances")
+	}
+	ctx := context.Background()
+	pick := func(i int) storage.Store { return instances[i%len(instances)] }
+
+	t.Run("a write through one instance is read through the others", func(t *testing.T) {
+		ok(t, pick(0).CreateClient(ctx, fullClient("shared", now())), "CreateClient")
+		ok(t, pick(0).CreateKey(ctx, key("shared-key", now())), "CreateKey")
+		for i := 1; i < len(instances); i++ {
+			if _, err := pick(i).GetClient(ctx, "shared"); err != nil {
+				t.Fatalf("instance %d: GetClient: %v", i, err)
+			}
+			ks, err := pick(i).ListKeys(ctx)
+			if err != nil || len(ks) != 1 {
+				t.Fatalf("instance %d: ListKeys = %d keys, %v", i, len(ks), err)
+			}
+		}
+	})
+	t.Run("a code redeemed through every instance at once succeeds once", func(t *testing.T) {
+		ok(t, pick(0).CreateToken(ctx, fullToken(storage.KindAuthorizeCode, "shared-code", "r", now())), "CreateToken")
+		n, errs := race(Concurrency, func(i int) error {
+			return pick(i).DeactivateToken(ctx, storage.KindAuthorizeCode, "shared-code")
+		})
+		if n != 1 {
+			t.Fatalf("%d redemptions succeeded, want 1", n)
+		}
+		allAre(t, errs, storage.ErrInactive)
+	})
+	t.Run("a code redeemed in transactions on every instance succeeds once", func(t *testing.T) {
+		ok(t, pick(0).CreateToken(ctx, fullToken(storage.KindAuthorizeCode, "shared-code-tx", "r", now())), "CreateToken")
+		n, errs := race(Concurrency, func(i int) error {
+			s := pick(i)
+			txCtx, err := s.BeginTX(ctx)
+			if err != nil {
+				return err
+			}
+			if err := s.DeactivateToken(txCtx, storage.KindAuthorizeCode, "shared-code-tx"); err != nil {
+				_ = s.Rollback(txCtx)
+				return err
+			}
+			return s.Commit(txCtx)
+		})
+		if n != 1 {
+			t.Fatalf("%d transactional redemptions succeeded, want 1", n)
+		}
+		allAre(t, errs, storage.ErrInactive)
+	})
+	t.Run("a refresh token rotated through every instance with grace 0 succeeds once", func(t *testing.T) {
+		ok(t, pick(0).CreateToken(ctx, fullToken(storage.KindRefreshToken, "shared-rt", "r", now())), "CreateToken")
+		at := now()
+		n, errs := race(Concurrency, func(i int) error {
+			return pick(i).RotateToken(ctx, storage.KindRefreshToken, "shared-rt", at, 0)
+		})
+		if n != 1 {
+			t.Fatalf("%d rotations succeeded, want 1", n)
+		}
+		allAre(t, errs, storage.ErrInactive)
+	})
+	t.Run("a jti used through every instance at once succeeds once", func(t *testing.T) {
+		exp := time.Now().Add(time.Hour)
+		n, errs := race(Concurrency, func(i int) error { return pick(i).UseJTI(ctx, "shared-jti", exp) })
+		if n != 1 {
+			t.Fatalf("%d UseJTI calls succeeded, want 1", n)
+		}
+		allAre(t, errs, storage.ErrAlreadyUsed)
+	})
+}
