@@ -122,12 +122,18 @@ func (m *clientManager) get(ctx context.Context, id string) (*client, error) {
 	if c, ok := m.static[id]; ok {
 		return c, nil
 	}
-	sc, err := m.store.GetClient(ctx, id)
-	if errors.Is(err, storage.ErrNotFound) && m.resolver != nil && strings.HasPrefix(id, "https://") {
+	var sc *storage.Client
+	var err error
+	if m.resolver != nil && strings.HasPrefix(id, "https://") {
+		// A Client ID Metadata Document is the source of truth for its
+		// client: always ask the resolver (it caches within bounds), never a
+		// stored copy, so a document that drops a redirect URI takes effect.
 		sc, err = m.resolver.ResolveClient(ctx, id)
 		if err == nil && sc != nil && sc.Source == "" {
 			sc.Source = "cimd"
 		}
+	} else {
+		sc, err = m.store.GetClient(ctx, id)
 	}
 	if err != nil {
 		return nil, mapStoreErr(err)

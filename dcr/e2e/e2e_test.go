@@ -482,10 +482,6 @@ func TestMetadataAdvertisesRegistrationAndCIMD(t *testing.T) {
 // the AS must not keep serving a stale stored copy (a redirect URI the
 // document dropped stops working).
 func TestCIMDDocumentChangesTakeEffectAfterTheCache(t *testing.T) {
-	t.Skip("KNOWN DEFECT (reported to the lead): as/clients.go looks a client up in storage before asking the " +
-		"ClientResolver, and the resolver stores what it resolves, so the stored copy of a CIMD document is served " +
-		"forever and document changes never apply. Remove this Skip once as/ resolves https client_ids through the " +
-		"resolver first (it has its own cache).")
 	w := newWorld(t)
 	id := w.docs.URL + "/changing.json"
 	w.publish("/changing.json", map[string]any{"client_id": id, "client_name": "Doc", "redirect_uris": []string{"https://old.example/cb"}})
