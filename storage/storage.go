@@ -69,6 +69,9 @@ type Client struct {
 	LastUsedAt time.Time // zero: never used at the token endpoint
 }
 
+// TouchGranularity is how stale LastUsedAt may be left by TouchClient.
+const TouchGranularity = time.Minute
+
 // ClientStore keeps registered clients.
 type ClientStore interface {
 	// GetClient returns ErrNotFound for an unknown id.
@@ -82,6 +85,10 @@ type ClientStore interface {
 	// DeleteClient returns ErrNotFound for an unknown id.
 	DeleteClient(ctx context.Context, id string) error
 	// TouchClient sets LastUsedAt. Cheap; called on every token issued.
+	// ErrNotFound for an unknown id. A backend may skip the write when the
+	// stored LastUsedAt is less than TouchGranularity before at (the value
+	// only feeds ReapClients' idle rule, measured in days), so that a busy
+	// client's row is not rewritten, and locked, for every token.
 	TouchClient(ctx context.Context, id string, at time.Time) error
 	// CountClients counts clients with the given Source ("" counts all).
 	CountClients(ctx context.Context, source string) (int, error)

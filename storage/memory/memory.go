@@ -270,6 +270,7 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 }
 
 // TouchClient implements storage.ClientStore; ErrNotFound for an unknown id.
+// A stored LastUsedAt within storage.TouchGranularity of at is kept.
 func (s *Store) TouchClient(ctx context.Context, id string, at time.Time) error {
 	t, err := s.lock(ctx)
 	if err != nil {
@@ -279,6 +280,9 @@ func (s *Store) TouchClient(ctx context.Context, id string, at time.Time) error 
 	old, ok := s.clients[id]
 	if !ok {
 		return storage.ErrNotFound
+	}
+	if !old.LastUsedAt.IsZero() && !old.LastUsedAt.Before(at.Add(-storage.TouchGranularity)) {
+		return nil // recent enough (storage.TouchGranularity)
 	}
 	n := cloneClient(old)
 	n.LastUsedAt = at

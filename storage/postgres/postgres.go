@@ -391,11 +391,27 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 }
 
 // TouchClient implements storage.ClientStore; ErrNotFound for an unknown id.
+// A stored LastUsedAt within storage.TouchGranularity of at is kept.
 func (s *Store) TouchClient(ctx context.Context, id string, at time.Time) error {
 	if !storable(id) {
 		return storage.ErrNotFound
 	}
-	return s.execOne(ctx, `UPDATE clients SET last_used_at = $2 WHERE id = $1`, id, ts(at))
+	// Rows whose last_used_at is recent do not match, so they are neither
+	// written nor locked: a client issuing many tokens is no hot row.
+	n, err := s.execCount(ctx, `UPDATE clients SET last_used_at = $2
+		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $3)`,
+		id, at, at.Add(-storage.TouchGranularity))
+	if err != nil || n > 0 {
+		return err
+	}
+	var exists bool
+	if err := s.q(ctx).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM clients WHERE id = $1)`, id).Scan(&exists); err != nil {
+		return mapErr(err)
+	}
+	if !exists {
+		return storage.ErrNotFound
+	}
+	return nil
 }
 
 // execOne runs a statement that must affect one row, else ErrNotFound.

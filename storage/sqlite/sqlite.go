@@ -449,8 +449,25 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 }
 
 // TouchClient implements storage.ClientStore; ErrNotFound for an unknown id.
+// A stored LastUsedAt within storage.TouchGranularity of at is kept.
 func (s *Store) TouchClient(ctx context.Context, id string, at time.Time) error {
-	return s.execOne(ctx, `UPDATE clients SET last_used_at = ? WHERE id = ?`, ts(at), id)
+	// Read first, on the read pool: a recent last_used_at (the usual case
+	// for a busy client) needs no turn on the single writer connection.
+	var last sql.NullInt64
+	err := s.rq(ctx).QueryRowContext(ctx, `SELECT last_used_at FROM clients WHERE id = ?`, id).Scan(&last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return storage.ErrNotFound
+	}
+	if err != nil {
+		return mapErr(err)
+	}
+	cutoff := at.Add(-storage.TouchGranularity).UnixNano()
+	if last.Valid && last.Int64 >= cutoff {
+		return nil
+	}
+	_, err = s.execCount(ctx, `UPDATE clients SET last_used_at = ?2
+		WHERE id = ?1 AND (last_used_at IS NULL OR last_used_at < ?3)`, id, at.UnixNano(), cutoff)
+	return err
 }
 
 // CountClients implements storage.ClientStore.

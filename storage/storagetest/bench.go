@@ -10,9 +10,9 @@ import (
 	"github.com/mcpauth/mcpauth/storage"
 )
 
-// RunBenchmarks measures the token operations on the hot path of every
-// grant: CreateToken (issuing), GetToken (introspection, refresh lookup) and
-// DeactivateToken (code redemption), each once sequentially and once from
+// RunBenchmarks measures the operations on the hot path of every grant:
+// CreateToken (issuing), GetToken (introspection, refresh lookup),
+// TouchClient (every token issued) and DeactivateToken (code redemption), each once sequentially and once from
 // 16*GOMAXPROCS goroutines. newStore must return an empty store closed when
 // b ends.
 func RunBenchmarks(b *testing.B, newStore func(b *testing.B) storage.Store) {
@@ -67,6 +67,15 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) storage.Store) {
 				_, err := s.GetToken(ctx, storage.KindAccessToken, fmt.Sprintf("sig-%012d", i%n))
 				return err
 			})
+		})
+		b.Run("TouchClient"+suffix, func(b *testing.B) {
+			// One client issuing every token: the hot row of a
+			// client_credentials load.
+			s := newStore(b)
+			if err := s.CreateClient(ctx, fullClient("hot", time.Now())); err != nil {
+				b.Fatal(err)
+			}
+			run(b, func(i int64) error { return s.TouchClient(ctx, "hot", time.Now()) })
 		})
 		b.Run("DeactivateToken"+suffix, func(b *testing.B) {
 			s := newStore(b)

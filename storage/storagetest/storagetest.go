@@ -323,6 +323,34 @@ var clientCases = []testCase{
 		want.LastUsedAt = at
 		same(t, "touched client", getClient(t, s, "c"), want)
 	}},
+	{"touching again within the granularity may keep the earlier time and a later touch moves it", func(t *testing.T, s storage.Store) {
+		ctx := context.Background()
+		ok(t, s.CreateClient(ctx, &storage.Client{ID: "c", Source: "dcr", CreatedAt: now()}), "CreateClient")
+		first := now()
+		ok(t, s.TouchClient(ctx, "c", first), "first TouchClient")
+		soon := first.Add(storage.TouchGranularity / 2)
+		ok(t, s.TouchClient(ctx, "c", soon), "TouchClient within granularity")
+		if got := getClient(t, s, "c").LastUsedAt; !got.Equal(first) && !got.Equal(soon) {
+			t.Fatalf("LastUsedAt = %v, want %v or %v", got, first, soon)
+		}
+		later := first.Add(2 * storage.TouchGranularity)
+		ok(t, s.TouchClient(ctx, "c", later), "later TouchClient")
+		if got := getClient(t, s, "c").LastUsedAt; !got.Equal(later) {
+			t.Fatalf("LastUsedAt = %v after a touch past the granularity, want %v", got, later)
+		}
+	}},
+	{"touching one client from many goroutines succeeds every time", func(t *testing.T, s storage.Store) {
+		ctx := context.Background()
+		ok(t, s.CreateClient(ctx, &storage.Client{ID: "c", Source: "dcr", CreatedAt: now()}), "CreateClient")
+		at := now()
+		n, errs := race(Concurrency, func(int) error { return s.TouchClient(ctx, "c", at) })
+		if n != Concurrency {
+			t.Fatalf("%d of %d TouchClient calls succeeded: %v", n, Concurrency, errs)
+		}
+		if got := getClient(t, s, "c").LastUsedAt; !got.Equal(at) {
+			t.Fatalf("LastUsedAt = %v, want %v", got, at)
+		}
+	}},
 	{"clients are counted by source", func(t *testing.T, s storage.Store) {
 		ctx := context.Background()
 		for i, src := range []string{"dcr", "dcr", "cimd", "config", "dcr"} {
