@@ -519,3 +519,13 @@ func TestExchangePolicyValidation(t *testing.T) {
 		t.Error("New accepted an exchange rule from a resource to itself")
 	}
 }
+
+func TestTokenExchangeDuringStorageOutageAnswers503(t *testing.T) {
+	h := exchangeHarness(t, nil)
+	user := h.codeFlow("mcp:tools")
+	h.store.Close()
+	resp, body := h.post("/token", exchangeForm(user.AccessToken, otherURI), "mcp-server", mcpSrvSecret)
+	if resp.StatusCode != http.StatusServiceUnavailable || body["error"] != "temporarily_unavailable" {
+		t.Errorf("%d %v", resp.StatusCode, body)
+	}
+}
