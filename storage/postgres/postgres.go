@@ -397,15 +397,15 @@ func (s *Store) TouchClient(ctx context.Context, id string, at time.Time) error 
 		return storage.ErrNotFound
 	}
 	// Rows whose last_used_at is recent do not match, so they are neither
-	// written nor locked: a client issuing many tokens is no hot row.
-	n, err := s.execCount(ctx, `UPDATE clients SET last_used_at = $2
-		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $3)`,
-		id, at, at.Add(-storage.TouchGranularity))
-	if err != nil || n > 0 {
-		return err
-	}
+	// written nor locked: a client issuing many tokens is no hot row. One
+	// round trip: the CTE updates, the outer query tells unknown ids apart.
 	var exists bool
-	if err := s.q(ctx).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM clients WHERE id = $1)`, id).Scan(&exists); err != nil {
+	err := s.q(ctx).QueryRow(ctx, `WITH touched AS (
+			UPDATE clients SET last_used_at = $2
+			WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $3) RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM clients WHERE id = $1)`,
+		id, at, at.Add(-storage.TouchGranularity)).Scan(&exists)
+	if err != nil {
 		return mapErr(err)
 	}
 	if !exists {
