@@ -344,7 +344,7 @@ func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 		log.Warn("issuer is plain http on a non-loopback host: put TLS in front and use an https issuer", "issuer", cfg.Issuer)
 	}
 	if !cfg.FromFile {
-		log.Info("no configuration file: running on development defaults", "storage", cfg.Storage)
+		log.Info("no configuration file: running on development defaults", "storage", cfg.StorageForLog())
 	}
 	s, err := build(ctx, cfg, migrate, log, e)
 	if err != nil {
@@ -372,7 +372,7 @@ func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	log.Info("authserver listening", "addr", ln.Addr().String(), "issuer", cfg.Issuer,
+	log.Info("authserver listening", "addr", ln.Addr().String(), "issuer", cfg.Issuer, "storage", cfg.StorageForLog(),
 		"metadata", wellKnown(cfg.Issuer), "version", versionString())
 	// Printed on stderr, never through the log: it may hold a password.
 	fmt.Fprint(e.stderr, s.loginHint)

@@ -15,6 +15,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"time"
 
@@ -409,6 +410,7 @@ func (c *Config) Redacted() ([]byte, error) {
 	if r.Secret != "" {
 		r.Secret = mark
 	}
+	r.Storage = c.StorageForLog()
 	r.Clients = append([]Client(nil), c.Clients...)
 	for i := range r.Clients {
 		if r.Clients[i].Secret != "" {
@@ -426,6 +428,28 @@ func (c *Config) Redacted() ([]byte, error) {
 		}
 	}
 	return yaml.Marshal(&r)
+}
+
+// StorageForLog is the storage key with any password in a postgres URL
+// (user info or password parameter) replaced by "[redacted]".
+func (c *Config) StorageForLog() string {
+	kind, _ := storageKind(c.Storage)
+	if kind != "postgres" {
+		return c.Storage
+	}
+	u, err := url.Parse(c.Storage)
+	if err != nil {
+		return "postgres://[unparsable, redacted]"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "redacted")
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "redacted")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }
 
 // StorageKind returns "memory", "sqlite" or "postgres" and, for sqlite, the

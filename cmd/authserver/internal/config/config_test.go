@@ -319,6 +319,22 @@ func TestRedactedHidesEverySecret(t *testing.T) {
 	}
 }
 
+func TestStorageForLogHidesDatabasePasswords(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"hides the password in user info", "postgres://u:hunter2@db:5432/x?sslmode=disable", "postgres://u:redacted@db:5432/x?sslmode=disable"},
+		{"hides a password parameter", "postgresql://db/x?password=hunter2&sslmode=disable", "postgresql://db/x?password=redacted&sslmode=disable"},
+		{"keeps a URL without a password", "postgres://u@db/x", "postgres://u@db/x"},
+		{"keeps sqlite paths", "sqlite:./a.db", "sqlite:./a.db"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Config{Storage: tc.in}
+			if got := c.StorageForLog(); got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(base))
 	f.Add([]byte("issuer: ${X}\n"))
