@@ -267,3 +267,36 @@ func TestJWKSHasNoPrivateParts(t *testing.T) {
 		}
 	}
 }
+
+func TestOversizedAndMalformedBodiesGetOAuthErrors(t *testing.T) {
+	h := newHarness(t, nil)
+	cases := []struct {
+		name  string
+		body  string
+		ctype string
+	}{
+		{"answers a body over 64 KiB with invalid_request", "grant_type=client_credentials&x=" + strings.Repeat("a", 70<<10), "application/x-www-form-urlencoded"},
+		{"answers a bad escape with invalid_request", "grant_type=%zz", "application/x-www-form-urlencoded"},
+		{"answers JSON with invalid_request", `{"grant_type":"client_credentials"}`, "application/json"},
+		{"answers an empty body with invalid_request", "", "application/x-www-form-urlencoded"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, path := range []string{"/token", "/introspect", "/revoke"} {
+				req, _ := http.NewRequest(http.MethodPost, h.issuer+path, strings.NewReader(tc.body))
+				req.Header.Set("Content-Type", tc.ctype)
+				req.SetBasicAuth("ci-bot", ciSecret)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var body map[string]any
+				_ = json.NewDecoder(resp.Body).Decode(&body)
+				resp.Body.Close()
+				if resp.StatusCode != 400 || body["error"] != "invalid_request" || resp.Header.Get("Cache-Control") != "no-store" {
+					t.Errorf("%s: %d %v %v", path, resp.StatusCode, body, resp.Header)
+				}
+			}
+		})
+	}
+}

@@ -67,7 +67,7 @@ func TestMetadataDocumentsMatchGoldenFiles(t *testing.T) {
 			c.RegistrationEndpoint = "https://as.example/tenant1/register"
 			c.ClientResolver = staticResolver{}
 		}, []string{"/.well-known/oauth-authorization-server/tenant1", "/.well-known/openid-configuration/tenant1",
-			"/tenant1/.well-known/openid-configuration"}, "metadata-path.json"},
+			"/tenant1/.well-known/openid-configuration", "/.well-known/oauth-authorization-server"}, "metadata-path.json"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

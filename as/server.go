@@ -280,6 +280,10 @@ func (s *Server) routes() http.Handler {
 	if bp != "" {
 		mux.Handle(bp+"/.well-known/openid-configuration", md)
 		mux.Handle(bp+"/.well-known/oauth-authorization-server", md)
+		// Some clients (Claude Code) ask the root locations even when the
+		// issuer has a path; the document still names the issuer exactly.
+		mux.Handle("/.well-known/oauth-authorization-server", md)
+		mux.Handle("/.well-known/openid-configuration", md)
 	}
 	if s.ui != nil {
 		uh := s.ui.Handler()
