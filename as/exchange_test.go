@@ -529,3 +529,32 @@ func TestTokenExchangeDuringStorageOutageAnswers503(t *testing.T) {
 		t.Errorf("%d %v", resp.StatusCode, body)
 	}
 }
+
+func TestTokenExchangeRuleWithoutClientsAppliesToClientsWithTheGrant(t *testing.T) {
+	h := exchangeHarness(t, func(c *Config) {
+		c.ExchangePolicy = []ExchangeRule{{From: mcpURI, To: otherURI, Scopes: []string{"other:read"}}}
+	})
+	user := h.codeFlow("mcp:tools")
+	cases := []struct {
+		name, user, pass string
+		wantStatus       int
+		wantErr          string
+	}{
+		{"lets a client with the grant and the target resource exchange", "stranger", strangerSecret, 200, ""},
+		{"refuses a client with the grant that may not use the target", "other-rs", otherRSSecret, 400, "invalid_target"},
+		{"refuses a client without the grant", "ci-bot", ciSecret, 400, "unauthorized_client"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := h.post("/token", exchangeForm(user.AccessToken, otherURI), tc.user, tc.pass)
+			if resp.StatusCode != tc.wantStatus || (tc.wantErr != "" && body["error"] != tc.wantErr) {
+				t.Fatalf("%d %v", resp.StatusCode, body)
+			}
+			if tc.wantErr == "" {
+				if _, c := h.claims(body["access_token"].(string)); c["client_id"] != tc.user || c["aud"] != otherURI {
+					t.Errorf("claims %v", c)
+				}
+			}
+		})
+	}
+}
