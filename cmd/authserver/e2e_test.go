@@ -234,10 +234,11 @@ var testEnv = []string{"AUTHSERVER_SECRET=" + testSecret, "CI_BOT_SECRET=" + bot
 
 // asMetadata is the part of the RFC 8414 document the tests use.
 type asMetadata struct {
-	Issuer               string `json:"issuer"`
-	TokenEndpoint        string `json:"token_endpoint"`
-	JWKSURI              string `json:"jwks_uri"`
-	RegistrationEndpoint string `json:"registration_endpoint"`
+	Issuer                string `json:"issuer"`
+	TokenEndpoint         string `json:"token_endpoint"`
+	JWKSURI               string `json:"jwks_uri"`
+	RegistrationEndpoint  string `json:"registration_endpoint"`
+	IntrospectionEndpoint string `json:"introspection_endpoint"`
 }
 
 func getJSON(t *testing.T, u string, v any) {
@@ -711,5 +712,187 @@ func TestMigrateCommandsAndNoMigrate(t *testing.T) {
 	out, _, err := runBin(t, dir, []string{"AUTHSERVER_STORAGE=memory"}, "", "migrate", "up")
 	if err != nil || !strings.Contains(out, "nothing to migrate") {
 		t.Fatalf("memory: %v %q", err, out)
+	}
+}
+
+// startMany starts n serve processes at the same time (so migrations and
+// first-key creation race) and waits for all of them.
+func startMany(t *testing.T, n int, mkConfig func(issuer, listen string) string) []*proc {
+	t.Helper()
+	type slot struct{ dir, issuer, cfg string }
+	slots := make([]slot, n)
+	for i := range slots {
+		dir := t.TempDir()
+		addr := freeAddr(t)
+		issuer := "http://" + addr
+		slots[i] = slot{dir, issuer, writeConfig(t, dir, mkConfig(issuer, addr))}
+	}
+	procs := make([]*proc, n)
+	var wg sync.WaitGroup
+	for i, s := range slots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			procs[i] = startNoFatal(t, s.dir, s.issuer, testEnv, "--config", s.cfg)
+		}()
+	}
+	wg.Wait()
+	for i, p := range procs {
+		if p == nil {
+			t.Fatalf("instance %d did not start", i)
+		}
+	}
+	return procs
+}
+
+// startNoFatal is start for use off the test goroutine: it reports with
+// t.Error and returns nil on failure.
+func startNoFatal(t *testing.T, dir, issuer string, environ []string, args ...string) *proc {
+	cmd := exec.Command(binary(t), append([]string{"serve"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(baseEnv(), environ...)
+	p := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1), issuer: issuer}
+	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Error(err)
+		return nil
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() { p.stop(t) })
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(issuer + "/.well-known/oauth-authorization-server")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Errorf("authserver exited before serving (%v):\n%s", err, p.stderr)
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	t.Errorf("authserver did not serve metadata in time:\n%s", p.stderr)
+	return nil
+}
+
+func TestInstancesOnOnePostgresActAsOneServer(t *testing.T) {
+	dsn, _ := pgtest.Schema(t)
+	// All instances share one issuer identity in production behind a load
+	// balancer; here each listens on its own port, so each has its own
+	// issuer URL, and tokens are compared by signature and key only.
+	procs := startMany(t, 3, func(issuer, listen string) string { return stackConfig(issuer, listen, dsn) })
+	mds := make([]asMetadata, len(procs))
+	for i, p := range procs {
+		mds[i] = discover(t, p.issuer)
+	}
+	// Instances that raced on their first start agree on one key set.
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		a, b, c := jwks(t, mds[0]), jwks(t, mds[1]), jwks(t, mds[2])
+		if sameKIDs(a, b) && sameKIDs(b, c) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instances serve different key sets: %v / %v / %v", kids(a), kids(b), kids(c))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	// A token issued by each instance verifies with every other's JWKS.
+	for i := range mds {
+		tok, err := clientToken(t, mds[i], "ci-bot", botSecret, nil, "mcp:tools")
+		if err != nil {
+			t.Fatalf("instance %d: %v", i, err)
+		}
+		for j := range mds {
+			verifyWith(t, jwks(t, mds[j]), tok.AccessToken)
+			if !introspectActive(t, mds[j], tok.AccessToken) {
+				t.Fatalf("a token from instance %d is not active at instance %d", i, j)
+			}
+		}
+	}
+
+	// A key rotated through one database is served by all instances.
+	before := kids(jwks(t, mds[0]))
+	out, errOut, err := runBin(t, t.TempDir(), append([]string{"AUTHSERVER_STORAGE=" + dsn}, testEnv...), "", "keys", "rotate",
+		"--config", writeConfig(t, t.TempDir(), stackConfig(procs[0].issuer, "127.0.0.1:1", dsn)))
+	if err != nil {
+		t.Fatalf("keys rotate: %v\n%s%s", err, out, errOut)
+	}
+	for i := range mds {
+		deadline := time.Now().Add(45 * time.Second)
+		for len(kids(jwks(t, mds[i]))) <= len(before) {
+			if time.Now().After(deadline) {
+				t.Fatalf("instance %d never served the rotated key", i)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	// Tokens from any instance are now signed with the new key, and verify everywhere.
+	for i := range mds {
+		tok, err := clientToken(t, mds[i], "ci-bot", botSecret, nil, "mcp:tools")
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed, _ := jwt.ParseSigned(tok.AccessToken, []jose.SignatureAlgorithm{jose.ES256})
+		if parsed == nil || slices.Contains(before, parsed.Headers[0].KeyID) {
+			t.Fatalf("instance %d still signs with an old key", i)
+		}
+		for j := range mds {
+			verifyWith(t, jwks(t, mds[j]), tok.AccessToken)
+		}
+	}
+}
+
+// introspectActive asks an instance's RFC 7662 endpoint, as ci-bot.
+func introspectActive(t *testing.T, md asMetadata, token string) bool {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, md.IntrospectionEndpoint, strings.NewReader(url.Values{"token": {token}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth("ci-bot", botSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Active bool `json:"active"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil {
+		t.Fatalf("introspection: %s", resp.Status)
+	}
+	return body.Active
+}
+
+func kids(set jose.JSONWebKeySet) []string {
+	var out []string
+	for _, k := range set.Keys {
+		out = append(out, k.KeyID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sameKIDs(a, b jose.JSONWebKeySet) bool { return slices.Equal(kids(a), kids(b)) }
+
+// verifyWith checks a token's signature against one key set.
+func verifyWith(t *testing.T, set jose.JSONWebKeySet, token string) {
+	t.Helper()
+	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.ES256, jose.RS256, jose.EdDSA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := set.Key(tok.Headers[0].KeyID)
+	if len(keys) != 1 {
+		t.Fatalf("kid %q not in key set %v", tok.Headers[0].KeyID, kids(set))
+	}
+	var claims map[string]any
+	if err := tok.Claims(keys[0].Key, &claims); err != nil {
+		t.Fatalf("signature: %v", err)
 	}
 }
