@@ -236,7 +236,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// of code and refresh requests after fosite's handlers loaded the grant.
 	th := fosite.TokenEndpointHandlers{
 		&resourcePreHandler{s: s},
-		gated{codeHandler}, gated{pkceHandler}, gated{refreshHandler}, gated{ccHandler},
+		codeRace{gated{codeHandler}, s}, pkceGate{gated{pkceHandler}, s}, gated{refreshHandler}, gated{ccHandler},
 	}
 	th = append(th, s.extensionHandlers()...)
 	th = append(th, &resourcePostHandler{s: s})
@@ -356,6 +356,55 @@ func (g gated) PopulateTokenEndpointResponse(ctx context.Context, r fosite.Acces
 		return fosite.ErrUnknownRequest
 	}
 	return g.TokenEndpointHandler.PopulateTokenEndpointResponse(ctx, r, resp)
+}
+
+// codeRace covers the redemption that loses a race: its Populate step finds
+// the code already redeemed (by a request that passed the same checks a
+// moment earlier). Like a replay, it revokes what the code issued (RFC 6749
+// §4.1.2) and answers invalid_grant instead of fosite's server_error.
+type codeRace struct {
+	gated
+	s *Server
+}
+
+func (c codeRace) PopulateTokenEndpointResponse(ctx context.Context, r fosite.AccessRequester, resp fosite.AccessResponder) error {
+	err := c.gated.PopulateTokenEndpointResponse(ctx, r, resp)
+	if err == nil && c.CanHandleTokenEndpointRequest(ctx, r) {
+		c.s.store.deletePKCE(ctx, c.s.tokens.AuthorizeCodeSignature(ctx, r.GetRequestForm().Get("code")))
+	}
+	if err == nil || !(errors.Is(err, fosite.ErrInvalidatedAuthorizeCode) || errors.Is(err, errCodeRace)) {
+		return err
+	}
+	sig := c.s.tokens.AuthorizeCodeSignature(ctx, r.GetRequestForm().Get("code"))
+	if t, gerr := c.s.cfg.Store.GetToken(ctx, storage.KindAuthorizeCode, sig); gerr == nil {
+		if rerr := c.s.store.RevokeAccessToken(ctx, t.RequestID); rerr != nil {
+			c.s.log.error(ctx, "revoking after a code race", "err", rerr)
+		}
+		if rerr := c.s.store.RevokeRefreshToken(ctx, t.RequestID); rerr != nil {
+			c.s.log.error(ctx, "revoking after a code race", "err", rerr)
+		}
+	}
+	return fosite.ErrInvalidGrant.WithHint("The authorization code has already been used.")
+}
+
+// pkceGate burns the code when its PKCE verification fails (RFC 7636 §4.6),
+// so a stolen code cannot be tried with many verifiers.
+type pkceGate struct {
+	gated
+	s *Server
+}
+
+func (p pkceGate) HandleTokenEndpointRequest(ctx context.Context, r fosite.AccessRequester) error {
+	err := p.gated.HandleTokenEndpointRequest(ctx, r)
+	if err != nil && !errors.Is(err, fosite.ErrUnknownRequest) {
+		sig := p.s.tokens.AuthorizeCodeSignature(ctx, r.GetRequestForm().Get("code"))
+		if derr := p.s.cfg.Store.DeactivateToken(ctx, storage.KindAuthorizeCode, sig); derr != nil &&
+			!errors.Is(derr, storage.ErrInactive) && !errors.Is(derr, storage.ErrNotFound) {
+			p.s.log.error(ctx, "burning a code after failed PKCE", "err", derr)
+		}
+		p.s.store.deletePKCE(ctx, sig)
+	}
+	return err
 }
 
 // exactAudience replaces fosite's prefix matcher: every needle must equal,

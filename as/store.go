@@ -202,12 +202,18 @@ func (s *tokenStore) GetPKCERequestSession(ctx context.Context, sig string, _ fo
 	return req, err
 }
 
-func (s *tokenStore) DeletePKCERequestSession(ctx context.Context, sig string) error {
-	err := mapStoreErr(s.store.DeleteToken(ctx, storage.KindPKCE, sig))
-	if errors.Is(err, fosite.ErrNotFound) {
-		return nil
+// DeletePKCERequestSession is called by fosite's PKCE handler before the
+// code is redeemed. Deleting there would make the PKCE record, not the code,
+// the point where concurrent redemptions part, and the losers would fail
+// without revoking what the winner issued. So it does nothing: the record
+// is deleted after a successful redemption (codeRace) or expires with the
+// code, and a failed verification burns the code (pkceGate).
+func (s *tokenStore) DeletePKCERequestSession(context.Context, string) error { return nil }
+
+func (s *tokenStore) deletePKCE(ctx context.Context, sig string) {
+	if err := s.store.DeleteToken(ctx, storage.KindPKCE, sig); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		s.log.error(ctx, "deleting PKCE record", "err", err)
 	}
-	return err
 }
 
 // Access tokens.
