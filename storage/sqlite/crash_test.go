@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -44,43 +45,57 @@ func TestCrashWriter(t *testing.T) {
 		fmt.Println("error", err)
 		os.Exit(2)
 	}
-	out := os.Stdout // unbuffered: a printed line was acknowledged first
-	for i := 0; ; i++ {
-		sig := fmt.Sprintf("t%06d", i)
-		tok := &storage.Token{Kind: storage.KindRefreshToken, Signature: sig, RequestID: "r", Active: true,
-			ExpiresAt: time.Now().Add(time.Hour), Data: []byte(sig)}
-		switch i % 3 {
-		case 0, 1:
-			if err := s.CreateToken(ctx, tok); err != nil {
-				fmt.Fprintln(out, "error", err)
-				os.Exit(2)
-			}
-			fmt.Fprintln(out, "ack token", sig)
-			if i%3 == 1 {
-				if err := s.DeactivateToken(ctx, storage.KindRefreshToken, sig); err != nil {
-					fmt.Fprintln(out, "error", err)
-					os.Exit(2)
-				}
-				fmt.Fprintln(out, "ack deact", sig)
-			}
-		case 2:
-			txCtx, err := s.BeginTX(ctx)
-			if err == nil {
-				err = s.CreateToken(txCtx, tok)
-			}
-			if err == nil {
-				err = s.CreateClient(txCtx, &storage.Client{ID: sig, Source: "dcr"})
-			}
-			if err == nil {
-				err = s.Commit(txCtx)
-			}
-			if err != nil {
-				fmt.Fprintln(out, "error", err)
-				os.Exit(2)
-			}
-			fmt.Fprintln(out, "ack txn", sig)
-		}
+	// Several writers at once, so that acknowledged writes come from shared
+	// (group) commits as well as from transactions.
+	var mu sync.Mutex
+	ack := func(what, sig string) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintln(os.Stdout, "ack", what, sig) // unbuffered: printed after the write returned
 	}
+	fail := func(err error) {
+		mu.Lock()
+		fmt.Fprintln(os.Stdout, "error", err)
+		os.Exit(2)
+	}
+	for w := range 8 {
+		go func() {
+			for i := 0; ; i++ {
+				sig := fmt.Sprintf("w%d-%06d", w, i)
+				tok := &storage.Token{Kind: storage.KindRefreshToken, Signature: sig, RequestID: "r", Active: true,
+					ExpiresAt: time.Now().Add(time.Hour), Data: []byte(sig)}
+				switch i % 3 {
+				case 0, 1:
+					if err := s.CreateToken(ctx, tok); err != nil {
+						fail(err)
+					}
+					ack("token", sig)
+					if i%3 == 1 {
+						if err := s.DeactivateToken(ctx, storage.KindRefreshToken, sig); err != nil {
+							fail(err)
+						}
+						ack("deact", sig)
+					}
+				case 2:
+					txCtx, err := s.BeginTX(ctx)
+					if err == nil {
+						err = s.CreateToken(txCtx, tok)
+					}
+					if err == nil {
+						err = s.CreateClient(txCtx, &storage.Client{ID: sig, Source: "dcr"})
+					}
+					if err == nil {
+						err = s.Commit(txCtx)
+					}
+					if err != nil {
+						fail(err)
+					}
+					ack("txn", sig)
+				}
+			}
+		}()
+	}
+	select {}
 }
 
 func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
@@ -113,7 +128,7 @@ func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
 		}
 		acks = append(acks, ack{f[1], f[2]})
 		// Kill in the middle of the write stream, with writes in flight.
-		if !killed && len(acks) >= 600 {
+		if !killed && len(acks) >= 2000 {
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}

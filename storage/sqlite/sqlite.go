@@ -8,6 +8,13 @@
 // failing with SQLITE_BUSY; reads use a separate pool and run alongside.
 // busy_timeout covers other processes opening the same file.
 //
+// Single writes outside a transaction are group-committed: writes that
+// arrive while a commit is under way are run one after the other inside the
+// next BEGIN IMMEDIATE ... COMMIT, and each caller gets its own result once
+// that commit is durable. Each statement still sees the effects of the ones
+// before it, so the exactly-once rules hold; concurrent writers share an
+// fsync instead of queueing for one each.
+//
 // Transactions (storage.Transactional) travel in the context and hold the
 // writer connection until Commit or Rollback: calling a write method with a
 // context outside the open transaction, from the goroutine that holds it,
@@ -39,9 +46,18 @@ import (
 type Store struct {
 	w *sql.DB // one connection: every write
 	r *sql.DB // reads outside transactions
+
+	writes chan *writeReq // single writes, for the group committer
+	stop   chan struct{}  // closed by Close
+	bg     context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the committer has returned
 }
 
 var _ storage.Store = (*Store)(nil)
+
+// maxBatch caps how many single writes share one commit.
+const maxBatch = 128
 
 // BusyTimeout is how long a statement waits for another process's lock.
 const BusyTimeout = 10 * time.Second
@@ -73,7 +89,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	s := &Store{w: w, r: r}
+	s := &Store{w: w, r: r, writes: make(chan *writeReq, maxBatch), stop: make(chan struct{}), done: make(chan struct{})}
+	s.bg, s.cancel = context.WithCancel(context.Background())
+	go s.commitLoop()
 	// Open the writer first: it creates the file and switches it to WAL.
 	if err := w.PingContext(ctx); err != nil {
 		s.Close()
@@ -106,8 +124,17 @@ func (s *Store) MigrationStatus(ctx context.Context) (migrations.Status, error) 
 	return st, mapErr(err)
 }
 
-// Close closes both pools; later calls fail with storage.ErrUnavailable.
+// Close stops the group committer (a batch already started is finished),
+// then closes both pools; later calls fail with storage.ErrUnavailable.
 func (s *Store) Close() error {
+	select {
+	case <-s.stop:
+		return nil
+	default:
+	}
+	close(s.stop)
+	<-s.done
+	s.cancel()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
@@ -167,14 +194,6 @@ func (s *Store) txFrom(ctx context.Context) *liteTx {
 		return nil
 	}
 	return t
-}
-
-// wq is where writes go: the transaction in ctx, or the writer.
-func (s *Store) wq(ctx context.Context) querier {
-	if t := s.txFrom(ctx); t != nil {
-		return t.conn
-	}
-	return s.w
 }
 
 // rq is where reads go: the transaction in ctx, or the read pool.
@@ -368,9 +387,9 @@ func (s *Store) CreateClient(ctx context.Context, c *storage.Client) error {
 	if err := checkLists(n.RedirectURIs, n.GrantTypes, n.ResponseTypes, n.Scopes, n.Resources); err != nil {
 		return err
 	}
-	_, err := s.wq(ctx).ExecContext(ctx, `INSERT INTO clients (`+clientCols+`) VALUES
+	_, err := s.execCount(ctx, `INSERT INTO clients (`+clientCols+`) VALUES
 		(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, clientArgs(&n)...)
-	return mapErr(err)
+	return err
 }
 
 // UpdateClient implements storage.ClientStore: read, update and write in one
@@ -421,14 +440,18 @@ type closureErr struct{ err error }
 
 func (e closureErr) Error() string { return e.err.Error() }
 
-// execCount runs a write and returns the rows it changed.
+// execCount runs a write and returns the rows it changed: on the
+// transaction in ctx, or else through the group committer.
 func (s *Store) execCount(ctx context.Context, query string, args ...any) (int, error) {
-	res, err := s.wq(ctx).ExecContext(ctx, query, args...)
-	if err != nil {
-		return 0, mapErr(err)
+	if t := s.txFrom(ctx); t != nil {
+		res, err := t.conn.ExecContext(ctx, query, args...)
+		if err != nil {
+			return 0, mapErr(err)
+		}
+		n, err := res.RowsAffected()
+		return int(n), mapErr(err)
 	}
-	n, err := res.RowsAffected()
-	return int(n), mapErr(err)
+	return s.submit(ctx, query, args)
 }
 
 // execOne runs a write that must change one row, else ErrNotFound.
@@ -492,10 +515,10 @@ const tokenCols = `kind, signature, request_id, client_id, subject, active, crea
 
 // CreateToken implements storage.TokenStore.
 func (s *Store) CreateToken(ctx context.Context, t *storage.Token) error {
-	_, err := s.wq(ctx).ExecContext(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+	_, err := s.execCount(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?,?,?,?,?,?,?,?,?,?)`,
 		string(t.Kind), t.Signature, t.RequestID, t.ClientID, t.Subject, boolInt(t.Active),
 		ts(t.CreatedAt), ts(t.ExpiresAt), ts(t.RotatedAt), t.Data)
-	return mapErr(err)
+	return err
 }
 
 // GetToken implements storage.TokenStore.
@@ -621,11 +644,11 @@ func (s *Store) PutConsent(ctx context.Context, c *storage.Consent) error {
 	if err := checkLists(c.Scopes); err != nil {
 		return err
 	}
-	_, err := s.wq(ctx).ExecContext(ctx, `INSERT INTO consents (`+consentCols+`) VALUES (?, ?, ?, ?, ?, ?)
+	_, err := s.execCount(ctx, `INSERT INTO consents (`+consentCols+`) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (subject, client_id, resource) DO UPDATE
 		SET scopes = excluded.scopes, granted_at = excluded.granted_at, expires_at = excluded.expires_at`,
 		c.Subject, c.ClientID, c.Resource, list(c.Scopes), ts(c.GrantedAt), ts(c.ExpiresAt))
-	return mapErr(err)
+	return err
 }
 
 // DeleteConsents implements storage.ConsentStore.
@@ -675,9 +698,9 @@ func (s *Store) ListKeys(ctx context.Context) ([]storage.SigningKey, error) {
 
 // CreateKey implements storage.KeyStore.
 func (s *Store) CreateKey(ctx context.Context, k *storage.SigningKey) error {
-	_, err := s.wq(ctx).ExecContext(ctx, `INSERT INTO signing_keys (id, algorithm, public_jwk, private_sealed, created_at, retired_at)
+	_, err := s.execCount(ctx, `INSERT INTO signing_keys (id, algorithm, public_jwk, private_sealed, created_at, retired_at)
 		VALUES (?, ?, ?, ?, ?, ?)`, k.ID, k.Algorithm, k.PublicJWK, k.PrivateSealed, ts(k.CreatedAt), ts(k.RetiredAt))
-	return mapErr(err)
+	return err
 }
 
 // RetireKeys implements storage.KeyStore.
@@ -713,4 +736,129 @@ func (s *Store) DeleteExpiredJTIs(ctx context.Context, before time.Time, limit i
 	}
 	return s.execCount(ctx, `DELETE FROM jtis WHERE rowid IN (
 		SELECT rowid FROM jtis WHERE expires_at < ? LIMIT ?)`, before.UnixNano(), limit)
+}
+
+// writeReq is one single write waiting for the group committer.
+type writeReq struct {
+	ctx   context.Context
+	query string
+	args  []any
+	done  chan writeRes
+}
+
+type writeRes struct {
+	n   int
+	err error
+}
+
+var errClosed = fmt.Errorf("%w: sqlite: store closed", storage.ErrUnavailable)
+
+// submit hands a write to the committer and waits for its durable result.
+func (s *Store) submit(ctx context.Context, query string, args []any) (int, error) {
+	req := &writeReq{ctx: ctx, query: query, args: args, done: make(chan writeRes, 1)}
+	select {
+	case <-s.stop:
+		return 0, errClosed
+	default:
+	}
+	select {
+	case s.writes <- req:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-s.stop:
+		return 0, errClosed
+	}
+	select {
+	case r := <-req.done:
+		return r.n, r.err
+	case <-s.done:
+		// The committer returned; it may have answered just before.
+		select {
+		case r := <-req.done:
+			return r.n, r.err
+		default:
+			return 0, errClosed
+		}
+	}
+}
+
+// commitLoop runs batches of single writes until Close.
+func (s *Store) commitLoop() {
+	defer close(s.done)
+	for {
+		var batch []*writeReq
+		select {
+		case req := <-s.writes:
+			batch = append(batch, req)
+		case <-s.stop:
+			return
+		}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case req := <-s.writes:
+				batch = append(batch, req)
+			default:
+				break drain
+			}
+		}
+		s.runBatch(batch)
+	}
+}
+
+// runBatch runs batch in one IMMEDIATE transaction. A statement that fails
+// on a constraint fails alone (SQLite undoes just that statement); any other
+// failure, or a failed COMMIT, fails the whole batch and rolls it back, so a
+// caller is told success only for a write that is committed.
+func (s *Store) runBatch(batch []*writeReq) {
+	reply := func(reqs []*writeReq, err error) {
+		for _, r := range reqs {
+			r.done <- writeRes{err: err}
+		}
+	}
+	ctx := s.bg
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		reply(batch, mapErr(err))
+		return
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		reply(batch, mapErr(err))
+		return
+	}
+	results := make([]writeRes, len(batch))
+	for i, req := range batch {
+		if err := req.ctx.Err(); err != nil {
+			results[i] = writeRes{err: err} // given up before it ran: not run
+			continue
+		}
+		// Not req.ctx: interrupting a statement inside the shared
+		// transaction could roll back the others' writes.
+		res, err := conn.ExecContext(ctx, req.query, req.args...)
+		if err != nil {
+			if isConstraint(err) {
+				results[i] = writeRes{err: mapErr(err)}
+				continue
+			}
+			conn.ExecContext(ctx, "ROLLBACK")
+			reply(batch, mapErr(err))
+			return
+		}
+		n, err := res.RowsAffected()
+		results[i] = writeRes{n: int(n), err: mapErr(err)}
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		conn.ExecContext(ctx, "ROLLBACK")
+		reply(batch, mapErr(err))
+		return
+	}
+	for i, req := range batch {
+		req.done <- results[i]
+	}
+}
+
+func isConstraint(err error) bool {
+	var se *sqlite3.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlitelib.SQLITE_CONSTRAINT
 }
