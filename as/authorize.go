@@ -160,6 +160,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess := newSession(result.Subject)
+	sess.GrantedAt = s.now()
 	ar.SetRequestedAudience(fosite.Arguments{res.URI})
 	ar.GrantAudience(res.URI)
 	for _, sc := range result.Scopes {

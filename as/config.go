@@ -22,6 +22,7 @@ const (
 	DefaultRefreshTokenTTL = 30 * 24 * time.Hour
 	DefaultCodeTTL         = 5 * time.Minute
 	DefaultRefreshGrace    = 5 * time.Second
+	DefaultGrantLifetime   = 90 * 24 * time.Hour
 	// MaxCodeTTL bounds CodeTTL (RFC 9700 §4.2: codes short-lived; OAuth 2.1 §4.1.2: at most 10 minutes).
 	MaxCodeTTL = 10 * time.Minute
 )
@@ -97,8 +98,13 @@ type Config struct {
 	Secret []byte
 	// AccessTokenTTL: zero means DefaultAccessTokenTTL (15 minutes).
 	AccessTokenTTL time.Duration
-	// RefreshTokenTTL: zero means DefaultRefreshTokenTTL (30 days).
+	// RefreshTokenTTL is the idle lifetime of a refresh token: each rotation
+	// issues one valid this long. Zero means DefaultRefreshTokenTTL (30 days).
 	RefreshTokenTTL time.Duration
+	// GrantLifetime is the absolute bound of a grant: no refresh token
+	// outlives the authorization it came from by more than this (RFC 9700
+	// §4.14.2). Zero means DefaultGrantLifetime (90 days).
+	GrantLifetime time.Duration
 	// CodeTTL: zero means DefaultCodeTTL (5 minutes); at most MaxCodeTTL.
 	CodeTTL time.Duration
 	// RefreshGrace is how long a rotated refresh token may still be
@@ -157,7 +163,7 @@ func (c *Config) validate() error {
 	if c.CodeTTL > MaxCodeTTL {
 		return fmt.Errorf("as: CodeTTL %s exceeds %s", c.CodeTTL, MaxCodeTTL)
 	}
-	if c.AccessTokenTTL < 0 || c.RefreshTokenTTL < 0 || c.CodeTTL < 0 {
+	if c.AccessTokenTTL < 0 || c.RefreshTokenTTL < 0 || c.CodeTTL < 0 || c.GrantLifetime < 0 {
 		return errors.New("as: TTLs must not be negative")
 	}
 	switch c.SigningAlg {

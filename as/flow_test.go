@@ -355,3 +355,16 @@ func TestRevokingRefreshTokenRevokesFamily(t *testing.T) {
 		t.Errorf("revoking an unknown token: %d", resp.StatusCode)
 	}
 }
+
+func TestRefreshNeverOutlivesTheGrant(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.GrantLifetime = time.Hour })
+	tok := h.codeFlow()
+	status, body := refresh(h, tok.RefreshToken)
+	if status != 200 {
+		t.Fatalf("%d %v", status, body)
+	}
+	h.clock.Advance(2 * time.Hour)
+	if status, body := refresh(h, body["refresh_token"].(string)); status != 400 || body["error"] != "invalid_grant" {
+		t.Errorf("refresh after the grant's lifetime: %d %v", status, body)
+	}
+}

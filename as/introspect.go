@@ -182,6 +182,7 @@ func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.log.info(ctx, "revocation request", "client_id", requestClientID(r))
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -196,4 +197,13 @@ func (s *Server) serveJWKS(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/jwk-set+json")
 	w.Header().Set("Cache-Control", "public, max-age=60")
 	_, _ = w.Write(s.keys.jwksDoc())
+}
+
+// requestClientID names the client of a request for audit logs, from HTTP
+// Basic or the body; never the secret.
+func requestClientID(r *http.Request) string {
+	if id, _, ok := r.BasicAuth(); ok {
+		return id
+	}
+	return r.PostForm.Get("client_id")
 }

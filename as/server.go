@@ -76,6 +76,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.RefreshTokenTTL == 0 {
 		cfg.RefreshTokenTTL = DefaultRefreshTokenTTL
 	}
+	if cfg.GrantLifetime == 0 {
+		cfg.GrantLifetime = DefaultGrantLifetime
+	}
 	if cfg.CodeTTL == 0 {
 		cfg.CodeTTL = DefaultCodeTTL
 	}

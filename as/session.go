@@ -16,6 +16,9 @@ type session struct {
 	ExpiresAt map[fosite.TokenType]time.Time `json:"exp,omitempty"`
 	// Act is the RFC 8693 §4.1 actor of a delegated token (token exchange).
 	Act map[string]any `json:"act,omitempty"`
+	// GrantedAt is when the person approved the grant; refresh tokens never
+	// outlive GrantedAt + Config.GrantLifetime.
+	GrantedAt time.Time `json:"gat,omitempty"`
 	// TokenHash binds an access token record to its exact token (see
 	// signingInputHash).
 	TokenHash string `json:"th,omitempty"`
@@ -45,7 +48,7 @@ func (s *session) Clone() fosite.Session {
 	if s == nil {
 		return nil
 	}
-	return &session{Subject: s.Subject, ExpiresAt: maps.Clone(s.ExpiresAt), Act: maps.Clone(s.Act)}
+	return &session{Subject: s.Subject, ExpiresAt: maps.Clone(s.ExpiresAt), Act: maps.Clone(s.Act), GrantedAt: s.GrantedAt, TokenHash: s.TokenHash}
 }
 
 // storedRequest is the JSON form of a fosite.Requester kept (sealed) in

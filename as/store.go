@@ -171,7 +171,11 @@ func (s *tokenStore) CreateAuthorizeCodeSession(ctx context.Context, sig string,
 // with the requester for a redeemed code, so the code grant revokes what the
 // first redemption issued (RFC 6749 §4.1.2).
 func (s *tokenStore) GetAuthorizeCodeSession(ctx context.Context, sig string, _ fosite.Session) (fosite.Requester, error) {
-	return s.get(ctx, storage.KindAuthorizeCode, sig, fosite.ErrInvalidatedAuthorizeCode)
+	req, err := s.get(ctx, storage.KindAuthorizeCode, sig, fosite.ErrInvalidatedAuthorizeCode)
+	if errors.Is(err, fosite.ErrInvalidatedAuthorizeCode) && req != nil {
+		s.log.info(ctx, "authorization code replay: revoking the grant", "client_id", req.GetClient().GetID(), "grant", req.GetID())
+	}
+	return req, err
 }
 
 // InvalidateAuthorizeCodeSession redeems the code exactly once: of concurrent
@@ -258,10 +262,9 @@ func (s *tokenStore) GetRefreshTokenSession(ctx context.Context, sig string, _ f
 	if err != nil {
 		return nil, err
 	}
-	if !t.Active {
-		return req, fosite.ErrInactiveToken
-	}
-	if !t.RotatedAt.IsZero() && (s.grace <= 0 || s.now().After(t.RotatedAt.Add(s.grace))) {
+	if !t.Active || !t.RotatedAt.IsZero() && (s.grace <= 0 || s.now().After(t.RotatedAt.Add(s.grace))) {
+		// fosite revokes the family on this answer.
+		s.log.info(ctx, "refresh token reuse: revoking the grant", "client_id", t.ClientID, "sub", t.Subject, "grant", t.RequestID)
 		return req, fosite.ErrInactiveToken
 	}
 	return req, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/ory/fosite"
 
@@ -44,6 +45,8 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 			s.log.error(ctx, "touching client", "client_id", c.id, "err", err)
 		}
 	}
+	s.log.info(ctx, "token issued", "client_id", ar.GetClient().GetID(), "grant_type", ar.GetGrantTypes()[0],
+		"sub", ar.GetSession().GetSubject(), "aud", strings.Join(ar.GetGrantedAudience(), " "), "scope", strings.Join(ar.GetGrantedScopes(), " "))
 	s.provider.WriteAccessResponse(ctx, w, ar, resp)
 }
 
@@ -213,6 +216,17 @@ func (h *resourcePostHandler) HandleTokenEndpointRequest(_ context.Context, r fo
 		for _, sc := range fosite.RemoveEmpty(splitSpace(r.GetRequestForm().Get("scope"))) {
 			if !r.GetGrantedScopes().Has(sc) {
 				return fosite.ErrInvalidScope.WithHintf("The scope %q was not granted.", sc)
+			}
+		}
+		// RFC 9700 §4.14.2: a bounded absolute lifetime. Rotation never
+		// extends a refresh token beyond the grant's end.
+		if sess, ok := r.GetSession().(*session); ok && !sess.GrantedAt.IsZero() {
+			end := sess.GrantedAt.Add(h.s.cfg.GrantLifetime)
+			if !h.s.now().Before(end) {
+				return fosite.ErrInvalidGrant.WithHint("The grant has reached its maximum lifetime; authorize again.")
+			}
+			if exp := sess.GetExpiresAt(fosite.RefreshToken); exp.IsZero() || exp.After(end) {
+				sess.SetExpiresAt(fosite.RefreshToken, end)
 			}
 		}
 	}
