@@ -459,6 +459,23 @@ var tokenCases = []testCase{
 			t.Fatal("duplicate create overwrote the token")
 		}
 	}},
+	{"concurrent creates of one signature create it once and the others still commit", func(t *testing.T, s storage.Store) {
+		ctx := context.Background()
+		n, errs := race(Concurrency, func(i int) error {
+			if i%2 == 0 {
+				return s.CreateToken(ctx, fullToken(storage.KindAccessToken, "same", fmt.Sprintf("r%d", i), now()))
+			}
+			return s.CreateToken(ctx, fullToken(storage.KindAccessToken, fmt.Sprintf("own-%d", i), "r", now()))
+		})
+		if n != Concurrency/2+1 {
+			t.Fatalf("%d creates succeeded, want %d (every distinct one and one of the duplicates): %v", n, Concurrency/2+1, errs)
+		}
+		allAre(t, errs, storage.ErrAlreadyExists)
+		for i := 1; i < Concurrency; i += 2 {
+			getToken(t, s, storage.KindAccessToken, fmt.Sprintf("own-%d", i))
+		}
+		getToken(t, s, storage.KindAccessToken, "same")
+	}},
 	{"an unknown token is ErrNotFound for every keyed method", func(t *testing.T, s storage.Store) {
 		ctx := context.Background()
 		ok(t, s.CreateToken(ctx, fullToken(storage.KindAccessToken, "sig", "r", now())), "CreateToken")
