@@ -288,27 +288,40 @@ func (s *Stack) Exited() (name string, err error, exited bool) {
 	return "", nil, false
 }
 
-// ReadEnvFile reads KEY=VALUE lines, ignoring blank lines and # comments.
+// ReadEnvFile reads an env file (see ParseEnv).
 func ReadEnvFile(path string) (map[string]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return ParseEnv(f, path)
+}
+
+// ParseEnv reads KEY=VALUE lines, the subset of docker compose's env_file
+// format that deploy/stack.env uses: blank lines and lines starting with #
+// are skipped, surrounding spaces are trimmed, the value is everything after
+// the first "=", and there is no quoting or ${VAR} expansion. name is used in
+// error messages.
+func ParseEnv(r io.Reader, name string) (map[string]string, error) {
 	env := map[string]string{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
 		k, v, ok := strings.Cut(line, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("%s:%d: not KEY=VALUE", path, n)
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
+			return nil, fmt.Errorf("%s:%d: not KEY=VALUE", name, n)
 		}
-		env[k] = v
+		env[k] = strings.TrimSpace(v)
 	}
-	return env, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return env, nil
 }
 
 // FreeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
