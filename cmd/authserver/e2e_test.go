@@ -29,6 +29,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/storage/postgres/pgtest"
 )
 
@@ -139,7 +140,12 @@ func start(t *testing.T, dir, issuer string, environ []string, args ...string) *
 		t.Fatal(err)
 	}
 	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() { p.stop(t) })
+	t.Cleanup(func() {
+		p.stop(t)
+		if t.Failed() {
+			t.Logf("--- output of the authserver at %s ---\n%s", p.issuer, p.stderr)
+		}
+	})
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := http.Get(issuer + "/.well-known/oauth-authorization-server")
@@ -758,7 +764,12 @@ func startNoFatal(t *testing.T, dir, issuer string, environ []string, args ...st
 		return nil
 	}
 	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() { p.stop(t) })
+	t.Cleanup(func() {
+		p.stop(t)
+		if t.Failed() {
+			t.Logf("--- output of the authserver at %s ---\n%s", p.issuer, p.stderr)
+		}
+	})
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		resp, err := http.Get(issuer + "/.well-known/oauth-authorization-server")
@@ -894,5 +905,189 @@ func verifyWith(t *testing.T, set jose.JSONWebKeySet, token string) {
 	var claims map[string]any
 	if err := tok.Claims(keys[0].Key, &claims); err != nil {
 		t.Fatalf("signature: %v", err)
+	}
+}
+
+var formAction = regexp.MustCompile(`<form method="post" action="([^"]*)">`)
+
+// postPage submits the form on page (hidden fields plus extra) and returns
+// the response; redirects to the client's callback are not followed.
+func postPage(t *testing.T, c *http.Client, pageURL *url.URL, page string, extra url.Values) *http.Response {
+	t.Helper()
+	m := formAction.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no form on page:\n%s", page)
+	}
+	action, err := pageURL.Parse(html.UnescapeString(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := url.Values{}
+	for _, h := range hiddenInput.FindAllStringSubmatch(page, -1) {
+		form.Set(h[1], html.UnescapeString(h[2]))
+	}
+	for k, v := range extra {
+		form[k] = v
+	}
+	resp, err := c.PostForm(action.String(), form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// authorizationCode runs the code flow with PKCE through the real login and
+// consent pages of the server at base and returns the code.
+func authorizationCode(t *testing.T, base, redirectURI, challenge, user, pw string) string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 20 * time.Second,
+		CheckRedirect: func(r *http.Request, _ []*http.Request) error {
+			if strings.HasPrefix(r.URL.String(), redirectURI) {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		}}
+	q := url.Values{
+		"response_type": {"code"}, "client_id": {"demo-app"}, "redirect_uri": {redirectURI},
+		"code_challenge": {challenge}, "code_challenge_method": {"S256"}, "state": {"state-0123456789"},
+		"scope": {"mcp:tools"}, "resource": {"http://127.0.0.1:8080/mcp"},
+	}
+	u, _ := url.Parse(base + "/authorize?" + q.Encode())
+	resp, err := c.Get(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := 0; step < 4; step++ {
+		if loc := resp.Header.Get("Location"); resp.StatusCode == http.StatusSeeOther || resp.StatusCode == http.StatusFound {
+			resp.Body.Close()
+			cb, err := url.Parse(loc)
+			if err != nil || cb.Query().Get("code") == "" {
+				t.Fatalf("redirect without a code: %s", loc)
+			}
+			if cb.Query().Get("state") != "state-0123456789" {
+				t.Fatalf("state not returned: %s", loc)
+			}
+			return cb.Query().Get("code")
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		page := string(b)
+		pageURL := resp.Request.URL
+		switch {
+		case strings.Contains(page, `id="title">Sign in<`):
+			resp = postPage(t, c, pageURL, page, url.Values{"username": {user}, "password": {pw}})
+		case strings.Contains(page, `id="title">Allow access?<`):
+			resp = postPage(t, c, pageURL, page, url.Values{"action": {"approve"}})
+		default:
+			t.Fatalf("unexpected page (%s):\n%s", resp.Status, page)
+		}
+	}
+	t.Fatal("the flow did not end at the client")
+	return ""
+}
+
+// postToken posts a token request to base/token and returns the status and body.
+func postToken(base string, form url.Values) (int, map[string]any, error) {
+	resp, err := http.PostForm(base+"/token", form)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	err = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body, err
+}
+
+// race sends form to every base at once and counts the 200 answers.
+func race(t *testing.T, bases []string, form url.Values) (ok int, bodies []map[string]any) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for _, b := range bases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			status, body, err := postToken(b, form)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("%s: %v", b, err)
+				return
+			}
+			if status == http.StatusOK {
+				ok++
+				bodies = append(bodies, body)
+			} else {
+				t.Logf("%s answered %d: %v", b, status, body)
+			}
+			if status >= 500 {
+				t.Errorf("%s answered %d: %v", b, status, body)
+			}
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	return ok, bodies
+}
+
+func TestCodesAndRefreshTokensAreRedeemedOnceAcrossInstances(t *testing.T) {
+	dsn, _ := pgtest.Schema(t)
+	hash, err := password.Hash("alice-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One issuer for all instances, as behind a load balancer.
+	issuer := "http://" + freeAddr(t)
+	const redirectURI = "http://127.0.0.1:7777/callback"
+	mk := func(_, listen string) string {
+		return stackConfig(issuer, listen, dsn) + fmt.Sprintf(`users:
+  - username: alice
+    password_hash: %q
+tokens:
+  refresh_grace: 0
+`, hash)
+	}
+	// demo-app is added to the clients list of stackConfig.
+	mkWithApp := func(i, l string) string {
+		return strings.Replace(mk(i, l), "exchange:\n", "  - id: demo-app\n    public: true\n    redirect_uris: ["+redirectURI+"]\n    scopes: [mcp:tools]\nexchange:\n", 1)
+	}
+	procs := startMany(t, 3, mkWithApp)
+	var bases []string
+	for _, p := range procs {
+		bases = append(bases, p.issuer)
+	}
+
+	verifier := oauth2.GenerateVerifier()
+	code := authorizationCode(t, bases[0], redirectURI, oauth2.S256ChallengeFromVerifier(verifier), "alice", "alice-password")
+	ok, bodies := race(t, bases, url.Values{
+		"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {redirectURI},
+		"client_id": {"demo-app"}, "code_verifier": {verifier},
+	})
+	if ok != 1 {
+		t.Fatalf("a code redeemed at %d instances at once succeeded %d times", len(bases), ok)
+	}
+
+	// A second grant, redeemed once, for the refresh race (the replayed
+	// code above revoked what the first grant issued, as it must).
+	verifier = oauth2.GenerateVerifier()
+	code = authorizationCode(t, bases[1], redirectURI, oauth2.S256ChallengeFromVerifier(verifier), "alice", "alice-password")
+	status, body, err := postToken(bases[2], url.Values{
+		"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {redirectURI},
+		"client_id": {"demo-app"}, "code_verifier": {verifier},
+	})
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("code redemption: %d %v %v", status, body, err)
+	}
+	bodies = []map[string]any{body}
+	refresh, _ := bodies[0]["refresh_token"].(string)
+	if refresh == "" {
+		t.Fatalf("no refresh token: %v", bodies[0])
+	}
+	ok, _ = race(t, bases, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}, "client_id": {"demo-app"}})
+	if ok != 1 {
+		t.Fatalf("one refresh token presented at %d instances at once rotated %d times", len(bases), ok)
 	}
 }
