@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 // binaries builds authserver, mcpserver and downstream once per test binary.
-func binaries(t *testing.T) string {
+func binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "mcpauth-e2e-bin-")
@@ -58,7 +58,7 @@ func binaries(t *testing.T) string {
 
 // requireCI fails the test when CI is set and skips it otherwise: for
 // prerequisites (PostgreSQL, chromium) that CI must provide.
-func requireCI(t *testing.T, format string, args ...any) {
+func requireCI(t testing.TB, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...)
 	if os.Getenv("CI") != "" {
@@ -95,7 +95,7 @@ func (l *lockedBuffer) String() string {
 
 // startStack runs the example stack as processes on free ports and stops it
 // when the test ends; the processes' output is logged when the test fails.
-func startStack(t *testing.T, so stackOptions) *launch.Stack {
+func startStack(t testing.TB, so stackOptions) *launch.Stack {
 	t.Helper()
 	bin := binaries(t)
 	var addrs [3]string
