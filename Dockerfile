@@ -18,10 +18,9 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ENV CGO_ENABLED=0 GOOS=linux
-# -tags wired: see cmd/authserver/unwired.go (a no-op once that seam is gone).
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     mkdir -p /out && \
-    go build -trimpath -tags wired -ldflags='-s -w' -o /out/ \
+    go build -trimpath -ldflags='-s -w' -o /out/ \
         ./cmd/authserver \
         ./examples/mcpserver \
         ./examples/downstream \

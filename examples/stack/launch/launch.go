@@ -40,9 +40,7 @@ var Programs = map[string]string{
 
 // Build compiles the stack's programs from the module at root into binDir.
 func Build(ctx context.Context, root, binDir string, extraEnv ...string) error {
-	// -tags wired: cmd/authserver builds its server only with this tag while
-	// its dependencies land; the tag is harmless once that seam is removed.
-	args := []string{"build", "-tags", "wired", "-o", binDir + string(os.PathSeparator)}
+	args := []string{"build", "-o", binDir + string(os.PathSeparator)}
 	for _, name := range []string{"authserver", "mcpserver", "downstream"} {
 		args = append(args, Programs[name])
 	}
