@@ -411,9 +411,18 @@ func TestServeOnMemoryIssuesClientCredentialsTokens(t *testing.T) {
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	issuer := "http://" + addr
-	cfg := writeConfig(t, dir, stackConfig(issuer, addr, "memory"))
+	cfg := writeConfig(t, dir, stackConfig(issuer, addr, "memory")+"gc:\n  interval: 1s\n")
 	p := start(t, dir, issuer, testEnv, "--config", cfg)
 	checkClientCredentials(t, issuer)
+
+	// The periodic garbage collection runs.
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(p.stderr.String(), `msg="garbage collection"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no garbage collection pass logged:\n%s", p.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 
 	// /healthz reports storage health.
 	resp, err := http.Get(issuer + "/healthz")
