@@ -12,19 +12,28 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
-// connect authorizes a Go SDK client by DCR and the form driver, and returns
-// its session.
+// connect authorizes a Go SDK client by DCR and the form driver as alice, and
+// returns its session.
 func connect(tb testing.TB, s *launch.Stack) *mcp.ClientSession {
+	tb.Helper()
+	session, _ := connectAs(tb, s, demoUser, demoPassword)
+	return session
+}
+
+// connectAs is connect for any user; it also returns the client's tokens.
+func connectAs(tb testing.TB, s *launch.Stack, user, password string) (*mcp.ClientSession, *tokenSources) {
 	tb.Helper()
 	a, err := launch.FreeAddr()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	redirect := "http://" + a + "/callback"
-	driver := newFormLogin(demoUser, demoPassword, redirect)
+	driver := newFormLogin(user, password, redirect)
+	tokens := &tokenSources{}
 	handler, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
 		RedirectURL:              redirect,
 		AuthorizationCodeFetcher: driver.fetch,
+		NewTokenSource:           tokens.newTokenSource,
 		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{
 			Metadata: &oauthex.ClientRegistrationMetadata{
 				ClientName:              "mcpauth e2e benchmark",
@@ -44,7 +53,7 @@ func connect(tb testing.TB, s *launch.Stack) *mcp.ClientSession {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { session.Close() })
-	return session
+	return session, tokens
 }
 
 // BenchmarkToolCall measures one tools/call over Streamable HTTP through the
