@@ -226,6 +226,16 @@ func (k *keyring) reload(ctx context.Context) error {
 			current = sk
 		}
 	}
+	if current == nil {
+		// Every key is retired: two instances created and retired each
+		// other's first key at the same moment. Sign with the newest rather
+		// than not at all; the next rotation settles it.
+		for _, sk := range keys {
+			if current == nil || sk.createdAt.After(current.createdAt) {
+				current = sk
+			}
+		}
+	}
 	set := jose.JSONWebKeySet{}
 	ids := make([]string, 0, len(keys))
 	for id := range keys {
