@@ -5,8 +5,10 @@ import (
 	"crypto/ecdsa"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -298,5 +300,45 @@ func TestOversizedAndMalformedBodiesGetOAuthErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestPrivateKeyJWTWithJWKSURI(t *testing.T) {
+	var h *harness
+	var fetches atomic.Int32
+	jwksSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: h.jwtKey.Public(), KeyID: "k1", Algorithm: "ES256"}}})
+	}))
+	t.Cleanup(jwksSrv.Close)
+	h = newHarness(t, func(c *Config) {
+		c.JWKSHTTPClient = jwksSrv.Client()
+		c.Clients = append(c.Clients, Client{ID: "uri-bot", JWKSURI: jwksSrv.URL, GrantTypes: []string{"client_credentials"}})
+	})
+	// The assertion helper signs as jwt-bot; sign one as uri-bot.
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: h.jwtKey, KeyID: "k1"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assert := func(jti string) url.Values {
+		now := time.Now()
+		a, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: "uri-bot", Subject: "uri-bot", Audience: jwt.Audience{h.issuer + "/token"}, ID: jti,
+			IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(time.Minute))}).Serialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return url.Values{"grant_type": {"client_credentials"}, "client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"}, "client_assertion": {a}}
+	}
+	for i, jti := range []string{"u-1", "u-2"} {
+		resp, body := h.post("/token", assert(jti), "", "")
+		if resp.StatusCode != 200 {
+			t.Fatalf("assertion %d: %d %v", i, resp.StatusCode, body)
+		}
+	}
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("jwks_uri fetched %d times, want 1 (cached)", n)
+	}
+	if resp, body := h.post("/token", assert("u-1"), "", ""); resp.StatusCode != 401 {
+		t.Errorf("replayed jti: %d %v", resp.StatusCode, body)
 	}
 }
