@@ -213,6 +213,7 @@ func startProc(o Options, name string, environ []string, args ...string) (*proc,
 	cmd := exec.Command(filepath.Join(o.BinDir, name), args...)
 	cmd.Env = environ
 	cmd.Dir = o.WorkDir
+	dieWithParent(cmd)
 	pw := &prefixWriter{prefix: "[" + name + "] ", w: o.Log}
 	cmd.Stdout = pw
 	cmd.Stderr = pw
