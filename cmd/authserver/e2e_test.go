@@ -226,6 +226,8 @@ exchange:
     clients: [exchanger]
 registration:
   allow_client_credentials: true
+signing:
+  key_reload: 1s
 log:
   level: debug
 `, issuer, listen, storage)

@@ -156,21 +156,22 @@ func (s *server) wire(ctx context.Context, e env) error {
 	}
 
 	acfg := as.Config{
-		Issuer:          cfg.Issuer,
-		Resources:       asResources(cfg),
-		Clients:         asClients(cfg),
-		UI:              ui,
-		Store:           s.store,
-		Secret:          s.secret,
-		AccessTokenTTL:  cfg.Tokens.AccessTTL.D(),
-		RefreshTokenTTL: cfg.Tokens.RefreshTTL.D(),
-		CodeTTL:         cfg.Tokens.CodeTTL.D(),
-		RefreshGrace:    offIfZero(cfg.Tokens.RefreshGrace),
-		SigningAlg:      cfg.Signing.Algorithm,
-		ClientResolver:  resolver,
-		JWKSHTTPClient:  jwksClient,
-		ExchangePolicy:  asExchange(cfg),
-		Logger:          s.log.With("component", "as"),
+		Issuer:            cfg.Issuer,
+		Resources:         asResources(cfg),
+		Clients:           asClients(cfg),
+		UI:                ui,
+		Store:             s.store,
+		Secret:            s.secret,
+		AccessTokenTTL:    cfg.Tokens.AccessTTL.D(),
+		RefreshTokenTTL:   cfg.Tokens.RefreshTTL.D(),
+		CodeTTL:           cfg.Tokens.CodeTTL.D(),
+		RefreshGrace:      offIfZero(cfg.Tokens.RefreshGrace),
+		SigningAlg:        cfg.Signing.Algorithm,
+		KeyReloadInterval: cfg.Signing.KeyReload.D(),
+		ClientResolver:    resolver,
+		JWKSHTTPClient:    jwksClient,
+		ExchangePolicy:    asExchange(cfg),
+		Logger:            s.log.With("component", "as"),
 	}
 	if cfg.RegistrationEnabled() {
 		acfg.RegistrationEndpoint = regEndpoint

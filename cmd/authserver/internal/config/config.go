@@ -100,6 +100,9 @@ type Tokens struct {
 // Signing selects the JWS algorithm of access tokens (RFC 9068 §2.1).
 type Signing struct {
 	Algorithm string `yaml:"algorithm"`
+	// KeyReload is how often a running server reloads signing keys from
+	// storage, so a key rotated elsewhere is picked up.
+	KeyReload Duration `yaml:"key_reload"`
 }
 
 // Registration is the RFC 7591 dynamic client registration policy.
@@ -333,6 +336,9 @@ func (c *Config) defaults() {
 	}
 	if c.Signing.Algorithm == "" {
 		c.Signing.Algorithm = "ES256"
+	}
+	if c.Signing.KeyReload == 0 {
+		c.Signing.KeyReload = Duration(15 * time.Second)
 	}
 	r := &c.Registration
 	if r.Enabled == nil {

@@ -115,6 +115,7 @@ func TestParseRejectsBadFields(t *testing.T) {
 		{"rejects a CIMD allowed host without a port", add("cimd:\n  allow_hosts: [127.0.0.1]"), "config: cimd.allow_hosts[0]: must be IP:port"},
 		{"rejects a refresh grace over a minute", add("tokens:\n  refresh_grace: 2m"), "config: tokens.refresh_grace: must be at most 1m"},
 		{"rejects a subject scope the source resource lacks", add("exchange:\n  - from: https://mcp.example.com/mcp\n    to: https://other.example.com/api\n    scopes: [read]\n    subject_scopes: [read]"), "config: exchange[0].subject_scopes[0]: scope \"read\" is not a scope of resource https://mcp.example.com/mcp"},
+		{"rejects a key reload interval under a second", add("signing:\n  key_reload: 10ms"), "config: signing.key_reload: must be between 1s and 1h"},
 		{"rejects an unknown log level", add("log:\n  level: loud"), "config: log.level: must be"},
 		{"rejects a GC interval below a second", add("gc:\n  interval: 10ms"), "config: gc.interval: must be at least 1s"},
 		{"rejects migrate_on_start that is not a boolean", add("migrate_on_start: sometimes"), "config: migrate_on_start: expected true or false"},

@@ -145,6 +145,9 @@ func (c *Config) Validate() error {
 		return errf("signing.algorithm", "must be one of ES256, RS256, EdDSA, got %q", c.Signing.Algorithm)
 	}
 
+	if k := c.Signing.KeyReload.D(); k < time.Second || k > time.Hour {
+		return errf("signing.key_reload", "must be between 1s and 1h, got %s", k)
+	}
 	if err := c.validateRegistration(byURI, scopes); err != nil {
 		return err
 	}
