@@ -75,5 +75,8 @@ func writeJSONError(w http.ResponseWriter, status int, code, desc string) {
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := s.toOAuthError(r.Context(), err)
+	if e.Code == "invalid_client" {
+		s.log.audit(r.Context(), "client.auth_failed", "client_id", requestClientID(r), "path", r.URL.Path)
+	}
 	writeJSONError(w, e.status, e.Code, e.Description)
 }

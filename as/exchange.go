@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ory/fosite"
@@ -427,8 +428,8 @@ func (h *exchangeHandler) PopulateTokenEndpointResponse(ctx context.Context, r f
 	resp.SetExpiresIn(ttl)
 	resp.SetScopes(r.GetGrantedScopes())
 	resp.SetExtra("issued_token_type", TokenTypeAccessToken)
-	h.s.log.info(ctx, "token exchanged", "client_id", r.GetClient().GetID(), "sub", sess.Subject,
-		"aud", r.GetGrantedAudience()[0], "scope", r.GetGrantedScopes())
+	h.s.log.audit(ctx, "token.exchanged", "client_id", r.GetClient().GetID(), "sub", sess.Subject,
+		"aud", r.GetGrantedAudience()[0], "scope", strings.Join(r.GetGrantedScopes(), " "))
 	return nil
 }
 

@@ -182,7 +182,7 @@ func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.info(ctx, "revocation request", "client_id", requestClientID(r))
+	s.log.audit(ctx, "token.revoked", "client_id", requestClientID(r), "token_digest", digest(r.PostForm.Get("token")))
 	w.WriteHeader(http.StatusOK)
 }
 

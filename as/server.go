@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hkdf"
 	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -437,6 +438,23 @@ func (l logger) error(ctx context.Context, msg string, args ...any) {
 
 func (l logger) info(ctx context.Context, msg string, args ...any) {
 	l.l.InfoContext(ctx, msg, args...)
+}
+
+// audit writes one audit event (SECURITY.md, "Audit events"): message
+// "audit", attribute "event" naming what happened (token.issued,
+// token.exchanged, token.revoked, code.replayed, refresh.reused,
+// client.auth_failed), then client_id, sub and the granted scope/aud. Raw
+// tokens, codes, secrets and assertions never appear: a token argument is
+// logged as its digest (see digest).
+func (l logger) audit(ctx context.Context, event string, args ...any) {
+	l.l.InfoContext(ctx, "audit", append([]any{"event", event}, args...)...)
+}
+
+// digest names a secret argument in an audit event without revealing it:
+// the first 12 bytes of its SHA-256, base64url.
+func digest(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
 }
 
 // isUnavailable reports a storage outage anywhere in err's chain.

@@ -173,7 +173,7 @@ func (s *tokenStore) CreateAuthorizeCodeSession(ctx context.Context, sig string,
 func (s *tokenStore) GetAuthorizeCodeSession(ctx context.Context, sig string, _ fosite.Session) (fosite.Requester, error) {
 	req, err := s.get(ctx, storage.KindAuthorizeCode, sig, fosite.ErrInvalidatedAuthorizeCode)
 	if errors.Is(err, fosite.ErrInvalidatedAuthorizeCode) && req != nil {
-		s.log.info(ctx, "authorization code replay: revoking the grant", "client_id", req.GetClient().GetID(), "grant", req.GetID())
+		s.log.audit(ctx, "code.replayed", "client_id", req.GetClient().GetID(), "sub", req.GetSession().GetSubject(), "grant", req.GetID())
 	}
 	return req, err
 }
@@ -264,7 +264,7 @@ func (s *tokenStore) GetRefreshTokenSession(ctx context.Context, sig string, _ f
 	}
 	if !t.Active || !t.RotatedAt.IsZero() && (s.grace <= 0 || s.now().After(t.RotatedAt.Add(s.grace))) {
 		// fosite revokes the family on this answer.
-		s.log.info(ctx, "refresh token reuse: revoking the grant", "client_id", t.ClientID, "sub", t.Subject, "grant", t.RequestID)
+		s.log.audit(ctx, "refresh.reused", "client_id", t.ClientID, "sub", t.Subject, "grant", t.RequestID)
 		return req, fosite.ErrInactiveToken
 	}
 	return req, nil

@@ -45,7 +45,7 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 			s.log.error(ctx, "touching client", "client_id", c.id, "err", err)
 		}
 	}
-	s.log.info(ctx, "token issued", "client_id", ar.GetClient().GetID(), "grant_type", ar.GetGrantTypes()[0],
+	s.log.audit(ctx, "token.issued", "client_id", ar.GetClient().GetID(), "grant_type", ar.GetGrantTypes()[0],
 		"sub", ar.GetSession().GetSubject(), "aud", strings.Join(ar.GetGrantedAudience(), " "), "scope", strings.Join(ar.GetGrantedScopes(), " "))
 	s.provider.WriteAccessResponse(ctx, w, ar, resp)
 }

@@ -180,7 +180,7 @@ func (h *Handler) register(w http.ResponseWriter, r *http.Request) {
 		secs := int(wait/time.Second) + 1
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		writeError(w, http.StatusTooManyRequests, CodeTemporarilyUnavail, "too many registrations from this address; retry later")
-		h.log.Info("dcr: registration rate limited", "addr", addr.String())
+		h.audit(r.Context(), "client.registration_limited", "addr", addr.String())
 		return
 	}
 	if !h.open && !h.checkInitialAccessToken(r) {
@@ -215,7 +215,7 @@ func (h *Handler) register(w http.ResponseWriter, r *http.Request) {
 		h.serverError(w, "create client", err)
 		return
 	}
-	h.log.Info("dcr: client registered", "client_id", c.ID, "client_name", c.Name,
+	h.audit(r.Context(), "client.registered", "client_id", c.ID, "client_name", c.Name,
 		"auth_method", c.TokenEndpointAuthMethod, "redirect_uris", len(c.RedirectURIs), "addr", addr.String())
 	w.Header().Set("Location", info.RegistrationClientURI)
 	writeJSON(w, http.StatusCreated, info)
@@ -324,10 +324,19 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, id string) *
 		return nil
 	}
 	if err != nil || c.Source != "dcr" || !h.regTokens.Equal(c.RegistrationTokenHash, tok) {
+		h.audit(r.Context(), "client.auth_failed", "client_id", id, "path", r.URL.Path)
 		writeBearerError(w, true, "the registration access token is not valid for this client")
 		return nil
 	}
 	return c
+}
+
+// audit writes one audit event in the shape the AS uses: message "audit",
+// attribute "event" (client.registered, client.updated, client.deleted,
+// client.registration_limited, client.auth_failed), then the client and
+// request facts. Secrets and registration access tokens never appear.
+func (h *Handler) audit(ctx context.Context, event string, args ...any) {
+	h.log.InfoContext(ctx, "audit", append([]any{"event", event}, args...)...)
 }
 
 // read is RFC 7592 §2.1.
@@ -439,7 +448,7 @@ func (h *Handler) update(w http.ResponseWriter, r *http.Request, id string) {
 		h.serverError(w, "update client", err)
 		return
 	}
-	h.log.Info("dcr: client updated", "client_id", id)
+	h.audit(r.Context(), "client.updated", "client_id", id)
 	writeJSON(w, http.StatusOK, info)
 }
 
@@ -454,7 +463,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, id string) {
 		h.serverError(w, "delete client", err)
 		return
 	}
-	h.log.Info("dcr: client deleted", "client_id", id)
+	h.audit(r.Context(), "client.deleted", "client_id", id)
 	w.WriteHeader(http.StatusNoContent)
 }
 

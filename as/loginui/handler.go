@@ -76,7 +76,7 @@ func (u *UI) serveLogout(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		u.clearSession(w)
-		u.log.InfoContext(r.Context(), "loginui: logout", "sub", sess.Subject)
+		u.audit(r.Context(), "logout", "sub", sess.Subject)
 		render(w, http.StatusOK, "message.html", &view{Title: "Signed out", Base: u.cfg.BasePath, Notice: "You are signed out."})
 	default:
 		w.Header().Set("Allow", "GET, HEAD, POST")
@@ -120,7 +120,7 @@ func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 			u.storageError(w, r, "deleting consents", err)
 			return
 		}
-		u.log.InfoContext(r.Context(), "loginui: consent revoked", "sub", sess.Subject, "client_id", f.ClientID)
+		u.audit(r.Context(), "consent.revoked", "sub", sess.Subject, "client_id", f.ClientID)
 		// Post/Redirect/Get so a reload does not resubmit.
 		http.Redirect(w, r, selfURL(r), http.StatusSeeOther)
 		return
