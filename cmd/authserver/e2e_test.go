@@ -426,6 +426,15 @@ func TestServeOnMemoryIssuesClientCredentialsTokens(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
+	// Oversized request headers are refused before any handler runs.
+	req, _ := http.NewRequest(http.MethodGet, issuer+"/healthz", nil)
+	req.Header.Set("X-Big", strings.Repeat("a", 200<<10))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("200 KiB of headers: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
 	// /healthz reports storage health.
 	resp, err := http.Get(issuer + "/healthz")
 	if err != nil || resp.StatusCode != http.StatusOK {
