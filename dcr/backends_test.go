@@ -26,6 +26,8 @@ var storeTests = []struct {
 	{"CIMDClientProfiles", TestCIMDClientProfiles},
 	{"CIMDRefreshKeepsUsageOfTheStoredClient", TestCIMDRefreshKeepsUsageOfTheStoredClient},
 	{"CIMDRefusesHostileDestinations", TestCIMDRefusesHostileDestinations},
+	{"HostileRegistrationRequests", TestHostileRegistrationRequests},
+	{"CIMDRefusesNULAndInvalidUTF8", TestCIMDRefusesNULAndInvalidUTF8},
 }
 
 func runOn(t *testing.T, open func(t testing.TB) storage.ClientStore) {

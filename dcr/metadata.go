@@ -201,6 +201,11 @@ func (p *compiled) validate(md ClientMetadata, m mode) (ClientMetadata, *Metadat
 			if !k.Valid() || !k.IsPublic() {
 				return out, badMeta("jwks: key %d is not a valid public key", i)
 			}
+			// The kid is echoed in responses and logs and looked up
+			// against assertion headers: printable only.
+			if !SafeString(k.KeyID) || !SafeString(k.Algorithm) || !SafeString(k.Use) {
+				return out, badMeta("jwks: key %d has a kid, alg or use with characters that cannot be shown safely", i)
+			}
 		}
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, md.JWKS); err != nil {
