@@ -599,6 +599,36 @@ func (s *session) submit(ctx context.Context, pageURL *url.URL, page string, ext
 	return s.client.Do(req)
 }
 
+// Code is an authorization code and the PKCE verifier that redeems it.
+type Code struct {
+	Code, Verifier string
+}
+
+// MintCodes logs in once on the server's pages as cfg.Username and runs
+// /authorize n times for cfg.PublicClientID over cfg.Connections connections,
+// returning the codes (not yet redeemed). Grant, Requests and Duration are
+// ignored.
+func MintCodes(ctx context.Context, cfg Config, n int) ([]Code, error) {
+	cfg.Grant, cfg.Requests = Refresh, 0
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, client: newClient(cfg)}
+	defer r.client.CloseIdleConnections()
+	if err := r.discover(ctx); err != nil {
+		return nil, err
+	}
+	raw, err := r.mintCodes(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Code, len(raw))
+	for i, c := range raw {
+		out[i].Code, out[i].Verifier, _ = strings.Cut(c, " ")
+	}
+	return out, nil
+}
+
 // mintCodes logs in once and mints n codes over the configured connections.
 func (r *runner) mintCodes(ctx context.Context, n int) ([]string, error) {
 	s := r.login()
