@@ -61,6 +61,9 @@ func newLoggedHarness(t *testing.T, mod func(*Config)) (*harness, *logCapture) {
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h := newHarness(t, func(c *Config) {
 		c.Logger = logger
+		if mod != nil {
+			mod(c)
+		}
 		ui, err := loginui.New(loginui.Config{
 			Users:    []loginui.User{{Username: "alice", PasswordHash: aliceHash}},
 			Consents: c.Store.(loginui.ConsentStore),
@@ -73,9 +76,6 @@ func newLoggedHarness(t *testing.T, mod func(*Config)) (*harness, *logCapture) {
 			t.Fatal(err)
 		}
 		c.UI = ui
-		if mod != nil {
-			mod(c)
-		}
 	})
 	return h, logs
 }

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,6 +74,9 @@ type harness struct {
 	clock  *clock
 	issuer string
 	jwtKey *ecdsa.PrivateKey // private_key_jwt key of client "jwt-bot"
+	// fetchedAttacker counts fetches of key URLs named in hostile
+	// assertion headers (jku, x5u); it must stay 0.
+	fetchedAttacker atomic.Int32
 }
 
 // newHarness starts the AS on a real loopback listener with memory storage,

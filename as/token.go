@@ -30,6 +30,10 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	if err := checkGrantType(r.PostForm.Get("grant_type")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	ar, err := s.provider.NewAccessRequest(ctx, r, newSession(""))
 	if err != nil {
 		s.writeError(w, r, err)
@@ -48,6 +52,24 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	s.log.audit(ctx, "token.issued", "client_id", ar.GetClient().GetID(), "grant_type", ar.GetGrantTypes()[0],
 		"sub", ar.GetSession().GetSubject(), "aud", strings.Join(ar.GetGrantedAudience(), " "), "scope", strings.Join(ar.GetGrantedScopes(), " "))
 	s.provider.WriteAccessResponse(ctx, w, ar, resp)
+}
+
+// checkGrantType answers a missing grant_type with invalid_request and one
+// this server does not implement (password, implicit, anything unknown) with
+// unsupported_grant_type (RFC 6749 §5.2); fosite would say invalid_request.
+func checkGrantType(gt string) error {
+	switch gt {
+	case "":
+		return fosite.ErrInvalidRequest.WithHint("The grant_type parameter is missing.")
+	case "authorization_code", "refresh_token", "client_credentials":
+		return nil
+	}
+	for _, g := range grantExtensions {
+		if g.grantType == gt {
+			return nil
+		}
+	}
+	return fosite.ErrUnsupportedGrantType.WithHint("This server does not support that grant type.")
 }
 
 // parseForm reads a capped application/x-www-form-urlencoded body and
