@@ -41,6 +41,18 @@ type tokenStrategy struct {
 
 var _ foauth2.CoreStrategy = (*tokenStrategy)(nil)
 
+// ValidateAuthorizeCode refuses a code whose lifetime (CodeTTL, at most 10
+// minutes: RFC 9700 §4.2, OAuth 2.1 §4.1.2) has passed by the configured
+// clock, then lets fosite check the HMAC and its own wall-clock expiry.
+// fosite reads time.Now directly; checking Config.Now too keeps one notion
+// of time for every expiry this server enforces.
+func (t *tokenStrategy) ValidateAuthorizeCode(ctx context.Context, r fosite.Requester, code string) error {
+	if exp := r.GetSession().GetExpiresAt(fosite.AuthorizeCode); !exp.IsZero() && !t.now().Before(exp) {
+		return fosite.ErrTokenExpired.WithHint("The authorization code has expired.")
+	}
+	return t.HMACSHAStrategyUnPrefixed.ValidateAuthorizeCode(ctx, r, code)
+}
+
 // AccessTokenSignature is the JWS signature part: the key of the stored
 // record (ARCHITECTURE.md: JWT access tokens are stored under it).
 func (t *tokenStrategy) AccessTokenSignature(_ context.Context, token string) string {

@@ -170,8 +170,20 @@ func (s *tokenStore) CreateAuthorizeCodeSession(ctx context.Context, sig string,
 // GetAuthorizeCodeSession returns fosite.ErrInvalidatedAuthorizeCode together
 // with the requester for a redeemed code, so the code grant revokes what the
 // first redemption issued (RFC 6749 §4.1.2).
-func (s *tokenStore) GetAuthorizeCodeSession(ctx context.Context, sig string, _ fosite.Session) (fosite.Requester, error) {
+//
+// The stored session is copied into into (fosite's "hydration"): fosite
+// checks the code's expiry on the token request's session right after this
+// call, and an empty session there would let an expired code through to a
+// later check that answers invalid_request instead of invalid_grant.
+func (s *tokenStore) GetAuthorizeCodeSession(ctx context.Context, sig string, into fosite.Session) (fosite.Requester, error) {
 	req, err := s.get(ctx, storage.KindAuthorizeCode, sig, fosite.ErrInvalidatedAuthorizeCode)
+	if req != nil {
+		if dst, ok := into.(*session); ok && dst != nil {
+			if src, ok := req.GetSession().(*session); ok && src != nil {
+				*dst = *src.Clone().(*session)
+			}
+		}
+	}
 	if errors.Is(err, fosite.ErrInvalidatedAuthorizeCode) && req != nil {
 		s.log.audit(ctx, "code.replayed", "client_id", req.GetClient().GetID(), "sub", req.GetSession().GetSubject(), "grant", req.GetID())
 	}

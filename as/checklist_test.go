@@ -1,0 +1,138 @@
+package as
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/oauth2"
+)
+
+// Tests for lines of the security checklist (docs/SECURITY.md) that no
+// other test pinned down.
+
+// TestCodeRedirectLeaksNothing: the 303 that carries a code (and the one
+// that carries an error) is not cached, sends no Referer onwards and has no
+// CORS headers (RFC 9700 §4.2.4, §4.12; the authorization endpoint is not
+// for scripts).
+func TestCodeRedirectLeaksNothing(t *testing.T) {
+	h := newHarness(t, nil)
+	conf := h.oauthConfig("demo-app", "")
+	b := h.browser()
+	p := b.get(conf.AuthCodeURL("state-abcdefgh", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+	p = b.submit(p, "username", "alice", "password", alicePW)
+	codeRedirect := b.submit(p, "action", "approve")
+	errorRedirect := h.browser().get(conf.AuthCodeURL("state-abcdefgh", oauth2.SetAuthURLParam("code_challenge_method", "plain"), oauth2.SetAuthURLParam("code_challenge", strings.Repeat("a", 43))))
+	errorPage := h.browser().get(h.issuer + "/authorize?client_id=nobody&response_type=code")
+	for name, p := range map[string]page{"code redirect": codeRedirect, "error redirect": errorRedirect, "error page": errorPage} {
+		t.Run(name, func(t *testing.T) {
+			if name != "error page" {
+				u := redirected(t, p)
+				if u.Host != "app.example" {
+					t.Fatalf("redirected to %s", u)
+				}
+			}
+			if got := p.Header.Get("Cache-Control"); got != "no-store" {
+				t.Errorf("Cache-Control %q, want no-store", got)
+			}
+			if got := p.Header.Get("Referrer-Policy"); got != "no-referrer" {
+				t.Errorf("Referrer-Policy %q, want no-referrer", got)
+			}
+			for k := range p.Header {
+				if strings.HasPrefix(k, "Access-Control-") {
+					t.Errorf("CORS header %s on the authorization endpoint", k)
+				}
+			}
+		})
+	}
+}
+
+// TestCodesHaveEnoughEntropyAndExpire: codes carry at least 128 random
+// bits, differ every time, and die after CodeTTL (at most 10 minutes,
+// RFC 9700 §4.2 / OAuth 2.1 §4.1.2).
+func TestCodesHaveEnoughEntropyAndExpire(t *testing.T) {
+	h := newHarness(t, nil)
+	seen := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		code, _ := h.authorizeCode()
+		key, _, ok := strings.Cut(code, ".")
+		raw, err := base64.RawURLEncoding.DecodeString(key)
+		if !ok || err != nil || len(raw) < 16 {
+			t.Fatalf("code %q: random part %d bytes (%v), want >= 16", code, len(raw), err)
+		}
+		if seen[key] {
+			t.Fatal("a code repeated")
+		}
+		seen[key] = true
+	}
+	code, verifier := h.authorizeCode()
+	h.clock.Advance(DefaultCodeTTL + time.Second)
+	f := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {appRedirect}, "client_id": {"demo-app"}, "code_verifier": {verifier}}
+	if resp, body := h.post("/token", f, "", ""); resp.StatusCode != 400 || body["error"] != "invalid_grant" {
+		t.Errorf("expired code: %d %v", resp.StatusCode, body)
+	}
+
+	cfg := Config{Issuer: "https://as.example", Resources: h.as.cfg.Resources, Store: h.store, Secret: h.as.cfg.Secret, CodeTTL: MaxCodeTTL + time.Minute}
+	if _, err := New(context.Background(), cfg); err == nil {
+		t.Error("New accepted a CodeTTL over 10 minutes")
+	}
+}
+
+// TestRefreshTokenIsBoundToItsClient: another client presenting a refresh
+// token gets invalid_grant (RFC 6749 §6), and the token stays usable by
+// its own client.
+func TestRefreshTokenIsBoundToItsClient(t *testing.T) {
+	h := newHarness(t, nil)
+	tok := h.codeFlow("mcp:tools")
+	resp, body := h.post("/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok.RefreshToken}}, "web-app", webSecret)
+	if resp.StatusCode != 400 || body["error"] != "invalid_grant" {
+		t.Fatalf("refresh by another client: %d %v", resp.StatusCode, body)
+	}
+	if status, body := refresh(h, tok.RefreshToken); status != 200 {
+		t.Errorf("refresh by its own client afterwards: %d %v", status, body)
+	}
+}
+
+// TestAccessTokensAreShortLived: exp - iat is the configured access token
+// lifetime (15 minutes by default), and introspection calls the token
+// inactive once it has passed.
+func TestAccessTokensAreShortLived(t *testing.T) {
+	h := newHarness(t, nil)
+	tok := h.codeFlow("mcp:tools")
+	_, c := h.claims(tok.AccessToken)
+	exp, _ := c["exp"].(float64)
+	iat, _ := c["iat"].(float64)
+	if d := time.Duration(exp-iat) * time.Second; d <= 0 || d > DefaultAccessTokenTTL {
+		t.Errorf("lifetime %s, want (0, %s]", d, DefaultAccessTokenTTL)
+	}
+	h.clock.Advance(DefaultAccessTokenTTL + time.Second)
+	if active(t, h, tok.AccessToken) {
+		t.Error("an expired access token is active")
+	}
+}
+
+// TestOurAccessTokenIsNoClientCredential: a Bearer access token this AS
+// issued does not authenticate a client at /token, /introspect or /revoke
+// (hostile_test.go covers the same on every backend; this names it).
+func TestOurAccessTokenIsNoClientCredential(t *testing.T) {
+	h := newHarness(t, nil)
+	_, cc := h.post("/token", url.Values{"grant_type": {"client_credentials"}}, "ci-bot", ciSecret)
+	at := cc["access_token"].(string)
+	for _, path := range []string{"/token", "/introspect", "/revoke"} {
+		req, _ := http.NewRequest(http.MethodPost, h.issuer+path, strings.NewReader(url.Values{"grant_type": {"client_credentials"}, "token": {at}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Authorization", "Bearer "+at)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s with our access token as Bearer: %d, want 401", path, resp.StatusCode)
+		}
+	}
+}
