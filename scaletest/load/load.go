@@ -85,6 +85,9 @@ type Config struct {
 	Username, Password          string
 	// Timeout per request. Zero value: 30 s.
 	Timeout time.Duration
+	// Ready, when set, is called once after the setup phase, right before
+	// the timed phase starts (to snapshot server-side counters).
+	Ready func()
 }
 
 // Result is what one run measured.
@@ -282,6 +285,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return sent.Add(1) <= int64(cfg.Requests)
 		}
 		return time.Now().Before(deadline)
+	}
+	if cfg.Ready != nil {
+		cfg.Ready()
 	}
 	start := time.Now()
 	for w := 0; w < cfg.Connections; w++ {
