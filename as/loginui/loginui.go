@@ -180,6 +180,9 @@ func New(cfg Config) (*UI, error) {
 	if cfg.BasePath != "" && (!strings.HasPrefix(cfg.BasePath, "/") || strings.HasSuffix(cfg.BasePath, "/")) {
 		return nil, fmt.Errorf("loginui: Config.BasePath %q must start with / and not end with /", cfg.BasePath)
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	users := make(map[string]string, len(cfg.Users))
 	for i, u := range cfg.Users {
 		if u.Username == "" {
@@ -190,6 +193,9 @@ func New(cfg Config) (*UI, error) {
 		}
 		if err := password.Validate(u.PasswordHash); err != nil {
 			return nil, fmt.Errorf("loginui: Config.Users[%d].PasswordHash: %w", i, err)
+		}
+		if password.Weak(u.PasswordHash) {
+			cfg.Logger.Warn("loginui: weak password hash (bcrypt cost below 10 or argon2id below the OWASP minimum); rehash with authserver hash-password", "username", u.Username)
 		}
 		users[u.Username] = u.PasswordHash
 	}
@@ -213,9 +219,6 @@ func New(cfg Config) (*UI, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if cfg.ClientAddr == nil {
 		cfg.ClientAddr = remoteHost

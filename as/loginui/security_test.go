@@ -2,6 +2,7 @@ package loginui
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/storage"
 )
 
@@ -570,5 +574,31 @@ func TestHostileRequestsNeverFail500(t *testing.T) {
 				t.Fatalf("status %d, want %d", resp.StatusCode, tc.want)
 			}
 		})
+	}
+}
+
+func TestNewWarnsAboutWeakPasswordHashes(t *testing.T) {
+	h := newHarness(t, nil)
+	weak, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strong, err := password.Hash("pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	_, err = New(Config{Consents: h.store, JTIs: h.store, Secret: make([]byte, 32),
+		Users:  []User{{Username: "old-user", PasswordHash: string(weak)}, {Username: "new-user", PasswordHash: strong}},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "weak password hash") || !strings.Contains(out, "old-user") {
+		t.Errorf("no warning naming old-user: %q", out)
+	}
+	if strings.Contains(out, "new-user") || strings.Contains(out, string(weak)) {
+		t.Errorf("warning names the strong user or prints a hash: %q", out)
 	}
 }

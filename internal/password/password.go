@@ -112,6 +112,26 @@ func NeedsRehash(hash string) bool {
 	return p.memory != memoryKiB || p.time != iterations || p.threads != parallelism || len(p.key) != keyLen
 }
 
+// MinBcryptCost is the lowest bcrypt cost the security checklist accepts
+// (OWASP Password Storage Cheat Sheet: bcrypt with a work factor of 10 or
+// more).
+const MinBcryptCost = 10
+
+// Weak reports whether a well-formed hash is cheaper to attack than the
+// checklist allows: bcrypt below MinBcryptCost, or argon2id below the
+// OWASP minimum (19 MiB of memory, or one pass with less than 46 MiB).
+// Check still accepts such hashes; callers warn.
+func Weak(hash string) bool {
+	if p, err := parseArgon2id(hash); err == nil {
+		return p.memory < 19*1024 || p.time < 2 && p.memory < 46*1024
+	}
+	if validBcrypt(hash) == nil {
+		cost, _ := strconv.Atoi(hash[4:6])
+		return cost < MinBcryptCost
+	}
+	return false
+}
+
 type argon2Params struct {
 	memory  uint32
 	time    uint32

@@ -162,3 +162,36 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	})
 }
+
+func TestWeakHashesAreNamed(t *testing.T) {
+	strong, err := Hash("pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bcryptAt := func(cost int) string {
+		h, err := bcrypt.GenerateFromPassword([]byte("pw"), cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(h)
+	}
+	for _, tc := range []struct {
+		name string
+		hash string
+		weak bool
+	}{
+		{"our own argon2id hash is strong", strong, false},
+		{"bcrypt at cost 10 is strong", bcryptAt(10), false},
+		{"bcrypt at cost 4 is weak", bcryptAt(bcrypt.MinCost), true},
+		{"bcrypt at cost 9 is weak", bcryptAt(9), true},
+		{"argon2id with 8 MiB is weak", "$argon2id$v=19$m=8192,t=3,p=1$c29tZXNhbHRzb21lc2FsdA$" + strings.Repeat("A", 43), true},
+		{"argon2id with 19 MiB and two passes is strong", "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$" + strings.Repeat("A", 43), false},
+		{"garbage is not called weak (Validate refuses it)", "nope", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Weak(tc.hash); got != tc.weak {
+				t.Errorf("Weak = %v, want %v", got, tc.weak)
+			}
+		})
+	}
+}
