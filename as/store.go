@@ -186,8 +186,58 @@ func (s *tokenStore) GetAuthorizeCodeSession(ctx context.Context, sig string, in
 	}
 	if errors.Is(err, fosite.ErrInvalidatedAuthorizeCode) && req != nil {
 		s.log.audit(ctx, "code.replayed", "client_id", req.GetClient().GetID(), "sub", req.GetSession().GetSubject(), "grant", req.GetID())
+		s.revokeGrant(ctx, req.GetID(), "")
 	}
 	return req, err
+}
+
+// revokeGrant revokes every access and refresh token of a grant (the
+// family sharing requestID), first deactivating the refresh token with
+// signature presentedSig when that is not "". It is the answer to a code
+// presented again (RFC 6749 §4.1.2) or a refresh token reused (RFC 9700
+// §4.14.2), and runs in a transaction of its own for two reasons. A backend
+// whose open transactions are visible to others (storage/memory) lets a
+// concurrent redemption see the code already redeemed while the winner has
+// not yet written its tokens; beginning a transaction waits for the
+// winner's to end, so its tokens exist when they are revoked here. And the
+// statements lock the same rows in the same order as fosite's reuse
+// handling (presented token, refresh tokens, access tokens), so two
+// revocations of one family wait for each other instead of deadlocking.
+//
+// Errors are logged, not returned: the request that found the replay is
+// refused with invalid_grant either way, and fosite revokes again after
+// this for codes.
+func (s *tokenStore) revokeGrant(ctx context.Context, requestID, presentedSig string) {
+	if requestID == "" {
+		return
+	}
+	tctx, err := s.store.BeginTX(ctx)
+	if err != nil {
+		s.log.error(ctx, "revoking a grant: begin", "err", err)
+		return
+	}
+	err = func() error {
+		if presentedSig != "" {
+			if err := s.store.DeactivateToken(tctx, storage.KindRefreshToken, presentedSig); err != nil &&
+				!errors.Is(err, storage.ErrInactive) && !errors.Is(err, storage.ErrNotFound) {
+				return err
+			}
+		}
+		if err := s.store.RevokeTokens(tctx, storage.KindRefreshToken, requestID); err != nil {
+			return err
+		}
+		return s.store.RevokeTokens(tctx, storage.KindAccessToken, requestID)
+	}()
+	if err != nil {
+		if rerr := s.store.Rollback(tctx); rerr != nil {
+			s.log.error(ctx, "revoking a grant: rollback", "err", rerr)
+		}
+		s.log.error(ctx, "revoking a grant", "err", err)
+		return
+	}
+	if err := s.store.Commit(tctx); err != nil {
+		s.log.error(ctx, "revoking a grant: commit", "err", err)
+	}
 }
 
 // InvalidateAuthorizeCodeSession redeems the code exactly once: of concurrent
@@ -210,9 +260,19 @@ func (s *tokenStore) CreatePKCERequestSession(ctx context.Context, sig string, r
 	return s.create(ctx, storage.KindPKCE, sig, r, r.GetSession().GetExpiresAt(fosite.AuthorizeCode), "")
 }
 
+// GetPKCERequestSession returns fosite.ErrNotFound for a missing record.
+// The record goes when its code is redeemed (or burned by a failed
+// verification), so a missing record of a code that is no longer active
+// means the code was presented again after a redemption that passed the
+// code check a moment earlier: as for any replay, what the code issued is
+// revoked (RFC 6749 §4.1.2) before fosite answers invalid_grant.
 func (s *tokenStore) GetPKCERequestSession(ctx context.Context, sig string, _ fosite.Session) (fosite.Requester, error) {
 	req, err := s.get(ctx, storage.KindPKCE, sig, fosite.ErrNotFound)
 	if errors.Is(err, fosite.ErrNotFound) {
+		if t, gerr := s.store.GetToken(ctx, storage.KindAuthorizeCode, sig); gerr == nil && !t.Active {
+			s.log.audit(ctx, "code.replayed", "client_id", t.ClientID, "sub", t.Subject, "grant", t.RequestID)
+			s.revokeGrant(ctx, t.RequestID, "")
+		}
 		return nil, err
 	}
 	return req, err
@@ -296,12 +356,40 @@ func (s *tokenStore) DeleteRefreshTokenSession(ctx context.Context, sig string) 
 // RotateRefreshToken marks the presented refresh token used. Within the
 // grace window a second rotation of the same token succeeds; after it the
 // storage answers ErrInactive and the request fails.
+//
+// A rotation that fails because the token is no longer active or no longer
+// there (another refresh rotated it a moment earlier, outside any grace
+// window; it was revoked; it expired and was collected) returns
+// errRefreshRace. fosite would answer those invalid_request ("please
+// retry"); serveToken answers invalid_grant, the word of RFC 6749 §5.2 for
+// a refresh token that is invalid or used, and revokes the family as for
+// any reuse (refreshRaceLost).
 func (s *tokenStore) RotateRefreshToken(ctx context.Context, _ string, sig string) error {
 	grace := s.grace
 	if grace < 0 {
 		grace = 0
 	}
-	return mapStoreErr(s.store.RotateToken(ctx, storage.KindRefreshToken, sig, s.now(), grace))
+	err := s.store.RotateToken(ctx, storage.KindRefreshToken, sig, s.now(), grace)
+	if errors.Is(err, storage.ErrInactive) || errors.Is(err, storage.ErrNotFound) {
+		return errRefreshRace
+	}
+	return mapStoreErr(err)
+}
+
+// errRefreshRace marks a refresh token that another request rotated (or
+// that was revoked) between the checks of a refresh request and its
+// rotation.
+var errRefreshRace = errors.New("as: refresh token already used")
+
+// refreshRaceLost handles a refresh request whose rotation failed with
+// errRefreshRace after fosite rolled its transaction back: the token was
+// presented once more than it may be, which is reuse (RFC 9700 §4.14.2), so
+// the family is revoked exactly as fosite does when it detects reuse before
+// the rotation, and the client gets invalid_grant (RFC 6749 §5.2).
+func (s *tokenStore) refreshRaceLost(ctx context.Context, ar fosite.AccessRequester, presentedSig string) error {
+	s.log.audit(ctx, "refresh.reused", "client_id", ar.GetClient().GetID(), "sub", ar.GetSession().GetSubject(), "grant", ar.GetID())
+	s.revokeGrant(ctx, ar.GetID(), presentedSig)
+	return fosite.ErrInvalidGrant.WithHint("The refresh token was already used.").WithWrap(errRefreshRace)
 }
 
 func (s *tokenStore) RevokeRefreshToken(ctx context.Context, requestID string) error {

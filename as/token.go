@@ -40,6 +40,10 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp, err := s.provider.NewAccessResponse(ctx, ar)
+	if errors.Is(err, errRefreshRace) {
+		// Lost a race for the rotation of a refresh token (store.go).
+		err = s.store.refreshRaceLost(ctx, ar, s.tokens.RefreshTokenSignature(ctx, r.PostForm.Get("refresh_token")))
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
