@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,7 @@ var (
 	pprofFlag      = flag.Bool("scale.pprof", false, "build the authserver with a loopback pprof listener (set by -scale.cpuprofile)")
 	cpuProfileFlag = flag.String("scale.cpuprofile", "", "directory for CPU profiles of the server under benchmark load")
 	connsFlag      = flag.Int("scale.conns", 32, "connections of the benchmark load")
+	pgDirectFlag   = flag.Bool("scale.pgdirect", false, "connect the server to PostgreSQL directly, without the counting proxy (throughput without the proxy's hop)")
 )
 
 // overlaySource adds a debug listener to cmd/authserver at build time, only
@@ -256,7 +258,7 @@ func (p *pgCounter) relay(c net.Conn) {
 
 // benchDB creates a fresh database next to AUTHSERVER_TEST_POSTGRES and
 // drops it afterwards; dsnVia returns its URL through another host:port.
-func benchDB(b *testing.B) (dsnVia func(hostport string) string) {
+func benchDB(b *testing.B) (dsnVia func(hostport string) string, backends func() []int) {
 	base := pgtest.BaseDSN(b)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, base)
@@ -274,12 +276,29 @@ func benchDB(b *testing.B) (dsnVia func(hostport string) string) {
 		conn.Close(context.Background())
 	})
 	u, _ := url.Parse(base)
-	return func(hostport string) string {
+	dsnVia = func(hostport string) string {
 		v := *u
 		v.Host = hostport
 		v.Path = "/" + name
 		return v.String()
 	}
+	backends = func() []int {
+		rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = $1", name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil {
+			b.Fatal(err)
+		}
+		out := make([]int, len(pids))
+		for i, p := range pids {
+			out[i] = int(p)
+		}
+		slices.Sort(out)
+		return out
+	}
+	return dsnVia, backends
 }
 
 func BenchmarkServed(b *testing.B) {
@@ -288,23 +307,26 @@ func BenchmarkServed(b *testing.B) {
 	}
 	backends := []struct {
 		name    string
-		storage func(b *testing.B) (string, *pgCounter)
+		storage func(b *testing.B) (string, *pgCounter, func() []int)
 	}{
-		{"memory", func(*testing.B) (string, *pgCounter) { return "memory", nil }},
-		{"sqlite", func(b *testing.B) (string, *pgCounter) {
-			return "sqlite:" + filepath.Join(b.TempDir(), "auth.db"), nil
+		{"memory", func(*testing.B) (string, *pgCounter, func() []int) { return "memory", nil, nil }},
+		{"sqlite", func(b *testing.B) (string, *pgCounter, func() []int) {
+			return "sqlite:" + filepath.Join(b.TempDir(), "auth.db"), nil, nil
 		}},
-		{"postgres", func(b *testing.B) (string, *pgCounter) {
-			dsnVia := benchDB(b)
+		{"postgres", func(b *testing.B) (string, *pgCounter, func() []int) {
+			dsnVia, backends := benchDB(b)
 			base, _ := url.Parse(pgtest.BaseDSN(b))
+			if *pgDirectFlag {
+				return dsnVia(base.Host), nil, backends
+			}
 			counter := newPGCounter(b, base.Host)
-			return dsnVia(counter.ln.Addr().String()), counter
+			return dsnVia(counter.ln.Addr().String()), counter, backends
 		}},
 	}
 	grants := []load.Grant{load.ClientCredentials, load.AuthorizationCode, load.Refresh, load.Introspection}
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
-			storage, counter := be.storage(b)
+			storage, counter, backends := be.storage(b)
 			in := newInstance(b, conf{storage: storage})
 			var env []string
 			debug := ""
@@ -317,14 +339,68 @@ func BenchmarkServed(b *testing.B) {
 			}
 			for _, g := range grants {
 				b.Run(string(g), func(b *testing.B) {
-					runLoad(b, in, g, be.name, debug, counter)
+					runLoad(b, in, g, debug, counter, backends)
 				})
 			}
 		})
 	}
 }
 
-func runLoad(b *testing.B, in *instance, g load.Grant, backend, debug string, counter *pgCounter) {
+// cpuTicks is the user+system CPU time of the processes whose pid passes
+// keep, in clock ticks (USER_HZ, 100 per second on Linux), from /proc.
+func cpuTicks(keep func(pid int, comm string) bool) int64 {
+	entries, _ := os.ReadDir("/proc")
+	var sum int64
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ... field 14 utime, 15 stime.
+		s := string(b)
+		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || close < open {
+			continue
+		}
+		if !keep(pid, s[open+1:close]) {
+			continue
+		}
+		f := strings.Fields(s[close+1:])
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		sum += u + st
+	}
+	return sum
+}
+
+// cpuSplit samples the CPU time of the server, this process (the load
+// generator) and the PostgreSQL backends serving the server's database
+// (pgs; the shared WAL writer and checkpointer are not counted).
+type cpuSplit struct{ server, loadgen, postgres int64 }
+
+func sampleCPU(serverPID int, pgs []int) cpuSplit {
+	self := os.Getpid()
+	var c cpuSplit
+	c.server = cpuTicks(func(pid int, _ string) bool { return pid == serverPID })
+	c.loadgen = cpuTicks(func(pid int, _ string) bool { return pid == self })
+	c.postgres = cpuTicks(func(pid int, _ string) bool { return slices.Contains(pgs, pid) })
+	return c
+}
+
+func runLoad(b *testing.B, in *instance, g load.Grant, debug string, counter *pgCounter, pgBackends func() []int) {
+	backend := "memory"
+	if pgBackends != nil {
+		backend = "postgres"
+	} else if strings.HasPrefix(in.storage, "sqlite:") {
+		backend = "sqlite"
+	}
 	cfg := load.Config{
 		Issuer: in.issuer, Grant: g, Connections: *connsFlag, Requests: b.N,
 		ClientID: botID, ClientSecret: botSecret, Scope: "mcp:tools", Resource: resource,
@@ -332,6 +408,8 @@ func runLoad(b *testing.B, in *instance, g load.Grant, backend, debug string, co
 	}
 	var trips0, commits0 int64
 	var stmts0 map[string]int64
+	var cpu0 cpuSplit
+	var pgs []int
 	profiling := *cpuProfileFlag != "" && debug != "" && b.N > 1
 	cfg.Ready = func() {
 		if counter != nil {
@@ -345,10 +423,26 @@ func runLoad(b *testing.B, in *instance, g load.Grant, backend, debug string, co
 			}
 			resp.Body.Close()
 		}
+		if pgBackends != nil {
+			pgs = pgBackends()
+		}
+		cpu0 = sampleCPU(in.cmd.Process.Pid, pgs)
 		b.ResetTimer()
 	}
 	res, err := load.Run(context.Background(), cfg)
 	b.StopTimer()
+	// Backends the pool opened during the run count from zero.
+	var pgs1 []int
+	if pgBackends != nil {
+		pgs1 = pgBackends()
+		for _, p := range pgs {
+			if !slices.Contains(pgs1, p) {
+				pgs1 = append(pgs1, p)
+				b.Log("a PostgreSQL connection closed during the run: its CPU time is not counted")
+			}
+		}
+	}
+	cpu1 := sampleCPU(in.cmd.Process.Pid, pgs1)
 	if profiling {
 		if resp, err := http.Get("http://" + debug + "/cpu/stop"); err == nil {
 			resp.Body.Close()
@@ -371,6 +465,13 @@ func runLoad(b *testing.B, in *instance, g load.Grant, backend, debug string, co
 			slices.Sort(lines)
 			b.Logf("statements per request:\n%s", strings.Join(lines, "\n"))
 		}
+	}
+	// CPU per request in µs (1 tick = 10 ms).
+	perOp := func(d int64) float64 { return float64(d) * 1e4 / float64(res.Requests) }
+	b.ReportMetric(perOp(cpu1.server-cpu0.server), "server-cpu-us/op")
+	b.ReportMetric(perOp(cpu1.loadgen-cpu0.loadgen), "loadgen-cpu-us/op")
+	if backend == "postgres" {
+		b.ReportMetric(perOp(cpu1.postgres-cpu0.postgres), "pg-cpu-us/op")
 	}
 	b.ReportMetric(res.PerSecond, "req/s")
 	b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50-ms")

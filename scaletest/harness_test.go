@@ -149,13 +149,14 @@ log:
 
 // instance is one running `authserver serve`.
 type instance struct {
-	addr   string // where it listens
-	issuer string
-	dir    string
-	cfg    string // path of its configuration file
-	cmd    *exec.Cmd
-	out    *syncBuffer
-	done   chan error
+	addr    string // where it listens
+	issuer  string
+	dir     string
+	cfg     string // path of its configuration file
+	storage string
+	cmd     *exec.Cmd
+	out     *syncBuffer
+	done    chan error
 }
 
 type syncBuffer struct {
@@ -189,7 +190,7 @@ func baseEnv() []string {
 // port; issuer "" means its own address.
 func newInstance(tb testing.TB, c conf) *instance {
 	tb.Helper()
-	in := &instance{addr: freeAddr(tb), dir: tb.TempDir()}
+	in := &instance{addr: freeAddr(tb), dir: tb.TempDir(), storage: c.storage}
 	c.listen = in.addr
 	if c.issuer == "" {
 		c.issuer = "http://" + in.addr
