@@ -1,7 +1,9 @@
 package as
 
 import (
+	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/base64"
 	"net/http"
 	"net/url"
@@ -10,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/oauth2"
+
+	"github.com/mcpauth/mcpauth/storage"
 )
 
 // Tests for lines of the security checklist (docs/SECURITY.md) that no
@@ -134,5 +138,50 @@ func TestOurAccessTokenIsNoClientCredential(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s with our access token as Bearer: %d, want 401", path, resp.StatusCode)
 		}
+	}
+}
+
+// TestNothingSecretIsStoredInTheClear: the private signing key is sealed
+// (its PKCS#8 bytes, or any large piece of them, do not appear in the
+// record), and a token record's payload names neither the subject nor the
+// client in the clear; records are keyed by signature, never the token.
+func TestNothingSecretIsStoredInTheClear(t *testing.T) {
+	h := newHarness(t, nil)
+	k, err := h.as.keys.signingKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k.priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := h.store.ListKeys(context.Background())
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("ListKeys: %v, %d keys", err, len(recs))
+	}
+	for _, rec := range recs {
+		for i := 0; i+16 <= len(der); i += 8 {
+			if bytes.Contains(rec.PrivateSealed, der[i:i+16]) || bytes.Contains(rec.PublicJWK, der[i:i+16]) {
+				t.Fatalf("key %s: 16 bytes of the private key appear in the stored record", rec.ID)
+			}
+		}
+		if bytes.Contains(rec.PublicJWK, []byte(`"d"`)) {
+			t.Errorf("key %s: stored public JWK has a private member", rec.ID)
+		}
+	}
+
+	tok := h.codeFlow("mcp:tools")
+	sig := tok.AccessToken[strings.LastIndexByte(tok.AccessToken, '.')+1:]
+	rec, err := h.store.GetToken(context.Background(), storage.KindAccessToken, sig)
+	if err != nil {
+		t.Fatalf("the access token is not stored under its JWS signature: %v", err)
+	}
+	for _, plain := range []string{"alice", "demo-app", "mcp:tools", tok.AccessToken} {
+		if bytes.Contains(rec.Data, []byte(plain)) {
+			t.Errorf("stored token payload contains %q in the clear", plain)
+		}
+	}
+	if _, err := h.store.GetToken(context.Background(), storage.KindRefreshToken, tok.RefreshToken); err == nil {
+		t.Error("a refresh token record is keyed by the raw token")
 	}
 }
