@@ -185,3 +185,27 @@ func TestNothingSecretIsStoredInTheClear(t *testing.T) {
 		t.Error("a refresh token record is keyed by the raw token")
 	}
 }
+
+// TestCodeFlowWithoutResourceGetsTheDefaultAudience: Claude Code, Codex and
+// the conformance suite omit resource; the token is for the configured
+// default resource, never one with an empty audience (CLIENT-QUIRKS).
+func TestCodeFlowWithoutResourceGetsTheDefaultAudience(t *testing.T) {
+	h := newHarness(t, nil)
+	conf := h.oauthConfig("demo-app", "", "mcp:tools")
+	verifier := oauth2.GenerateVerifier()
+	u := h.browser().authorize(conf.AuthCodeURL("state-12345678", oauth2.S256ChallengeOption(verifier)))
+	tok, err := conf.Exchange(context.Background(), u.Query().Get("code"), oauth2.VerifierOption(verifier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, c := h.claims(tok.AccessToken); c["aud"] != mcpURI {
+		t.Errorf("aud = %v, want the default resource %s", c["aud"], mcpURI)
+	}
+	status, body := refresh(h, tok.RefreshToken)
+	if status != 200 {
+		t.Fatalf("refresh: %d %v", status, body)
+	}
+	if _, c := h.claims(body["access_token"].(string)); c["aud"] != mcpURI {
+		t.Errorf("refreshed aud = %v, want %s", c["aud"], mcpURI)
+	}
+}
