@@ -262,6 +262,27 @@ func runHostile(t *testing.T, h *harness) {
 	if n := h.fetchedAttacker.Load(); n != 0 {
 		t.Errorf("the AS fetched a key URL named in an assertion header %d times", n)
 	}
+	t.Run("hostile usernames and passwords in a real login form", func(t *testing.T) {
+		conf := h.oauthConfig("demo-app", "")
+		for _, up := range []struct{ name, user, pw string }{
+			{"a NUL byte in the username", "ali\x00ce", alicePW},
+			{"invalid UTF-8 in the username", "ali\xffce", alicePW},
+			{"a NUL byte in the password", "alice", "pw\x00"},
+			{"invalid UTF-8 in the password", "alice", "\xff\xfe"},
+			{"a username of look-alike letters", "\u0430lice", alicePW},
+		} {
+			b := h.browser()
+			p := b.get(conf.AuthCodeURL("state-12345678", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+			p = b.submit(p, "username", up.user, "password", up.pw)
+			if p.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s: status %d, want 401", up.name, p.StatusCode)
+			}
+		}
+		u := h.browser().authorize(conf.AuthCodeURL("state-12345678", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+		if u.Query().Get("code") == "" {
+			t.Errorf("the real user cannot log in afterwards: %s", u)
+		}
+	})
 }
 
 func TestHostileRequestsOnMemory(t *testing.T) {
