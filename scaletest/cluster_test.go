@@ -13,6 +13,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
@@ -26,6 +27,13 @@ import (
 // load balancer; nothing listens at the issuer's own address, every request
 // goes to one instance through instance.client.
 func cluster(t *testing.T, n int, grace string) []*instance {
+	t.Helper()
+	ins, _ := clusterOn(t, n, grace)
+	return ins
+}
+
+// clusterOn is cluster that also returns the URL of the shared schema.
+func clusterOn(t *testing.T, n int, grace string) ([]*instance, string) {
 	t.Helper()
 	dsn, _ := pgtest.Schema(t)
 	issuer := "http://" + freeAddr(t)
@@ -43,7 +51,7 @@ func cluster(t *testing.T, n int, grace string) []*instance {
 	if slices.Contains(ok, false) {
 		t.FailNow()
 	}
-	return ins
+	return ins, dsn
 }
 
 // verifier is the resource server's verifier with every fetch (metadata,
@@ -281,16 +289,17 @@ func TestACodeRedeemedAtSeveralInstancesAtOnceSucceedsOnce(t *testing.T) {
 func TestConcurrentRefreshesAcrossInstances(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name  string
-		grace string
-		check func(t *testing.T, ins []*instance, original string, raced time.Time, ok, failed []answer)
+		name   string
+		grace  string
+		rounds int // grants raced one after the other
+		check  func(t *testing.T, ins []*instance, original string, raced time.Time, ok, failed []answer)
 	}{
-		{"rotate a refresh token exactly once without a grace window", "0",
+		{"rotate a refresh token exactly once without a grace window", "0", 4,
 			func(t *testing.T, ins []*instance, original string, raced time.Time, ok, failed []answer) {
 				if len(ok) != 1 {
 					t.Fatalf("one refresh token presented 12 times at 3 instances rotated %d times", len(ok))
 				}
-				t.Run("the requests that lost answer invalid_grant", func(t *testing.T) { invalidGrant(t, failed) })
+				invalidGrant(t, failed)
 				// The losers were replays of a rotated token: the family
 				// is revoked everywhere, including what the winner got.
 				for _, in := range ins {
@@ -302,7 +311,7 @@ func TestConcurrentRefreshesAcrossInstances(t *testing.T) {
 					}
 				}
 			}},
-		{"answer every racing refresh within the grace window and keep the family consistent", "10s",
+		{"answer every racing refresh within the grace window and keep the family consistent", "10s", 1,
 			func(t *testing.T, ins []*instance, original string, raced time.Time, ok, failed []answer) {
 				if len(ok) != 12 {
 					t.Fatalf("%d of 12 racing refreshes within the grace window succeeded", len(ok))
@@ -347,15 +356,101 @@ func TestConcurrentRefreshesAcrossInstances(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ins := cluster(t, 3, tc.grace)
-			c := codes(t, ins[0], 1)[0]
+			for round, c := range codes(t, ins[0], tc.rounds) {
+				first := ins[1].redeem(t, c.Code, c.Verifier)
+				if first.status != http.StatusOK || first.RefreshToken == "" {
+					t.Fatalf("round %d: code redemption: %d %s", round, first.status, first.raw)
+				}
+				form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {first.RefreshToken}, "client_id": {appID}}
+				raced := time.Now()
+				ok, failed := tally(t, race(t, ins, 4, form))
+				tc.check(t, ins, first.RefreshToken, raced, ok, failed)
+			}
+		})
+	}
+}
+
+// TestRedemptionsThatReadBeforeTheWinnerCommittedAnswerInvalidGrant makes
+// the race deterministic: a test transaction holds the row lock of every
+// code or refresh token (SELECT ... FOR UPDATE, as a slow concurrent
+// writer would), so all racing requests read the record as active and then
+// queue on the conditional UPDATE that decides the race. When the lock goes,
+// one wins; the others must fail exactly like a replay: invalid_grant, and
+// the grant's tokens revoked (RFC 6749 §4.1.2 for codes, RFC 9700 §4.14.2
+// for refresh tokens).
+func TestRedemptionsThatReadBeforeTheWinnerCommittedAnswerInvalidGrant(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		kind string // storage.TokenKind of the raced record
+		form func(t *testing.T, ins []*instance, c load.Code) url.Values
+	}{
+		{"a code redeemed by racing requests", "code", func(_ *testing.T, _ []*instance, c load.Code) url.Values {
+			return codeForm(c.Code, c.Verifier)
+		}},
+		{"a refresh token rotated by racing requests without a grace window", "refresh", func(t *testing.T, ins []*instance, c load.Code) url.Values {
 			first := ins[1].redeem(t, c.Code, c.Verifier)
 			if first.status != http.StatusOK || first.RefreshToken == "" {
 				t.Fatalf("code redemption: %d %s", first.status, first.raw)
 			}
-			form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {first.RefreshToken}, "client_id": {appID}}
-			raced := time.Now()
-			ok, failed := tally(t, race(t, ins, 4, form))
-			tc.check(t, ins, first.RefreshToken, raced, ok, failed)
+			return url.Values{"grant_type": {"refresh_token"}, "refresh_token": {first.RefreshToken}, "client_id": {appID}}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ins, dsn := clusterOn(t, 3, "0")
+			form := tc.form(t, ins, codes(t, ins[0], 1)[0])
+
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, "SELECT 1 FROM tokens WHERE kind = $1 FOR UPDATE", tc.kind); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan []answer)
+			go func() { done <- race(t, ins, 4, form) }()
+			// Wait until the racers queue on the lock (or give up waiting
+			// after a while: the race still runs, only less sharply).
+			waiting := func() int {
+				var n int
+				conn2, err := pgx.Connect(ctx, dsn)
+				if err != nil {
+					return 0
+				}
+				defer conn2.Close(context.Background())
+				conn2.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+					WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE tokens SET %' AND datname = current_database()`).Scan(&n)
+				return n
+			}
+			deadline := time.Now().Add(15 * time.Second)
+			for waiting() < 12 && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ok, failed := tally(t, <-done)
+			if len(ok) != 1 {
+				t.Fatalf("%d of 12 racing requests succeeded, want 1", len(ok))
+			}
+			invalidGrant(t, failed)
+			for _, in := range ins {
+				if in.introspect(t, ok[0].AccessToken) {
+					t.Errorf("the winner's access token is still active at %s after the race was lost by replays", in.addr)
+				}
+				if a := in.refresh(t, ok[0].RefreshToken); a.status != http.StatusBadRequest {
+					t.Errorf("the winner's refresh token still refreshes at %s after the race was lost by replays: %s", in.addr, a.raw)
+				}
+			}
 		})
 	}
 }

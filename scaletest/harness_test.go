@@ -37,11 +37,15 @@ func TestMain(m *testing.M) {
 }
 
 // authserverBin builds cmd/authserver (with the pprof overlay when
-// -scale.pprof is set; see bench_test.go) and returns its path.
+// -scale.pprof is set; see bench_test.go) and returns its path, or returns
+// $SCALETEST_AUTHSERVER_BIN when set.
 func authserverBin(tb testing.TB) string {
 	tb.Helper()
 	if testing.Short() {
 		tb.Skip("builds and runs the authserver binary")
+	}
+	if bin := os.Getenv("SCALETEST_AUTHSERVER_BIN"); bin != "" && !*pprofFlag {
+		return bin // a prebuilt binary (a release, an older commit)
 	}
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "scaletest-bin")
