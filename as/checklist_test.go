@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ory/fosite"
 	"golang.org/x/oauth2"
 
 	"github.com/mcpauth/mcpauth/storage"
@@ -207,5 +209,31 @@ func TestCodeFlowWithoutResourceGetsTheDefaultAudience(t *testing.T) {
 	}
 	if _, c := h.claims(body["access_token"].(string)); c["aud"] != mcpURI {
 		t.Errorf("refreshed aud = %v, want %s", c["aud"], mcpURI)
+	}
+}
+
+// TestReusedRefreshTokenIsInactiveAtLookup pins the first layer of reuse
+// detection on its own: once a refresh token was rotated longer than the
+// grace window ago, looking it up answers fosite.ErrInactiveToken (which
+// makes fosite revoke the family). The rotation step refuses it too
+// (refreshRaceLost), so the end-to-end tests alone would not notice this
+// layer going.
+func TestReusedRefreshTokenIsInactiveAtLookup(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.RefreshGrace = 10 * time.Second })
+	tok := h.codeFlow("mcp:tools")
+	ctx := context.Background()
+	sig := h.as.tokens.RefreshTokenSignature(ctx, tok.RefreshToken)
+	if _, err := h.as.store.GetRefreshTokenSession(ctx, sig, nil); err != nil {
+		t.Fatalf("a fresh refresh token: %v", err)
+	}
+	if status, body := refresh(h, tok.RefreshToken); status != 200 {
+		t.Fatalf("refresh: %d %v", status, body)
+	}
+	if _, err := h.as.store.GetRefreshTokenSession(ctx, sig, nil); err != nil {
+		t.Errorf("within the grace window: %v, want active", err)
+	}
+	h.clock.Advance(11 * time.Second)
+	if _, err := h.as.store.GetRefreshTokenSession(ctx, sig, nil); !errors.Is(err, fosite.ErrInactiveToken) {
+		t.Errorf("after the grace window: %v, want fosite.ErrInactiveToken", err)
 	}
 }
