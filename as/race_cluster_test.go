@@ -4,12 +4,15 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcpauth/mcpauth/storage"
 	"github.com/mcpauth/mcpauth/storage/memory"
@@ -98,6 +101,9 @@ func cluster(t *testing.T, stores []storage.Store, mod func(*Config)) []*harness
 		}
 		hs = append(hs, newHarness(t, func(c *Config) {
 			c.Store = store
+			if os.Getenv("RACE_DEBUG") != "" {
+				c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+			}
 			if issuer != "" {
 				c.Issuer = issuer
 			}
@@ -171,4 +177,42 @@ func fiveHundreds(ans []answer) []answer {
 // refreshForm is a refresh request of the public client demo-app.
 func refreshForm(rt string) url.Values {
 	return url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}, "client_id": {"demo-app"}}
+}
+
+// raceEach posts one refresh request per token, at the instances in turn,
+// released together.
+func raceEach(hs []*harness, tokens []string) []answer {
+	out := make([]answer, len(tokens))
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, rt := range tokens {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			resp, body := hs[i%len(hs)].post("/token", refreshForm(rt), "", "")
+			out[i] = answer{resp.StatusCode, body}
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	return out
+}
+
+// clocks reads the instances' clocks.
+func clocks(hs []*harness) []time.Time {
+	out := make([]time.Time, len(hs))
+	for i, h := range hs {
+		out[i] = h.clock.Now()
+	}
+	return out
+}
+
+// setClocks sets the instances' clocks back to what clocks read.
+func setClocks(hs []*harness, ts []time.Time) {
+	for i, h := range hs {
+		h.clock.mu.Lock()
+		h.clock.t = ts[i]
+		h.clock.mu.Unlock()
+	}
 }

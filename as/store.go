@@ -186,28 +186,28 @@ func (s *tokenStore) GetAuthorizeCodeSession(ctx context.Context, sig string, in
 	}
 	if errors.Is(err, fosite.ErrInvalidatedAuthorizeCode) && req != nil {
 		s.log.audit(ctx, "code.replayed", "client_id", req.GetClient().GetID(), "sub", req.GetSession().GetSubject(), "grant", req.GetID())
-		s.revokeGrant(ctx, req.GetID(), "")
+		s.revokeGrant(ctx, req.GetID())
 	}
 	return req, err
 }
 
-// revokeGrant revokes every access and refresh token of a grant (the
-// family sharing requestID), first deactivating the refresh token with
-// signature presentedSig when that is not "". It is the answer to a code
-// presented again (RFC 6749 §4.1.2) or a refresh token reused (RFC 9700
-// §4.14.2), and runs in a transaction of its own for two reasons. A backend
+// revokeGrant revokes every refresh and access token of a grant (the
+// family sharing requestID; the presented refresh token is one of them).
+// It is the answer to a code presented again (RFC 6749 §4.1.2) or a refresh
+// token reused (RFC 9700 §4.14.2), and runs in a transaction of its own for
+// two reasons. A backend
 // whose open transactions are visible to others (storage/memory) lets a
 // concurrent redemption see the code already redeemed while the winner has
 // not yet written its tokens; beginning a transaction waits for the
 // winner's to end, so its tokens exist when they are revoked here. And the
 // statements lock the same rows in the same order as fosite's reuse
-// handling (presented token, refresh tokens, access tokens), so two
+// handling (refresh tokens by request ID, then access tokens), so two
 // revocations of one family wait for each other instead of deadlocking.
 //
 // Errors are logged, not returned: the request that found the replay is
 // refused with invalid_grant either way, and fosite revokes again after
 // this for codes.
-func (s *tokenStore) revokeGrant(ctx context.Context, requestID, presentedSig string) {
+func (s *tokenStore) revokeGrant(ctx context.Context, requestID string) {
 	if requestID == "" {
 		return
 	}
@@ -217,13 +217,7 @@ func (s *tokenStore) revokeGrant(ctx context.Context, requestID, presentedSig st
 		return
 	}
 	err = func() error {
-		if presentedSig != "" {
-			if err := s.store.DeactivateToken(tctx, storage.KindRefreshToken, presentedSig); err != nil &&
-				!errors.Is(err, storage.ErrInactive) && !errors.Is(err, storage.ErrNotFound) {
-				return err
-			}
-		}
-		if err := s.store.RevokeTokens(tctx, storage.KindRefreshToken, requestID); err != nil {
+		if err := s.RevokeRefreshToken(tctx, requestID); err != nil {
 			return err
 		}
 		return s.store.RevokeTokens(tctx, storage.KindAccessToken, requestID)
@@ -271,7 +265,7 @@ func (s *tokenStore) GetPKCERequestSession(ctx context.Context, sig string, _ fo
 	if errors.Is(err, fosite.ErrNotFound) {
 		if t, gerr := s.store.GetToken(ctx, storage.KindAuthorizeCode, sig); gerr == nil && !t.Active {
 			s.log.audit(ctx, "code.replayed", "client_id", t.ClientID, "sub", t.Subject, "grant", t.RequestID)
-			s.revokeGrant(ctx, t.RequestID, "")
+			s.revokeGrant(ctx, t.RequestID)
 		}
 		return nil, err
 	}
@@ -342,15 +336,25 @@ func (s *tokenStore) GetRefreshTokenSession(ctx context.Context, sig string, _ f
 	return req, nil
 }
 
-// DeleteRefreshTokenSession is called by fosite on detected reuse; the record
-// is deactivated rather than deleted so that later replays still count as
-// reuse.
+// DeleteRefreshTokenSession is called by fosite on detected reuse, in a
+// transaction, right before it revokes the token's family. It deactivates
+// the whole family (the presented token among it) rather than deleting the
+// record, so that later replays still count as reuse.
+//
+// Deactivating the presented token alone first, as fosite intends, would
+// make concurrent reuses of different members of one family lock their own
+// row first and then each other's: PostgreSQL then breaks the deadlock by
+// failing one of them (a 500). Revoking the family by request ID locks the
+// rows in one order in every transaction.
 func (s *tokenStore) DeleteRefreshTokenSession(ctx context.Context, sig string) error {
-	err := mapStoreErr(s.store.DeactivateToken(ctx, storage.KindRefreshToken, sig))
-	if errors.Is(err, fosite.ErrInactiveToken) {
+	t, err := s.store.GetToken(ctx, storage.KindRefreshToken, sig)
+	if errors.Is(err, storage.ErrNotFound) {
 		return nil
 	}
-	return err
+	if err != nil {
+		return mapStoreErr(err)
+	}
+	return s.RevokeRefreshToken(ctx, t.RequestID)
 }
 
 // RotateRefreshToken marks the presented refresh token used. Within the
@@ -386,14 +390,25 @@ var errRefreshRace = errors.New("as: refresh token already used")
 // presented once more than it may be, which is reuse (RFC 9700 §4.14.2), so
 // the family is revoked exactly as fosite does when it detects reuse before
 // the rotation, and the client gets invalid_grant (RFC 6749 §5.2).
-func (s *tokenStore) refreshRaceLost(ctx context.Context, ar fosite.AccessRequester, presentedSig string) error {
+func (s *tokenStore) refreshRaceLost(ctx context.Context, ar fosite.AccessRequester) error {
 	s.log.audit(ctx, "refresh.reused", "client_id", ar.GetClient().GetID(), "sub", ar.GetSession().GetSubject(), "grant", ar.GetID())
-	s.revokeGrant(ctx, ar.GetID(), presentedSig)
+	s.revokeGrant(ctx, ar.GetID())
 	return fosite.ErrInvalidGrant.WithHint("The refresh token was already used.").WithWrap(errRefreshRace)
 }
 
+// RevokeRefreshToken deactivates every refresh token of the family. It
+// runs the statement twice: a rotation of a member that committed while the
+// first pass waited for that member's row issued a new member the first
+// pass could not see (PostgreSQL re-checks a waited-for row but does not
+// look for new ones); the second pass, a new statement, sees it. A rotation
+// that had not committed by then finds its token inactive and fails.
 func (s *tokenStore) RevokeRefreshToken(ctx context.Context, requestID string) error {
-	return mapStoreErr(s.store.RevokeTokens(ctx, storage.KindRefreshToken, requestID))
+	for range 2 {
+		if err := s.store.RevokeTokens(ctx, storage.KindRefreshToken, requestID); err != nil {
+			return mapStoreErr(err)
+		}
+	}
+	return nil
 }
 
 // Transactions: fosite's storage.Transactional delegates to the store's.

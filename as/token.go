@@ -42,7 +42,7 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	resp, err := s.provider.NewAccessResponse(ctx, ar)
 	if errors.Is(err, errRefreshRace) {
 		// Lost a race for the rotation of a refresh token (store.go).
-		err = s.store.refreshRaceLost(ctx, ar, s.tokens.RefreshTokenSignature(ctx, r.PostForm.Get("refresh_token")))
+		err = s.store.refreshRaceLost(ctx, ar)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
