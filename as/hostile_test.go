@@ -283,6 +283,31 @@ func runHostile(t *testing.T, h *harness) {
 			t.Errorf("the real user cannot log in afterwards: %s", u)
 		}
 	})
+	t.Run("hostile client ids in a logged-in consent revocation", func(t *testing.T) {
+		// A remembered consent, then the /consents page of the same browser.
+		b := h.browser()
+		conf := h.oauthConfig("demo-app", "")
+		b.authorize(conf.AuthCodeURL("state-12345678", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+		for _, id := range []string{"demo\x00app", "demo\xffapp", strings.Repeat("x", 5000)} {
+			p := b.get(h.issuer + "/consents")
+			if p.StatusCode != 200 || !strings.Contains(p.Body, "demo-app") {
+				t.Fatalf("consents page: %d", p.StatusCode)
+			}
+			m := formRE.FindStringSubmatch(p.Body)
+			if m == nil {
+				t.Fatalf("no revoke form on the consents page:\n%s", p.Body)
+			}
+			p = b.submit(page{p.Response, m[0]}, "client_id", id)
+			if p.StatusCode >= 500 {
+				t.Errorf("client_id %.12q: status %d", id, p.StatusCode)
+			}
+		}
+		// The real consent is still listed, and revoking it still works.
+		p := b.get(h.issuer + "/consents")
+		if !strings.Contains(p.Body, "demo-app") {
+			t.Error("a hostile revocation removed the real consent")
+		}
+	})
 }
 
 func TestHostileRequestsOnMemory(t *testing.T) {
