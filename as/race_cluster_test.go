@@ -25,6 +25,10 @@ import (
 // local runs: go test ./as -run Race -racerounds 500.
 var raceRounds = flag.Int("racerounds", 0, "rounds of each race test (0: the committed default)")
 
+// raceLog sends the race clusters' logs (internal errors, audit events) to
+// stderr, to see why an answer was a 5xx.
+var raceLog = flag.Bool("racelog", false, "log what the race tests' servers log")
+
 func rounds(def int) int {
 	if *raceRounds > 0 {
 		return *raceRounds
@@ -101,7 +105,7 @@ func cluster(t *testing.T, stores []storage.Store, mod func(*Config)) []*harness
 		}
 		hs = append(hs, newHarness(t, func(c *Config) {
 			c.Store = store
-			if os.Getenv("RACE_DEBUG") != "" {
+			if *raceLog {
 				c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			}
 			if issuer != "" {
