@@ -91,7 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// jsonResult is the -json output; durations in milliseconds.
+// jsonOut is the -json output; durations in milliseconds.
 type jsonOut struct {
 	Grant       string         `json:"grant"`
 	Connections int            `json:"connections"`
