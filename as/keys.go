@@ -207,10 +207,20 @@ func (k *keyring) reload(ctx context.Context) error {
 		return err
 	}
 	now := k.now()
+	// The newest key is never deleted, even when retired: two instances
+	// starting together may retire each other's first key, and deleting both
+	// would leave nothing to sign with.
+	newest := ""
+	var newestAt time.Time
+	for _, rec := range recs {
+		if newest == "" || newerKey(rec.CreatedAt, rec.ID, newestAt, newest) {
+			newest, newestAt = rec.ID, rec.CreatedAt
+		}
+	}
 	keys := map[string]*signingKey{}
 	var current *signingKey
 	for _, rec := range recs {
-		if !rec.RetiredAt.IsZero() && now.Sub(rec.RetiredAt) > k.retention {
+		if rec.ID != newest && !rec.RetiredAt.IsZero() && now.Sub(rec.RetiredAt) > k.retention {
 			if err := k.store.DeleteKey(ctx, rec.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
 				k.log.error(ctx, "deleting retired signing key", "kid", rec.ID, "err", err)
 			}
@@ -222,7 +232,7 @@ func (k *keyring) reload(ctx context.Context) error {
 			continue
 		}
 		keys[sk.kid] = sk
-		if rec.RetiredAt.IsZero() && (current == nil || sk.createdAt.After(current.createdAt)) {
+		if rec.RetiredAt.IsZero() && (current == nil || newerKey(sk.createdAt, sk.kid, current.createdAt, current.kid)) {
 			current = sk
 		}
 	}
@@ -231,7 +241,7 @@ func (k *keyring) reload(ctx context.Context) error {
 		// other's first key at the same moment. Sign with the newest rather
 		// than not at all; the next rotation settles it.
 		for _, sk := range keys {
-			if current == nil || sk.createdAt.After(current.createdAt) {
+			if current == nil || newerKey(sk.createdAt, sk.kid, current.createdAt, current.kid) {
 				current = sk
 			}
 		}
@@ -253,6 +263,15 @@ func (k *keyring) reload(ctx context.Context) error {
 	k.keys, k.current, k.jwks, k.lastReload = keys, current, doc, now
 	k.mu.Unlock()
 	return nil
+}
+
+// newerKey orders keys by creation time, then by kid, so every instance
+// picks the same signing key from the same set.
+func newerKey(at time.Time, id string, thanAt time.Time, thanID string) bool {
+	if !at.Equal(thanAt) {
+		return at.After(thanAt)
+	}
+	return id > thanID
 }
 
 // run reloads every interval until ctx ends.

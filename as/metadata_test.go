@@ -210,3 +210,34 @@ func headerKid(t *testing.T, token string) string {
 	}
 	return hd.Kid
 }
+
+// Two instances starting together can each retire the other's first key.
+// The newest key must then keep signing and never be deleted, or every
+// token request would fail once the retention period passed.
+func TestAllKeysRetiredStillSignsWithTheNewest(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	kid, err := RotateKey(ctx, h.store, []byte("0123456789abcdef0123456789abcdef-test-secret"), "ES256")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The other instance's retirement lands after ours: nothing is unretired.
+	if err := h.store.RetireKeys(ctx, "", h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(DefaultAccessTokenTTL + 24*time.Hour)
+	if err := h.as.keys.reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := h.post("/token", url.Values{"grant_type": {"client_credentials"}}, "ci-bot", ciSecret)
+	if resp.StatusCode != 200 {
+		t.Fatalf("token with every key retired: %d %v", resp.StatusCode, body)
+	}
+	if got := headerKid(t, body["access_token"].(string)); got != kid {
+		t.Errorf("signed with %s, want the newest key %s", got, kid)
+	}
+	keys, _ := h.store.ListKeys(ctx)
+	if len(keys) != 1 || keys[0].ID != kid {
+		t.Errorf("after retention: %d keys, want only the newest", len(keys))
+	}
+}
