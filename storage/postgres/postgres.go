@@ -158,7 +158,10 @@ func mapErr(err error) error {
 			return fmt.Errorf("%w: %s", storage.ErrAlreadyExists, pgErr.ConstraintName)
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			strings.HasPrefix(pgErr.Code, "57P"), // admin/crash shutdown, cannot connect now
-			strings.HasPrefix(pgErr.Code, "53"):  // insufficient resources (too many connections)
+			strings.HasPrefix(pgErr.Code, "53"),  // insufficient resources (too many connections)
+			strings.HasPrefix(pgErr.Code, "40"),  // serialization failure, deadlock detected: transient
+			pgErr.Code == "55P03",                // lock not available
+			pgErr.Code == "57014":                // statement timeout / query canceled
 			return fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
 		}
 		return fmt.Errorf("postgres: %w", err)
