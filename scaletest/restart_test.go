@@ -91,7 +91,9 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	// and their access tokens.
 	type grant struct{ access, refresh string }
 	var grants []grant
-	for _, c := range codes(t, in, 4) {
+	cs := codes(t, in, 5)
+	spare := cs[4] // redeemed while the database is down, then after
+	for _, c := range cs[:4] {
 		a := in.redeem(t, c.Code, c.Verifier)
 		if a.status != http.StatusOK || a.RefreshToken == "" {
 			t.Fatalf("code redemption: %d %s", a.status, a.raw)
@@ -116,9 +118,20 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("/healthz while PostgreSQL is down: %s", resp.Status)
 	}
-	// Reads fail the same way: introspection of a committed token.
-	if a := in.post(t, "/introspect", url.Values{"token": {grants[0].access}}, botID, botSecret); a.status != http.StatusServiceUnavailable || a.Error != "temporarily_unavailable" {
-		t.Errorf("introspection while PostgreSQL is down: %d %s", a.status, a.raw)
+	// Every endpoint that needs storage fails the same way, and a failed
+	// redemption or refresh writes nothing (checked after the restart).
+	down503 := []struct {
+		name string
+		a    answer
+	}{
+		{"introspection", in.post(t, "/introspect", url.Values{"token": {grants[0].access}}, botID, botSecret)},
+		{"code redemption", in.redeem(t, spare.Code, spare.Verifier)},
+		{"refresh", in.refresh(t, grants[0].refresh)},
+	}
+	for _, d := range down503 {
+		if d.a.status != http.StatusServiceUnavailable || d.a.Error != "temporarily_unavailable" {
+			t.Errorf("%s while PostgreSQL is down: %d %s", d.name, d.a.status, d.a.raw)
+		}
 	}
 
 	pg.start(t)
@@ -141,7 +154,8 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 
 	// Nothing acknowledged was lost: every token answered 200 (before,
 	// during and after the outage) is active, and every refresh token
-	// committed before it still rotates.
+	// committed before it still rotates (grace 0: also the one whose
+	// refresh failed during the outage, so that failure rotated nothing).
 	var inactive atomic.Int64
 	var wg sync.WaitGroup
 	work := make(chan string)
@@ -165,6 +179,10 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	wg.Wait()
 	if n := inactive.Load(); n > 0 {
 		t.Fatalf("%d of %d acknowledged access tokens are not active after the restart", n, len(l.tokens))
+	}
+	// The code whose redemption failed during the outage is still unused.
+	if a := in.redeem(t, spare.Code, spare.Verifier); a.status != http.StatusOK {
+		t.Fatalf("a code whose redemption failed while PostgreSQL was down: %d %s", a.status, a.raw)
 	}
 	for i, g := range grants {
 		if !in.introspect(t, g.access) {
