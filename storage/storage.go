@@ -10,6 +10,13 @@
 // itself); client secrets and registration access tokens are stored as keyed
 // hashes; private keys and token payloads arrive here already sealed by the
 // caller (see internal/seal), so a backend never sees them in clear.
+//
+// The records follow the grants they serve: authorization codes that are
+// single use (RFC 6749 §4.1.2, §10.5) with their PKCE challenge (RFC 7636),
+// access and refresh tokens with refresh families that are rotated and revoked
+// together (RFC 9700 §4.14, RFC 7009 §2.1), consents, registered clients
+// (RFC 7591, RFC 7592), signing keys (RFC 7517) and one-time assertion ids
+// (RFC 7523 §3, jti).
 package storage
 
 import (

@@ -23,6 +23,12 @@
 //
 // This is the only package that reads flags, the environment and files; the
 // libraries (as, dcr, storage backends) take plain config structs.
+//
+// The server it runs is an OAuth 2.1 authorization server (RFC 6749 with
+// RFC 9700; PKCE RFC 7636), with RFC 8414 metadata, RFC 9068 access tokens,
+// RFC 8707 resource indicators, RFC 7662 introspection, RFC 7009 revocation,
+// RFC 8693 token exchange and RFC 7591/7592 registration; see package as and
+// package dcr.
 package main
 
 import (

@@ -5,6 +5,10 @@
 // 190 ms a check at bcrypt cost 12; HMAC-SHA256 under a server key makes a
 // stolen database useless for guessing while costing microseconds. People's
 // passwords get a slow hash elsewhere (as/loginui).
+//
+// Standards: HMAC-SHA256 (RFC 2104, RFC 4868) under a key derived with
+// HKDF-SHA256 (RFC 5869); the values are RFC 7591 §3.2.1 client secrets and
+// RFC 7592 §3 registration access tokens.
 package secret
 
 import (

@@ -2,6 +2,10 @@
 // (github.com/modelcontextprotocol/go-sdk/auth): TokenVerifier turns an
 // rsmiddleware.TokenVerifier into an auth.TokenVerifier for
 // auth.RequireBearerToken.
+//
+// The tokens are RFC 9068 JWT access tokens (or, in introspection mode,
+// RFC 7662 answers) presented as RFC 6750 §2.1 bearer tokens; the SDK answers
+// failures with the RFC 9728 §5.1 WWW-Authenticate challenge.
 package mcpsdk
 
 import (

@@ -11,6 +11,10 @@
 // uncommitted), which the AS never relies on. A transaction must end with
 // Commit or Rollback; an abandoned one blocks later BeginTX calls until their
 // context ends.
+//
+// It passes storage/storagetest, so it keeps the same single-use rules as the
+// durable backends: a code is redeemed once (RFC 6749 §4.1.2), a refresh
+// token rotates once (RFC 9700 §4.14.2), a jti is used once (RFC 7523 §3).
 package memory
 
 import (

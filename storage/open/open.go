@@ -7,6 +7,9 @@
 //
 // Open does not migrate: call Migrate first (authserver migrate up, or serve
 // on start), which is a no-op for memory.
+//
+// A DSN names no protocol of its own; the stores it opens keep the records of
+// RFC 6749, RFC 7591 and RFC 9068 described in package storage.
 package open
 
 import (

@@ -19,6 +19,10 @@
 //
 // The schema comes from package migrations; call Migrate (or open.Migrate)
 // before use.
+//
+// The single-use rules it enforces are those of RFC 6749 §4.1.2 (codes),
+// RFC 9700 §4.14.2 (refresh rotation and reuse detection) and RFC 7523 §3
+// (jti of client assertions).
 package postgres
 
 import (

@@ -22,6 +22,10 @@
 //
 // Lists are stored as JSON arrays, timestamps as Unix nanoseconds, secrets
 // and sealed data as blobs.
+//
+// The single-use rules it enforces are those of RFC 6749 §4.1.2 (codes),
+// RFC 9700 §4.14.2 (refresh rotation and reuse detection) and RFC 7523 §3
+// (jti of client assertions).
 package sqlite
 
 import (

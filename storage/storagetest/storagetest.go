@@ -10,6 +10,11 @@
 // The concurrency cases (exactly-once code redemption, refresh rotation, jti
 // use, serialised client updates) are part of the suite and cannot be
 // skipped. Subtests run in parallel, each on its own fresh store.
+//
+// The rules it checks come from RFC 6749 §4.1.2 and §10.5 (a code is redeemed
+// once), RFC 9700 §4.14.2 (refresh rotation, reuse revokes the family),
+// RFC 7009 §2.1 (revoking a refresh token revokes its family) and RFC 7523 §3
+// (a jti is accepted once).
 package storagetest
 
 import (

@@ -11,6 +11,12 @@
 // and unknown keys are errors, so a typo never silently falls back to a
 // default. The package only parses and validates; cmd/authserver turns a
 // Config into the plain config structs of as/, dcr/ and the storage backends.
+//
+// Values are checked against the standards they feed: the issuer against
+// RFC 8414 §2 (absolute http(s) URL, no query or fragment), resource URIs
+// against RFC 8707 §2 (absolute, no fragment; canonicalised), scopes against
+// RFC 6749 §3.3, redirect URIs against RFC 8252 §7 and RFC 9700 §4.1, and the
+// exchange policy against RFC 8693.
 package config
 
 import (

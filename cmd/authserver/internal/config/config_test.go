@@ -354,3 +354,18 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// The issue names `storage: sqlite:PATH` as the default; a file that leaves
+// the key out gets the same embedded database as running without a file.
+func TestAFileWithoutStorageUsesTheSQLiteDefault(t *testing.T) {
+	c, err := Parse([]byte(strings.Replace(base, "storage: memory\n", "", 1)), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Storage != "sqlite:./authserver.db" {
+		t.Fatalf("storage = %q, want sqlite:./authserver.db", c.Storage)
+	}
+	if kind, path := c.StorageKind(); kind != "sqlite" || path != "./authserver.db" {
+		t.Fatalf("StorageKind = %q %q", kind, path)
+	}
+}
