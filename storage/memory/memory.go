@@ -102,6 +102,35 @@ func remember[K comparable, V any](t *tx, m map[K]V, k K) {
 	})
 }
 
+// deleteEntry removes m[k], journalled, or answers storage.ErrNotFound when
+// there is none. Callers hold s.mu.
+func deleteEntry[K comparable, V any](t *tx, m map[K]V, k K) error {
+	if _, ok := m[k]; !ok {
+		return storage.ErrNotFound
+	}
+	remember(t, m, k)
+	delete(m, k)
+	return nil
+}
+
+// deleteExpired removes, journalled, at most limit entries of m that expired
+// reports true for, and returns how many it removed. A limit <= 0 removes
+// nothing. Callers hold s.mu.
+func deleteExpired[K comparable, V any](t *tx, m map[K]V, limit int, expired func(V) bool) int {
+	n := 0
+	for k, v := range m {
+		if n >= limit {
+			break
+		}
+		if expired(v) {
+			remember(t, m, k)
+			delete(m, k)
+			n++
+		}
+	}
+	return n
+}
+
 // lock takes the data lock and returns the transaction in ctx, if any.
 func (s *Store) lock(ctx context.Context) (*tx, error) {
 	if err := ctx.Err(); err != nil {
@@ -265,12 +294,7 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 		return err
 	}
 	defer s.mu.Unlock()
-	if _, ok := s.clients[id]; !ok {
-		return storage.ErrNotFound
-	}
-	remember(t, s.clients, id)
-	delete(s.clients, id)
-	return nil
+	return deleteEntry(t, s.clients, id)
 }
 
 // TouchClient implements storage.ClientStore; ErrNotFound for an unknown id.
@@ -448,13 +472,7 @@ func (s *Store) DeleteToken(ctx context.Context, kind storage.TokenKind, signatu
 		return err
 	}
 	defer s.mu.Unlock()
-	k := tokenKey{kind, signature}
-	if _, ok := s.tokens[k]; !ok {
-		return storage.ErrNotFound
-	}
-	remember(t, s.tokens, k)
-	delete(s.tokens, k)
-	return nil
+	return deleteEntry(t, s.tokens, tokenKey{kind, signature})
 }
 
 // DeleteExpiredTokens implements storage.TokenStore. Records with a zero
@@ -465,18 +483,9 @@ func (s *Store) DeleteExpiredTokens(ctx context.Context, before time.Time, limit
 		return 0, err
 	}
 	defer s.mu.Unlock()
-	n := 0
-	for k, tok := range s.tokens {
-		if n >= limit {
-			break
-		}
-		if !tok.ExpiresAt.IsZero() && tok.ExpiresAt.Before(before) {
-			remember(t, s.tokens, k)
-			delete(s.tokens, k)
-			n++
-		}
-	}
-	return n, nil
+	return deleteExpired(t, s.tokens, limit, func(tok *storage.Token) bool {
+		return !tok.ExpiresAt.IsZero() && tok.ExpiresAt.Before(before)
+	}), nil
 }
 
 func cloneConsent(c *storage.Consent) *storage.Consent {
@@ -557,18 +566,9 @@ func (s *Store) DeleteExpiredConsents(ctx context.Context, before time.Time, lim
 		return 0, err
 	}
 	defer s.mu.Unlock()
-	n := 0
-	for k, c := range s.consents {
-		if n >= limit {
-			break
-		}
-		if !c.ExpiresAt.IsZero() && c.ExpiresAt.Before(before) {
-			remember(t, s.consents, k)
-			delete(s.consents, k)
-			n++
-		}
-	}
-	return n, nil
+	return deleteExpired(t, s.consents, limit, func(c *storage.Consent) bool {
+		return !c.ExpiresAt.IsZero() && c.ExpiresAt.Before(before)
+	}), nil
 }
 
 func cloneKey(k *storage.SigningKey) *storage.SigningKey {
@@ -638,12 +638,7 @@ func (s *Store) DeleteKey(ctx context.Context, id string) error {
 		return err
 	}
 	defer s.mu.Unlock()
-	if _, ok := s.keys[id]; !ok {
-		return storage.ErrNotFound
-	}
-	remember(t, s.keys, id)
-	delete(s.keys, id)
-	return nil
+	return deleteEntry(t, s.keys, id)
 }
 
 // UseJTI implements storage.JTIStore. An id whose earlier record has expired
@@ -669,16 +664,5 @@ func (s *Store) DeleteExpiredJTIs(ctx context.Context, before time.Time, limit i
 		return 0, err
 	}
 	defer s.mu.Unlock()
-	n := 0
-	for id, exp := range s.jtis {
-		if n >= limit {
-			break
-		}
-		if exp.Before(before) {
-			remember(t, s.jtis, id)
-			delete(s.jtis, id)
-			n++
-		}
-	}
-	return n, nil
+	return deleteExpired(t, s.jtis, limit, func(exp time.Time) bool { return exp.Before(before) }), nil
 }
