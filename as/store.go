@@ -175,8 +175,19 @@ func (s *tokenStore) CreateAuthorizeCodeSession(ctx context.Context, sig string,
 // checks the code's expiry on the token request's session right after this
 // call, and an empty session there would let an expired code through to a
 // later check that answers invalid_request instead of invalid_grant.
+//
+// Within one token request (withRedemption) the record read first is
+// remembered: fosite reads the code again in PopulateTokenEndpointResponse,
+// and that read is answered from memory, without a SELECT. It changes
+// nothing about exclusivity, which InvalidateAuthorizeCodeSession decides.
 func (s *tokenStore) GetAuthorizeCodeSession(ctx context.Context, sig string, into fosite.Session) (fosite.Requester, error) {
-	req, err := s.get(ctx, storage.KindAuthorizeCode, sig, fosite.ErrInvalidatedAuthorizeCode)
+	var req fosite.Requester
+	var err error
+	if m := remembered(ctx, sig); m != nil {
+		req = m.req
+	} else {
+		req, err = s.readCode(ctx, sig)
+	}
 	if req != nil {
 		if dst, ok := into.(*session); ok && dst != nil {
 			if src, ok := req.GetSession().(*session); ok && src != nil {
@@ -189,6 +200,27 @@ func (s *tokenStore) GetAuthorizeCodeSession(ctx context.Context, sig string, in
 		s.revokeGrant(ctx, req.GetID())
 	}
 	return req, err
+}
+
+// readCode reads a code record and rebuilds its requester; an inactive code
+// comes with fosite.ErrInvalidatedAuthorizeCode. An active one is
+// remembered when ctx carries a redemption memo.
+func (s *tokenStore) readCode(ctx context.Context, sig string) (fosite.Requester, error) {
+	t, sr, err := s.load(ctx, storage.KindAuthorizeCode, sig)
+	if err != nil {
+		return nil, err
+	}
+	req, err := s.requester(ctx, sr)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Active {
+		return req, fosite.ErrInvalidatedAuthorizeCode
+	}
+	if m := redemptionFrom(ctx); m != nil {
+		*m = redemption{sig: sig, tok: t, sr: sr, req: req}
+	}
+	return req, nil
 }
 
 // revokeGrant revokes every refresh and access token of a grant (the

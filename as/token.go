@@ -34,6 +34,9 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if r.PostForm.Get("grant_type") == "authorization_code" {
+		ctx = withRedemption(ctx)
+	}
 	ar, err := s.provider.NewAccessRequest(ctx, r, newSession(""))
 	if err != nil {
 		s.writeError(w, r, err)
