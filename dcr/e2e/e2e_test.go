@@ -49,7 +49,7 @@ var aliceHash = func() string {
 // world is an AS with registration and CIMD on one mux, plus a TLS server on
 // 127.0.0.1 publishing client metadata documents and JWK sets.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *httptest.Server
 	issuer string
 	store  *memory.Store
@@ -59,7 +59,8 @@ type world struct {
 	cimd   *dcr.CIMDResolver
 }
 
-func newWorld(t *testing.T) *world {
+// newWorld starts the world; mods adjust the AS configuration first.
+func newWorld(t testing.TB, mods ...func(*as.Config)) *world {
 	t.Helper()
 	w := &world{t: t, routes: map[string][]byte{}}
 	w.docs = httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -103,7 +104,7 @@ func newWorld(t *testing.T) *world {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	server, err := as.New(ctx, as.Config{
+	cfg := as.Config{
 		Issuer:               w.issuer,
 		Resources:            []as.Resource{{URI: mcpURI, Name: "Example MCP", Scopes: []string{"mcp:tools"}, Default: true}},
 		UI:                   ui,
@@ -112,7 +113,11 @@ func newWorld(t *testing.T) *world {
 		ClientResolver:       resolver,
 		JWKSHTTPClient:       fetch,
 		RegistrationEndpoint: w.issuer + "/register",
-	})
+	}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	server, err := as.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,14 +187,26 @@ var (
 // fails with the last page.
 func (w *world) authorize(authURL string) *url.URL {
 	w.t.Helper()
+	return w.authorizeAs(w.browser(), authURL)
+}
+
+// browser is an HTTP client with its own cookie jar that follows redirects
+// within the AS and stops at the first one leaving it.
+func (w *world) browser() *http.Client {
 	jar, _ := cookiejar.New(nil)
 	host := w.srv.Listener.Addr().String()
-	c := &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+	return &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if req.URL.Host != host {
 			return http.ErrUseLastResponse
 		}
 		return nil
 	}}
+}
+
+// authorizeAs is authorize with the browser c, whose cookies (login session,
+// remembered consent) carry over between calls.
+func (w *world) authorizeAs(c *http.Client, authURL string) *url.URL {
+	w.t.Helper()
 	do := func(req *http.Request) (*http.Response, string) {
 		resp, err := c.Do(req)
 		if err != nil {
