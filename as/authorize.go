@@ -168,6 +168,9 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 			ar.GrantScope(sc)
 		}
 	}
+	// The PKCE challenge goes into the code's own record (redeem.go).
+	form := ar.GetRequestForm()
+	ctx = withPKCE(ctx, form.Get("code_challenge"), form.Get("code_challenge_method"))
 	resp, err := s.provider.NewAuthorizeResponse(ctx, ar, sess)
 	if err != nil {
 		fail(err)

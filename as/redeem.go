@@ -46,3 +46,27 @@ func remembered(ctx context.Context, sig string) *redemption {
 	}
 	return nil
 }
+
+// pkceChallenge is the RFC 7636 §4.3 challenge of an authorization code. It
+// is kept inside the code's own record rather than in a record of its own:
+// the code record carries everything PKCE verification needs, and a redeemed
+// code's challenge is dead with it (its active flag says so), so no record
+// is written at the authorization endpoint and none read or deleted at
+// redemption.
+type pkceChallenge struct {
+	Challenge string `json:"c"`
+	Method    string `json:"m"`
+}
+
+type pkceKey struct{}
+
+// withPKCE returns ctx carrying the validated challenge of an authorization
+// request, for CreateAuthorizeCodeSession to fold into the code record.
+func withPKCE(ctx context.Context, challenge, method string) context.Context {
+	return context.WithValue(ctx, pkceKey{}, &pkceChallenge{Challenge: challenge, Method: method})
+}
+
+func pkceFrom(ctx context.Context) *pkceChallenge {
+	p, _ := ctx.Value(pkceKey{}).(*pkceChallenge)
+	return p
+}

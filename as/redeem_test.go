@@ -2,8 +2,11 @@ package as
 
 import (
 	"context"
+	"errors"
 	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +23,9 @@ type countingStore struct {
 	creates map[storage.TokenKind]int
 	deletes map[storage.TokenKind]int
 	created []storage.Token
+	// afterGet, when set, runs after a GetToken has read its record and
+	// before that record is returned.
+	afterGet func(kind storage.TokenKind)
 }
 
 func newCountingStore() *countingStore {
@@ -30,8 +36,13 @@ func newCountingStore() *countingStore {
 func (c *countingStore) GetToken(ctx context.Context, kind storage.TokenKind, sig string) (*storage.Token, error) {
 	c.mu.Lock()
 	c.gets[kind]++
+	hook := c.afterGet
 	c.mu.Unlock()
-	return c.Store.GetToken(ctx, kind, sig)
+	t, err := c.Store.GetToken(ctx, kind, sig)
+	if hook != nil {
+		hook(kind)
+	}
+	return t, err
 }
 
 func (c *countingStore) CreateToken(ctx context.Context, t *storage.Token) error {
@@ -82,15 +93,21 @@ func TestCodeRedemptionReadsTheCodeRecordOnce(t *testing.T) {
 	cs := newCountingStore()
 	h := newHarness(t, func(c *Config) { c.Store = cs })
 	code, verifier := h.authorizeCode()
+	if _, creates, _ := cs.counts(); creates[storage.KindAuthorizeCode] != 1 || creates[storage.KindPKCE] != 0 {
+		t.Errorf("records created at the authorization endpoint: %v; want the code record alone (it carries the PKCE challenge)", creates)
+	}
 	cs.reset()
 	resp, body := h.post("/token", url.Values{"grant_type": {"authorization_code"}, "code": {code},
 		"redirect_uri": {appRedirect}, "client_id": {"demo-app"}, "code_verifier": {verifier}}, "", "")
 	if resp.StatusCode != 200 {
 		t.Fatalf("redemption: %d %v", resp.StatusCode, body)
 	}
-	gets, creates, _ := cs.counts()
-	if gets[storage.KindAuthorizeCode] != 1 {
-		t.Errorf("the code record was read %d times; want once", gets[storage.KindAuthorizeCode])
+	gets, creates, deletes := cs.counts()
+	if gets[storage.KindAuthorizeCode] != 1 || len(gets) != 1 {
+		t.Errorf("records read by the redemption: %v; want the code record once", gets)
+	}
+	if len(deletes) != 0 {
+		t.Errorf("records deleted by the redemption: %v; want none", deletes)
 	}
 	if creates[storage.KindAccessToken] != 1 || creates[storage.KindRefreshToken] != 1 || len(creates) != 2 {
 		t.Errorf("records created by the redemption: %v; want one access and one refresh token", creates)
@@ -127,4 +144,134 @@ func TestCodeRedemptionStoresTokenLifetimes(t *testing.T) {
 		return
 	}
 	t.Fatal("the redemption created no refresh token record")
+}
+
+// TestCodeRedeemedBetweenTheChecksOfAnotherRequest lets a second request
+// read the code record while it is active, then redeems the code with the
+// right verifier before that request goes on. Whatever the second request
+// presents, it is a second presentation of the code: it answers
+// invalid_grant (RFC 6749 §5.2) and what the first redemption issued is
+// revoked (RFC 6749 §4.1.2). The right verifier is stopped by the
+// conditional UPDATE of the redemption, a wrong one by the PKCE check,
+// which burns the code and finds it already redeemed.
+func TestCodeRedeemedBetweenTheChecksOfAnotherRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		verify func(right string) string
+	}{
+		{"a racer with the right verifier is refused and revokes the grant", func(right string) string { return right }},
+		{"a racer with a wrong verifier is refused and revokes the grant", func(string) string { return strings.Repeat("w", 43) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := newCountingStore()
+			h := newHarness(t, func(c *Config) { c.Store = cs })
+			code, verifier := h.authorizeCode()
+			form := func(v string) url.Values {
+				return url.Values{"grant_type": {"authorization_code"}, "code": {code},
+					"redirect_uri": {appRedirect}, "client_id": {"demo-app"}, "code_verifier": {v}}
+			}
+			var first map[string]any
+			var started atomic.Bool
+			cs.mu.Lock()
+			cs.afterGet = func(kind storage.TokenKind) {
+				if kind != storage.KindAuthorizeCode {
+					return
+				}
+				if started.Swap(true) {
+					return // the redemption in between reads the code too
+				}
+				resp, body := h.post("/token", form(verifier), "", "")
+				if resp.StatusCode != 200 {
+					t.Errorf("the redemption in between: %d %v", resp.StatusCode, body)
+				}
+				first = body
+			}
+			cs.mu.Unlock()
+			resp, body := h.post("/token", form(tc.verify(verifier)), "", "")
+			if resp.StatusCode != 400 || body["error"] != "invalid_grant" {
+				t.Errorf("the request that read the code first: %d %v; want 400 invalid_grant", resp.StatusCode, body)
+			}
+			at, _ := first["access_token"].(string)
+			rt, _ := first["refresh_token"].(string)
+			if at == "" || rt == "" {
+				t.Fatalf("the redemption in between issued no tokens: %v", first)
+			}
+			if active(t, h, at) {
+				t.Error("the access token of the code presented twice is still active")
+			}
+			if status, body := refresh(h, rt); status != 400 || body["error"] != "invalid_grant" {
+				t.Errorf("the refresh token of the code presented twice: %d %v", status, body)
+			}
+		})
+	}
+}
+
+// TestCodeWithSeparatePKCERecordStillRedeems covers codes written before
+// the challenge moved into the code record (a rolling upgrade): their
+// KindPKCE record is read, checked and deleted as before.
+func TestCodeWithSeparatePKCERecordStillRedeems(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		right      bool
+		wantStatus int
+	}{
+		{"the right verifier redeems the code and its PKCE record goes", true, 200},
+		{"a wrong verifier burns the code", false, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := newCountingStore()
+			h := newHarness(t, func(c *Config) { c.Store = cs })
+			code, verifier := h.authorizeCode()
+			separatePKCE(t, h, code)
+			v := verifier
+			if !tc.right {
+				v = strings.Repeat("w", 43)
+			}
+			f := url.Values{"grant_type": {"authorization_code"}, "code": {code},
+				"redirect_uri": {appRedirect}, "client_id": {"demo-app"}, "code_verifier": {v}}
+			resp, body := h.post("/token", f, "", "")
+			if resp.StatusCode != tc.wantStatus {
+				t.Fatalf("redemption: %d %v; want %d", resp.StatusCode, body, tc.wantStatus)
+			}
+			sig := h.as.tokens.AuthorizeCodeSignature(context.Background(), code)
+			if _, err := cs.Store.GetToken(context.Background(), storage.KindPKCE, sig); !errors.Is(err, storage.ErrNotFound) {
+				t.Errorf("the PKCE record after the redemption: %v; want it deleted", err)
+			}
+			f.Set("code_verifier", verifier)
+			if resp, body := h.post("/token", f, "", ""); resp.StatusCode != 400 || body["error"] != "invalid_grant" {
+				t.Errorf("the code presented again: %d %v; want 400 invalid_grant", resp.StatusCode, body)
+			}
+		})
+	}
+}
+
+// separatePKCE rewrites the record of code the way a version before the
+// challenge moved into it wrote it: the code record without the challenge,
+// and a KindPKCE record holding it.
+func separatePKCE(t *testing.T, h *harness, code string) {
+	t.Helper()
+	ctx := context.Background()
+	s := h.as.store
+	sig := h.as.tokens.AuthorizeCodeSignature(ctx, code)
+	tok, sr, err := s.load(ctx, storage.KindAuthorizeCode, sig)
+	if err != nil || sr.PKCE == nil {
+		t.Fatalf("code record: %v, challenge %v", err, sr)
+	}
+	pk := sr.PKCE
+	sr.PKCE = nil
+	c, err := s.clients.GetClient(ctx, sr.ClientID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.DeleteToken(ctx, storage.KindAuthorizeCode, sig); err != nil {
+		t.Fatal(err)
+	}
+	req := sr.toRequest(c)
+	if err := s.create(ctx, storage.KindAuthorizeCode, sig, req, tok.ExpiresAt, ""); err != nil {
+		t.Fatal(err)
+	}
+	req.Form = url.Values{"code_challenge": {pk.Challenge}, "code_challenge_method": {pk.Method}}
+	if err := s.CreatePKCERequestSession(ctx, sig, req); err != nil {
+		t.Fatal(err)
+	}
 }

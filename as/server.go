@@ -393,6 +393,10 @@ func (c codeRace) PopulateTokenEndpointResponse(ctx context.Context, r fosite.Ac
 
 // pkceGate burns the code when its PKCE verification fails (RFC 7636 §4.6),
 // so a stolen code cannot be tried with many verifiers.
+//
+// A code that is no longer active by then was redeemed (or burned) by
+// another request after this one found it active: it was presented again,
+// so what it issued is revoked (RFC 6749 §4.1.2), as for any replay.
 type pkceGate struct {
 	gated
 	s *Server
@@ -402,8 +406,14 @@ func (p pkceGate) HandleTokenEndpointRequest(ctx context.Context, r fosite.Acces
 	err := p.gated.HandleTokenEndpointRequest(ctx, r)
 	if err != nil && !errors.Is(err, fosite.ErrUnknownRequest) {
 		sig := p.s.tokens.AuthorizeCodeSignature(ctx, r.GetRequestForm().Get("code"))
-		if derr := p.s.cfg.Store.DeactivateToken(ctx, storage.KindAuthorizeCode, sig); derr != nil &&
-			!errors.Is(derr, storage.ErrInactive) && !errors.Is(derr, storage.ErrNotFound) {
+		derr := p.s.cfg.Store.DeactivateToken(ctx, storage.KindAuthorizeCode, sig)
+		switch {
+		case errors.Is(derr, storage.ErrInactive):
+			if m := remembered(ctx, sig); m != nil {
+				p.s.log.audit(ctx, "code.replayed", "client_id", m.tok.ClientID, "sub", m.tok.Subject, "grant", m.tok.RequestID)
+				p.s.store.revokeGrant(ctx, m.tok.RequestID)
+			}
+		case derr != nil && !errors.Is(derr, storage.ErrNotFound):
 			p.s.log.error(ctx, "burning a code after failed PKCE", "err", derr)
 		}
 		p.s.store.deletePKCE(ctx, sig)

@@ -65,6 +65,10 @@ type storedRequest struct {
 	Form            url.Values `json:"f,omitempty"`
 	Session         *session   `json:"s"`
 	AccessSignature string     `json:"as,omitempty"` // for refresh tokens: the access token issued with it
+	// PKCE is the challenge of an authorization code (RFC 7636 §4.3), kept
+	// in the code's record; nil in other records and in code records
+	// written before it moved there (those have a KindPKCE record).
+	PKCE *pkceChallenge `json:"pk,omitempty"`
 }
 
 func toStored(r fosite.Requester) *storedRequest {

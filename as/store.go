@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"sync"
 	"time"
 
@@ -79,6 +80,9 @@ var errSealed = errors.New("as: stored token payload does not open")
 func (s *tokenStore) create(ctx context.Context, kind storage.TokenKind, sig string, r fosite.Requester, exp time.Time, accessSig string) error {
 	sr := toStored(r)
 	sr.AccessSignature = accessSig
+	if kind == storage.KindAuthorizeCode {
+		sr.PKCE = pkceFrom(ctx)
+	}
 	raw, err := sr.marshal()
 	if err != nil {
 		return err
@@ -281,18 +285,71 @@ func (s *tokenStore) InvalidateAuthorizeCodeSession(ctx context.Context, sig str
 var errCodeRace = errors.New("as: authorization code already redeemed")
 
 // PKCE.
+//
+// The challenge of a code issued through serveAuthorize lives in the code's
+// own record (storedRequest.PKCE), which saves a record written at the
+// authorization endpoint and a read and a delete (with a commit of its own)
+// at redemption. Code records written before that have a KindPKCE record of
+// their own, still served here until they expire.
 
+// CreatePKCERequestSession writes nothing when the code record already
+// carries the challenge (ctx from serveAuthorize, see withPKCE).
 func (s *tokenStore) CreatePKCERequestSession(ctx context.Context, sig string, r fosite.Requester) error {
+	if pkceFrom(ctx) != nil {
+		return nil
+	}
 	return s.create(ctx, storage.KindPKCE, sig, r, r.GetSession().GetExpiresAt(fosite.AuthorizeCode), "")
 }
 
-// GetPKCERequestSession returns fosite.ErrNotFound for a missing record.
-// The record goes when its code is redeemed (or burned by a failed
-// verification), so a missing record of a code that is no longer active
-// means the code was presented again after a redemption that passed the
-// code check a moment earlier: as for any replay, what the code issued is
-// revoked (RFC 6749 §4.1.2) before fosite answers invalid_grant.
+// GetPKCERequestSession returns the challenge of the code with signature
+// sig, from the code record read earlier in the request when there is one
+// (redemption), and fosite.ErrNotFound for a code that is missing or no
+// longer active: a redeemed code has no challenge left to verify. A code
+// found inactive here was redeemed (or burned) after a check of the same
+// request saw it active, so it was presented again: as for any replay, what
+// it issued is revoked (RFC 6749 §4.1.2) before fosite answers
+// invalid_grant.
 func (s *tokenStore) GetPKCERequestSession(ctx context.Context, sig string, _ fosite.Session) (fosite.Requester, error) {
+	var t *storage.Token
+	var sr *storedRequest
+	var c fosite.Client
+	if m := remembered(ctx, sig); m != nil {
+		t, sr, c = m.tok, m.sr, m.req.GetClient()
+	} else {
+		var err error
+		if t, sr, err = s.load(ctx, storage.KindAuthorizeCode, sig); err != nil {
+			return nil, err
+		}
+	}
+	if sr.PKCE == nil {
+		return s.getSeparatePKCE(ctx, sig)
+	}
+	if !t.Active {
+		s.log.audit(ctx, "code.replayed", "client_id", t.ClientID, "sub", t.Subject, "grant", t.RequestID)
+		s.revokeGrant(ctx, t.RequestID)
+		return nil, fosite.ErrNotFound
+	}
+	if c == nil {
+		var err error
+		if c, err = s.clients.GetClient(ctx, sr.ClientID); err != nil {
+			return nil, err
+		}
+	}
+	return &fosite.Request{
+		ID:          sr.ID,
+		RequestedAt: sr.RequestedAt,
+		Client:      c,
+		Form:        url.Values{"code_challenge": {sr.PKCE.Challenge}, "code_challenge_method": {sr.PKCE.Method}},
+		Session:     sr.Session,
+	}, nil
+}
+
+// getSeparatePKCE reads the KindPKCE record of a code written before the
+// challenge moved into the code record. That record goes when its code is
+// redeemed (or burned by a failed verification), so a missing record of a
+// code that is no longer active means the code was presented again: what
+// it issued is revoked, as in GetPKCERequestSession.
+func (s *tokenStore) getSeparatePKCE(ctx context.Context, sig string) (fosite.Requester, error) {
 	req, err := s.get(ctx, storage.KindPKCE, sig, fosite.ErrNotFound)
 	if errors.Is(err, fosite.ErrNotFound) {
 		if t, gerr := s.store.GetToken(ctx, storage.KindAuthorizeCode, sig); gerr == nil && !t.Active {
@@ -307,12 +364,19 @@ func (s *tokenStore) GetPKCERequestSession(ctx context.Context, sig string, _ fo
 // DeletePKCERequestSession is called by fosite's PKCE handler before the
 // code is redeemed. Deleting there would make the PKCE record, not the code,
 // the point where concurrent redemptions part, and the losers would fail
-// without revoking what the winner issued. So it does nothing: the record
-// is deleted after a successful redemption (codeRace) or expires with the
-// code, and a failed verification burns the code (pkceGate).
+// without revoking what the winner issued. So it does nothing: a separate
+// PKCE record is deleted after a successful redemption (codeRace) or
+// expires with the code, and a failed verification burns the code
+// (pkceGate).
 func (s *tokenStore) DeletePKCERequestSession(context.Context, string) error { return nil }
 
+// deletePKCE deletes the separate PKCE record of a code, unless the code
+// record read in this request carries the challenge itself (then there is
+// none).
 func (s *tokenStore) deletePKCE(ctx context.Context, sig string) {
+	if m := remembered(ctx, sig); m != nil && m.sr.PKCE != nil {
+		return
+	}
 	if err := s.store.DeleteToken(ctx, storage.KindPKCE, sig); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		s.log.error(ctx, "deleting PKCE record", "err", err)
 	}
