@@ -54,7 +54,9 @@ type client struct {
 	jwksURI         string
 	assertionAlg    string // alg of the assertion being checked (see clientManager.authenticate)
 	source          string
-	native          bool
+	// lastUsedAt is storage.Client.LastUsedAt as read with the client.
+	lastUsedAt time.Time
+	native     bool
 }
 
 var _ fosite.OpenIDConnectClient = (*client)(nil)
@@ -122,6 +124,10 @@ func (m *clientManager) get(ctx context.Context, id string) (*client, error) {
 	if c, ok := m.static[id]; ok {
 		return c, nil
 	}
+	memo := redemptionFrom(ctx)
+	if memo != nil && memo.client != nil && memo.client.id == id {
+		return memo.client, nil
+	}
 	var sc *storage.Client
 	var err error
 	if m.resolver != nil && strings.HasPrefix(id, "https://") {
@@ -141,7 +147,11 @@ func (m *clientManager) get(ctx context.Context, id string) (*client, error) {
 	if sc == nil || sc.ID != id {
 		return nil, fosite.ErrNotFound
 	}
-	return m.fromStorage(sc)
+	c, err := m.fromStorage(sc)
+	if err == nil && memo != nil {
+		memo.client = c
+	}
+	return c, err
 }
 
 // fromStorage converts a stored (dcr) or resolved (cimd) client.
@@ -157,6 +167,7 @@ func (m *clientManager) fromStorage(sc *storage.Client) (*client, error) {
 		jwksURI:         sc.JWKSURI,
 		source:          sc.Source,
 		native:          sc.ApplicationType == "native",
+		lastUsedAt:      sc.LastUsedAt,
 	}
 	if len(sc.JWKS) > 0 {
 		var set jose3.JSONWebKeySet

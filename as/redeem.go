@@ -18,11 +18,17 @@ import (
 // of InvalidateAuthorizeCodeSession (storage.TokenStore.DeactivateToken),
 // exactly once among any number of concurrent requests, whatever they
 // remembered.
+//
+// It also remembers the client read from storage (or resolved) when the
+// request authenticated it, so that rebuilding a stored grant around its
+// client (code, refresh token) does not read the client again.
 type redemption struct {
 	sig string
 	tok *storage.Token
 	sr  *storedRequest
 	req fosite.Requester
+
+	client *client
 }
 
 type redemptionKey struct{}

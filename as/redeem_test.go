@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/oauth2"
+
 	"github.com/mcpauth/mcpauth/storage"
 	"github.com/mcpauth/mcpauth/storage/memory"
 )
@@ -23,6 +25,8 @@ type countingStore struct {
 	creates map[storage.TokenKind]int
 	deletes map[storage.TokenKind]int
 	created []storage.Token
+	// clientGets and touches count GetClient and TouchClient calls.
+	clientGets, touches int
 	// afterGet, when set, runs after a GetToken has read its record and
 	// before that record is returned.
 	afterGet func(kind storage.TokenKind)
@@ -60,6 +64,20 @@ func (c *countingStore) DeleteToken(ctx context.Context, kind storage.TokenKind,
 	return c.Store.DeleteToken(ctx, kind, sig)
 }
 
+func (c *countingStore) GetClient(ctx context.Context, id string) (*storage.Client, error) {
+	c.mu.Lock()
+	c.clientGets++
+	c.mu.Unlock()
+	return c.Store.GetClient(ctx, id)
+}
+
+func (c *countingStore) TouchClient(ctx context.Context, id string, at time.Time) error {
+	c.mu.Lock()
+	c.touches++
+	c.mu.Unlock()
+	return c.Store.TouchClient(ctx, id, at)
+}
+
 // reset zeroes the counters.
 func (c *countingStore) reset() {
 	c.mu.Lock()
@@ -68,6 +86,7 @@ func (c *countingStore) reset() {
 	clear(c.creates)
 	clear(c.deletes)
 	c.created = nil
+	c.clientGets, c.touches = 0, 0
 }
 
 func (c *countingStore) counts() (gets, creates, deletes map[storage.TokenKind]int) {
@@ -274,4 +293,59 @@ func separatePKCE(t *testing.T, h *harness, code string) {
 	if err := s.CreatePKCERequestSession(ctx, sig, req); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestStoredClientIsReadOncePerTokenRequest counts the client reads and
+// LastUsedAt updates of token requests by a registered (RFC 7591) client:
+// the client is read once per request, also where a stored grant is rebuilt
+// around it (code, refresh token), and LastUsedAt is written only when it is
+// older than storage.TouchGranularity.
+func TestStoredClientIsReadOncePerTokenRequest(t *testing.T) {
+	cs := newCountingStore()
+	h := newHarness(t, func(c *Config) { c.Store = cs })
+	ctx := context.Background()
+	const secret = "dcr-secret-0123456789abcdefghij"
+	if err := cs.CreateClient(ctx, &storage.Client{
+		ID: "dcr-app", SecretHash: h.as.clients.hasher.Hash(secret), RedirectURIs: []string{appRedirect},
+		GrantTypes: []string{"authorization_code", "refresh_token", "client_credentials"}, ResponseTypes: []string{"code"},
+		TokenEndpointAuthMethod: "client_secret_basic", Source: "dcr", Scopes: []string{"mcp:tools"}, Resources: []string{mcpURI},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	touchesAfter := func(name string, wantTouches int, do func() (int, map[string]any)) map[string]any {
+		t.Helper()
+		cs.reset()
+		status, body := do()
+		if status != 200 {
+			t.Fatalf("%s: %d %v", name, status, body)
+		}
+		cs.mu.Lock()
+		gets, touches := cs.clientGets, cs.touches
+		cs.mu.Unlock()
+		if gets != 1 || touches != wantTouches {
+			t.Errorf("%s: the client was read %d times and touched %d times; want once and %d", name, gets, touches, wantTouches)
+		}
+		return body
+	}
+	post := func(f url.Values) func() (int, map[string]any) {
+		return func() (int, map[string]any) {
+			resp, body := h.post("/token", f, "dcr-app", secret)
+			return resp.StatusCode, body
+		}
+	}
+	touchesAfter("the first client-credentials token", 1, post(url.Values{"grant_type": {"client_credentials"}}))
+	touchesAfter("a second client-credentials token within a minute", 0, post(url.Values{"grant_type": {"client_credentials"}}))
+
+	conf := h.oauthConfig("dcr-app", secret)
+	verifier := oauth2.GenerateVerifier()
+	u := h.browser().authorize(conf.AuthCodeURL("state-abcdefgh", oauth2.S256ChallengeOption(verifier)))
+	code := u.Query().Get("code")
+	if code == "" {
+		t.Fatalf("no code in %s", u)
+	}
+	tok := touchesAfter("a code redemption", 0, post(url.Values{"grant_type": {"authorization_code"}, "code": {code},
+		"redirect_uri": {appRedirect}, "code_verifier": {verifier}}))
+	rt, _ := tok["refresh_token"].(string)
+	h.clock.Advance(storage.TouchGranularity + time.Second)
+	touchesAfter("a refresh more than a minute after the last use", 1, post(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}}))
 }

@@ -34,9 +34,7 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if r.PostForm.Get("grant_type") == "authorization_code" {
-		ctx = withRedemption(ctx)
-	}
+	ctx = withRedemption(ctx)
 	ar, err := s.provider.NewAccessRequest(ctx, r, newSession(""))
 	if err != nil {
 		s.writeError(w, r, err)
@@ -51,7 +49,10 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if c, ok := ar.GetClient().(*client); ok && c.source != "config" {
+	// A client read in this request with a LastUsedAt less than
+	// storage.TouchGranularity old is not touched: the backend would skip
+	// the write, and the call would still cost a round trip.
+	if c, ok := ar.GetClient().(*client); ok && c.source != "config" && !(s.now().Sub(c.lastUsedAt) < storage.TouchGranularity) {
 		if err := s.cfg.Store.TouchClient(ctx, c.id, s.now()); err != nil && !errors.Is(err, storage.ErrNotFound) {
 			s.log.error(ctx, "touching client", "client_id", c.id, "err", err)
 		}
