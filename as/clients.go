@@ -1,6 +1,7 @@
 package as
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -96,6 +97,64 @@ type clientManager struct {
 	now       func() time.Time
 	f         *fosite.Fosite // set after construction, for private_key_jwt
 	jwks      *jwksFetcher
+
+	// converted caches fromStorage results of registered and CIMD clients,
+	// so a warm client costs a lookup and a copy rather than a conversion
+	// (JWKS parsing, resource canonicalisation) on every request. An entry
+	// is used only while the record it came from is unchanged.
+	convMu    sync.Mutex
+	converted map[string]convertedClient
+}
+
+// convertedClient is a conversion and a copy of the record it was made from
+// (LastUsedAt aside), so an entry is used only for an identical record.
+type convertedClient struct {
+	c   *client
+	rec storage.Client
+}
+
+// sameClientRecord reports whether a and b convert alike: every field
+// fromStorage reads is equal.
+func sameClientRecord(a, b *storage.Client) bool {
+	return a.ID == b.ID && a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt) &&
+		bytes.Equal(a.SecretHash, b.SecretHash) && a.SecretExpiresAt.Equal(b.SecretExpiresAt) &&
+		a.Public == b.Public && a.Name == b.Name && slices.Equal(a.RedirectURIs, b.RedirectURIs) &&
+		a.TokenEndpointAuthMethod == b.TokenEndpointAuthMethod && a.JWKSURI == b.JWKSURI &&
+		bytes.Equal(a.JWKS, b.JWKS) && a.Source == b.Source && a.ApplicationType == b.ApplicationType &&
+		slices.Equal(a.GrantTypes, b.GrantTypes) && slices.Equal(a.Scopes, b.Scopes) &&
+		slices.Equal(a.Resources, b.Resources)
+}
+
+// maxConverted bounds the conversion cache; it is cleared when full.
+const maxConverted = 4096
+
+// convert returns fromStorage(sc), from the cache when sc is the same
+// version of the record as the cached conversion.
+func (m *clientManager) convert(sc *storage.Client) (*client, error) {
+	m.convMu.Lock()
+	e, ok := m.converted[sc.ID]
+	m.convMu.Unlock()
+	if ok && sameClientRecord(&e.rec, sc) {
+		c := *e.c
+		c.lastUsedAt = sc.LastUsedAt
+		return &c, nil
+	}
+	c, err := m.fromStorage(sc)
+	if err != nil {
+		return nil, err
+	}
+	m.convMu.Lock()
+	if m.converted == nil || len(m.converted) >= maxConverted {
+		m.converted = map[string]convertedClient{}
+	}
+	rec := *sc
+	rec.SecretHash, rec.JWKS = bytes.Clone(sc.SecretHash), bytes.Clone(sc.JWKS)
+	rec.RedirectURIs, rec.GrantTypes = slices.Clone(sc.RedirectURIs), slices.Clone(sc.GrantTypes)
+	rec.Scopes, rec.Resources = slices.Clone(sc.Scopes), slices.Clone(sc.Resources)
+	m.converted[sc.ID] = convertedClient{c: c, rec: rec}
+	m.convMu.Unlock()
+	cc := *c
+	return &cc, nil
 }
 
 var _ fosite.ClientManager = (*clientManager)(nil)
@@ -147,7 +206,7 @@ func (m *clientManager) get(ctx context.Context, id string) (*client, error) {
 	if sc == nil || sc.ID != id {
 		return nil, fosite.ErrNotFound
 	}
-	c, err := m.fromStorage(sc)
+	c, err := m.convert(sc)
 	if err == nil && memo != nil {
 		memo.client = c
 	}
