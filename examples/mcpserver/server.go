@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/rsmiddleware"
+	"github.com/mcpauth/mcpauth/rsmiddleware/mcpsdk"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -125,59 +125,19 @@ func newServer(cfg config, logger *slog.Logger) (http.Handler, error) {
 	// the Go SDK's client registers again (a new client ID) when it steps up
 	// to more scopes in the middle of a session.
 	binding := &rsmiddleware.SessionBinding{Owner: func(p *rsmiddleware.Principal) string { return p.Subject }}
-	mux.Handle(path, guard.Wrap(binding.Wrap(t.requests.bridge(mcpHandler))))
+	mux.Handle(path, guard.Wrap(binding.Wrap(t.requests.Wrap(mcpHandler))))
 	return mux, nil
-}
-
-// requestContexts lets tool handlers reach the context of the HTTP request
-// that carried their tools/call. The SDK runs tool handlers in the session's
-// context, which belongs to the request that opened the session (the token
-// seen then, possibly expired or stepped up since), so the principal and the
-// inbound token for the exchange must come from the current request instead.
-// bridge tags each request with a fresh, unguessable reference in a header
-// the SDK passes to handlers as RequestExtra.Header; a client cannot set it,
-// because bridge always overwrites it.
-type requestContexts struct {
-	m sync.Map // ref -> context.Context
-}
-
-const refHeader = "X-Mcpauth-Example-Request-Ref"
-
-func (rc *requestContexts) bridge(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ref := rand.Text()
-		rc.m.Store(ref, r.Context())
-		defer rc.m.Delete(ref)
-		r.Header.Set(refHeader, ref)
-		next.ServeHTTP(w, r)
-	})
-}
-
-// principal returns the verified principal and the context of the request
-// carrying req.
-func (rc *requestContexts) principal(req *mcp.CallToolRequest) (*rsmiddleware.Principal, context.Context, error) {
-	if req.Extra == nil || req.Extra.Header == nil {
-		return nil, nil, errors.New("no HTTP request")
-	}
-	v, ok := rc.m.Load(req.Extra.Header.Get(refHeader))
-	if !ok {
-		return nil, nil, errors.New("request context not found")
-	}
-	ctx := v.(context.Context)
-	p, ok := rsmiddleware.PrincipalFromContext(ctx)
-	if !ok {
-		return nil, nil, errors.New("unauthenticated")
-	}
-	return p, ctx, nil
 }
 
 type tools struct {
 	scopes           rsmiddleware.Scopes
 	downstream       string
 	downstreamClient *http.Client
-	requests         requestContexts
-	logger           *slog.Logger
-	started          time.Time
+	// requests gives tool handlers the principal and context of the HTTP
+	// request carrying their call (the SDK runs them in the session's).
+	requests mcpsdk.RequestContexts
+	logger   *slog.Logger
+	started  time.Time
 
 	mu    sync.Mutex
 	calls map[string]int
@@ -235,7 +195,7 @@ func (t *tools) count(name string) {
 
 func (t *tools) whoami(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, WhoAmI, error) {
 	t.count("whoami")
-	p, _, err := t.requests.principal(req)
+	p, _, err := t.requests.Principal(req)
 	if err != nil {
 		return nil, WhoAmI{}, err
 	}
@@ -244,7 +204,7 @@ func (t *tools) whoami(ctx context.Context, req *mcp.CallToolRequest, _ empty) (
 
 func (t *tools) adminStats(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, AdminStats, error) {
 	t.count("admin_stats")
-	p, _, err := t.requests.principal(req)
+	p, _, err := t.requests.Principal(req)
 	if err != nil {
 		return nil, AdminStats{}, err
 	}
@@ -267,7 +227,7 @@ func (t *tools) fetchReport(ctx context.Context, req *mcp.CallToolRequest, _ emp
 	if t.downstreamClient == nil {
 		return nil, Report{}, errors.New("no --downstream configured")
 	}
-	p, reqCtx, err := t.requests.principal(req)
+	p, reqCtx, err := t.requests.Principal(req)
 	if err != nil {
 		return nil, Report{}, err
 	}

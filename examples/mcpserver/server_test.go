@@ -8,8 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // unreachableIssuer: these tests cover what the server decides on its own;
@@ -87,30 +85,6 @@ func TestServerChallengesWithoutAToken(t *testing.T) {
 				t.Errorf("PRM = %+v", prm)
 			}
 		})
-	}
-}
-
-func TestBridgeIgnoresAClientSuppliedReference(t *testing.T) {
-	var rc requestContexts
-	var seenRef string
-	var found bool
-	h := rc.bridge(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seenRef = r.Header.Get(refHeader)
-		_, found = rc.m.Load("attacker-chosen")
-	}))
-	req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-	req.Header.Set(refHeader, "attacker-chosen")
-	h.ServeHTTP(httptest.NewRecorder(), req)
-	if seenRef == "attacker-chosen" || seenRef == "" || found {
-		t.Errorf("the handler saw reference %q (found attacker's: %v)", seenRef, found)
-	}
-	if _, ok := rc.m.Load(seenRef); ok {
-		t.Errorf("the reference outlived its request")
-	}
-	// A tools/call whose header names no live request is refused.
-	_, _, err := rc.principal(&mcp.CallToolRequest{Extra: &mcp.RequestExtra{Header: http.Header{refHeader: {"attacker-chosen"}}}})
-	if err == nil {
-		t.Errorf("principal() accepted an unknown reference")
 	}
 }
 
