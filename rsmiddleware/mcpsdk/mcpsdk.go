@@ -1,9 +1,9 @@
 // Package mcpsdk adapts rsmiddleware to the official MCP Go SDK
 // (github.com/modelcontextprotocol/go-sdk/auth): TokenVerifier turns an
 // rsmiddleware.TokenVerifier into an auth.TokenVerifier for
-// auth.RequireBearerToken; RequestContexts gives tool handlers the context
-// (principal and inbound token) of the HTTP request carrying their call,
-// which the SDK does not, behind rsmiddleware.Middleware.
+// auth.RequireBearerToken. Behind rsmiddleware.Middleware, RequestContexts
+// gives tool handlers the context (principal and inbound token) of the HTTP
+// request carrying their call, where the SDK gives them the session's.
 //
 // The tokens are RFC 9068 JWT access tokens (or, in introspection mode,
 // RFC 7662 answers) presented as RFC 6750 §2.1 bearer tokens; the SDK answers
