@@ -362,22 +362,9 @@ func (r *CIMDResolver) parse(id string, body []byte) (*storage.Client, *Metadata
 	if err != nil {
 		return nil, badMeta("document cannot be re-encoded")
 	}
-	return &storage.Client{
-		ID:                      id,
-		Public:                  accepted.TokenEndpointAuthMethod != AuthPrivateKeyJWT,
-		Name:                    accepted.ClientName,
-		RedirectURIs:            accepted.RedirectURIs,
-		GrantTypes:              accepted.GrantTypes,
-		ResponseTypes:           accepted.ResponseTypes,
-		Scopes:                  strings.Fields(accepted.Scope),
-		Resources:               append([]string(nil), r.policy.resources...),
-		TokenEndpointAuthMethod: accepted.TokenEndpointAuthMethod,
-		JWKS:                    accepted.JWKS,
-		JWKSURI:                 accepted.JWKSURI,
-		ApplicationType:         accepted.ApplicationType,
-		Metadata:                metaJSON,
-		Source:                  "cimd",
-	}, nil
+	c := &storage.Client{ID: id, Source: "cimd"}
+	r.policy.applyMetadata(c, accepted, metaJSON)
+	return c, nil
 }
 
 // save creates or refreshes the stored record, keeping CreatedAt and

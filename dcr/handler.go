@@ -228,24 +228,13 @@ func (h *Handler) newClient(md ClientMetadata, now time.Time) (*storage.Client, 
 	}
 	regToken := secret.Generate()
 	c := &storage.Client{
-		ID:                      newClientID(),
-		Public:                  md.TokenEndpointAuthMethod == AuthNone,
-		Name:                    md.ClientName,
-		RedirectURIs:            md.RedirectURIs,
-		GrantTypes:              md.GrantTypes,
-		ResponseTypes:           md.ResponseTypes,
-		Scopes:                  strings.Fields(md.Scope),
-		Resources:               append([]string(nil), h.policy.resources...),
-		TokenEndpointAuthMethod: md.TokenEndpointAuthMethod,
-		JWKS:                    md.JWKS,
-		JWKSURI:                 md.JWKSURI,
-		ApplicationType:         md.ApplicationType,
-		Metadata:                metaJSON,
-		RegistrationTokenHash:   h.regTokens.Hash(regToken),
-		Source:                  "dcr",
-		CreatedAt:               now,
-		UpdatedAt:               now,
+		ID:                    newClientID(),
+		RegistrationTokenHash: h.regTokens.Hash(regToken),
+		Source:                "dcr",
+		CreatedAt:             now,
+		UpdatedAt:             now,
 	}
+	h.policy.applyMetadata(c, md, metaJSON)
 	info := &ClientInformation{
 		ClientID:                c.ID,
 		ClientIDIssuedAt:        now.Unix(),
@@ -415,18 +404,7 @@ func (h *Handler) update(w http.ResponseWriter, r *http.Request, id string) {
 			return old, storage.ErrNotFound // deleted and re-created meanwhile
 		}
 		n := old
-		n.Public = accepted.TokenEndpointAuthMethod == AuthNone
-		n.Name = accepted.ClientName
-		n.RedirectURIs = accepted.RedirectURIs
-		n.GrantTypes = accepted.GrantTypes
-		n.ResponseTypes = accepted.ResponseTypes
-		n.Scopes = strings.Fields(accepted.Scope)
-		n.Resources = append([]string(nil), h.policy.resources...)
-		n.TokenEndpointAuthMethod = accepted.TokenEndpointAuthMethod
-		n.JWKS = accepted.JWKS
-		n.JWKSURI = accepted.JWKSURI
-		n.ApplicationType = accepted.ApplicationType
-		n.Metadata = metaJSON
+		h.policy.applyMetadata(&n, accepted, metaJSON)
 		n.UpdatedAt = now
 		info = h.info(&n)
 		needsSecret := n.TokenEndpointAuthMethod == AuthClientSecretBasic || n.TokenEndpointAuthMethod == AuthClientSecretPost

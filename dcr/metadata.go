@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-jose/go-jose/v4"
+
+	"github.com/mcpauth/mcpauth/storage"
 )
 
 // ClientMetadata is the RFC 7591 §2 client metadata this server understands.
@@ -310,6 +312,25 @@ func (p *compiled) validate(md ClientMetadata, m mode) (ClientMetadata, *Metadat
 		out.Contacts = append([]string(nil), md.Contacts...)
 	}
 	return out, nil
+}
+
+// applyMetadata sets the fields of c that follow from the accepted metadata
+// md (as validate returned it, encoded as metaJSON) and the policy; callers
+// set the id, source, secrets and times. validate lets a CIMD client have
+// only "none" or "private_key_jwt", so "none" is public in both modes.
+func (p *compiled) applyMetadata(c *storage.Client, md ClientMetadata, metaJSON []byte) {
+	c.Public = md.TokenEndpointAuthMethod == AuthNone
+	c.Name = md.ClientName
+	c.RedirectURIs = md.RedirectURIs
+	c.GrantTypes = md.GrantTypes
+	c.ResponseTypes = md.ResponseTypes
+	c.Scopes = strings.Fields(md.Scope)
+	c.Resources = append([]string(nil), p.resources...)
+	c.TokenEndpointAuthMethod = md.TokenEndpointAuthMethod
+	c.JWKS = md.JWKS
+	c.JWKSURI = md.JWKSURI
+	c.ApplicationType = md.ApplicationType
+	c.Metadata = metaJSON
 }
 
 func (p *compiled) checkString(name, v string) *MetadataError {
