@@ -16,6 +16,8 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/mcpauth/mcpauth/storage"
 )
 
 func TestClientCredentials(t *testing.T) {
@@ -340,5 +342,44 @@ func TestPrivateKeyJWTWithJWKSURI(t *testing.T) {
 	}
 	if resp, body := h.post("/token", assert("u-1"), "", ""); resp.StatusCode != 401 {
 		t.Errorf("replayed jti: %d %v", resp.StatusCode, body)
+	}
+}
+
+// TestPrivateKeyJWTStoredKeysWithoutUse: a registered client's inline JWKS
+// whose keys omit "use" works like a configured client's or a jwks_uri
+// document (sigUse); fosite only considers keys with use "sig".
+func TestPrivateKeyJWTStoredKeysWithoutUse(t *testing.T) {
+	h := newHarness(t, nil)
+	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: h.jwtKey.Public(), KeyID: "k1", Algorithm: "ES256"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(jwks), `"use"`) {
+		t.Fatalf("test JWKS carries use: %s", jwks)
+	}
+	if err := h.store.CreateClient(context.Background(), &storage.Client{
+		ID: "dcr-jwt", JWKS: jwks, TokenEndpointAuthMethod: "private_key_jwt", GrantTypes: []string{"client_credentials"}, Source: "dcr",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: h.jwtKey, KeyID: "k1"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	a, err := jwt.Signed(signer).Claims(jwt.Claims{
+		Issuer: "dcr-jwt", Subject: "dcr-jwt", Audience: jwt.Audience{h.issuer + "/token"}, ID: "jti-stored",
+		IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(time.Minute)),
+	}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body := h.post("/token", url.Values{"grant_type": {"client_credentials"},
+		"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"}, "client_assertion": {a}}, "", "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("stored private_key_jwt client: %d %v", resp.StatusCode, body)
+	}
+	if _, c := h.claims(body["access_token"].(string)); c["sub"] != "dcr-jwt" || c["client_id"] != "dcr-jwt" || c["aud"] != mcpURI {
+		t.Errorf("claims %v", c)
 	}
 }

@@ -233,7 +233,7 @@ func (m *clientManager) fromStorage(sc *storage.Client) (*client, error) {
 		if err := json.Unmarshal(sc.JWKS, &set); err != nil {
 			return nil, fosite.ErrNotFound.WithWrap(err)
 		}
-		c.jwks = &set
+		c.jwks = sigUse(&set)
 	}
 	if c.authMethod == "" {
 		switch {
