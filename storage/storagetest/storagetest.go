@@ -287,8 +287,8 @@ var clientCases = []testCase{
 			c.Name = "half-written"
 			return c, boom
 		})
-		if !errors.Is(err, boom) {
-			t.Fatalf("UpdateClient = %v, want the closure's error", err)
+		if err != boom { // storage.ClientStore: "returned unchanged", not wrapped
+			t.Fatalf("UpdateClient = %v, want the closure's error unchanged", err)
 		}
 		same(t, "client", getClient(t, s, "c"), normClient(*c))
 	}},
