@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -234,17 +235,17 @@ func (p *compiled) validate(md ClientMetadata, m mode) (ClientMetadata, *Metadat
 		case GrantClientCredentials:
 			ok = m == modeDCR && p.allowCC && method != AuthNone
 		}
-		if ok && !contains(kept, g) {
+		if ok && !slices.Contains(kept, g) {
 			kept = append(kept, g)
 		}
 	}
-	if !contains(kept, GrantAuthorizationCode) && !contains(kept, GrantClientCredentials) {
+	if !slices.Contains(kept, GrantAuthorizationCode) && !slices.Contains(kept, GrantClientCredentials) {
 		return out, badMeta("grant_types: none of %q may be used by this client (allowed: authorization_code, refresh_token%s)",
 			md.GrantTypes, map[bool]string{true: ", client_credentials for confidential clients", false: ""}[p.allowCC && m == modeDCR])
 	}
 	out.GrantTypes = kept
 	out.ResponseTypes = nil
-	if contains(kept, GrantAuthorizationCode) {
+	if slices.Contains(kept, GrantAuthorizationCode) {
 		out.ResponseTypes = []string{"code"} // the only response type OAuth 2.1 keeps
 	}
 
@@ -252,7 +253,7 @@ func (p *compiled) validate(md ClientMetadata, m mode) (ClientMetadata, *Metadat
 	if len(md.RedirectURIs) > p.maxRedirectURIs {
 		return out, badRedirect("redirect_uris: more than %d entries", p.maxRedirectURIs)
 	}
-	if contains(kept, GrantAuthorizationCode) && len(md.RedirectURIs) == 0 {
+	if slices.Contains(kept, GrantAuthorizationCode) && len(md.RedirectURIs) == 0 {
 		return out, badRedirect("redirect_uris: required for the authorization_code grant")
 	}
 	appType := md.ApplicationType
@@ -284,7 +285,7 @@ func (p *compiled) validate(md ClientMetadata, m mode) (ClientMetadata, *Metadat
 				return out, badRedirect("redirect_uris[%d]: host %q is not on the allowed list", i, h)
 			}
 		}
-		if !contains(uris, u) {
+		if !slices.Contains(uris, u) {
 			uris = append(uris, u)
 		}
 	}
@@ -300,7 +301,7 @@ func (p *compiled) validate(md ClientMetadata, m mode) (ClientMetadata, *Metadat
 	// Scopes: never beyond policy; "*" means nothing here.
 	var scopes []string
 	for _, s := range strings.Fields(md.Scope) {
-		if p.scopeSet[s] && !contains(scopes, s) {
+		if p.scopeSet[s] && !slices.Contains(scopes, s) {
 			scopes = append(scopes, s)
 		}
 	}
@@ -368,13 +369,4 @@ func isWebURL(raw string) bool {
 	u, err := url.Parse(raw)
 	return err == nil && u.Scheme == "https" && u.Host != "" && u.Hostname() != "" &&
 		u.User == nil && u.Fragment == "" && !strings.Contains(raw, "#")
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

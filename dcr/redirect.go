@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -128,10 +129,8 @@ func LoopbackOnly(uris []string) bool {
 // ephemeral port to a portless or other-port registration). "localhost" gets
 // no such latitude, as RFC 8252 §8.3 advises.
 func MatchRedirectURI(registered []string, requested string) bool {
-	for _, r := range registered {
-		if r == requested {
-			return true
-		}
+	if slices.Contains(registered, requested) {
+		return true
 	}
 	q, err := url.Parse(requested)
 	if err != nil || q.Scheme != "http" || q.User != nil || q.Fragment != "" {
