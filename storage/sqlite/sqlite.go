@@ -406,7 +406,7 @@ func (s *Store) UpdateClient(ctx context.Context, id string, update func(storage
 		}
 		n, err := update(*old)
 		if err != nil {
-			return closureErr{err}
+			return err // unchanged, as storage.ClientStore promises
 		}
 		n.ID = id
 		if err := checkLists(n.RedirectURIs, n.GrantTypes, n.ResponseTypes, n.Scopes, n.Resources); err != nil {
@@ -419,30 +419,19 @@ func (s *Store) UpdateClient(ctx context.Context, id string, update func(storage
 			WHERE id = ?1`, clientArgs(&n)...)
 		return mapErr(err)
 	}
-	var err error
 	if t := s.txFrom(ctx); t != nil {
-		err = run(t.conn)
-	} else {
-		t, berr := s.begin(ctx)
-		if berr != nil {
-			return berr
-		}
-		err = run(t.conn)
-		if eerr := t.end(err == nil); err == nil {
-			err = eerr
-		}
+		return run(t.conn)
 	}
-	var ce closureErr
-	if errors.As(err, &ce) {
-		return ce.err
+	t, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	err = run(t.conn)
+	if eerr := t.end(err == nil); err == nil {
+		err = eerr
 	}
 	return err
 }
-
-// closureErr marks an error returned by UpdateClient's closure.
-type closureErr struct{ err error }
-
-func (e closureErr) Error() string { return e.err.Error() }
 
 // execCount runs a write and returns the rows it changed: on the
 // transaction in ctx, or else through the group committer.
