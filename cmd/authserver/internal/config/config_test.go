@@ -38,7 +38,7 @@ clients:
     redirect_uris: [http://127.0.0.1:7777/callback]
 users:
   - username: alice
-    password_hash: "$2b$10$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012"
+    password_hash: "$2b$10$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0"
 `
 
 func TestParseAcceptsTheIssueExample(t *testing.T) {
@@ -97,7 +97,9 @@ func TestParseRejectsBadFields(t *testing.T) {
 		{"rejects an http redirect URI on a public host", repl("http://127.0.0.1:7777/callback", "http://app.example.com/callback"), "config: clients[1].redirect_uris[0]: http is allowed only on loopback"},
 		{"rejects a javascript redirect URI", repl("http://127.0.0.1:7777/callback", "\"javascript:alert(1)\""), "config: clients[1].redirect_uris[0]:"},
 		{"rejects a code client without redirect URIs", repl("    redirect_uris: [http://127.0.0.1:7777/callback]\n", ""), "config: clients[1].redirect_uris: required"},
-		{"rejects a password that is not a hash", repl("$2b$10$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012", "hunter2"), "config: users[0].password_hash: not an argon2id or bcrypt hash"},
+		{"rejects a password that is not a hash", repl("$2b$10$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0", "hunter2"), "config: users[0].password_hash: not an argon2id or bcrypt hash"},
+		{"rejects a bcrypt hash of the wrong length", repl("$2b$10$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0", "$2b$10$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012"), "config: users[0].password_hash: not an argon2id or bcrypt hash"},
+		{"rejects an argon2id hash with out-of-range parameters", repl("\"$2b$10$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0\"", "\"$argon2id$v=19$m=0,t=0,p=0$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaA\""), "config: users[0].password_hash: not an argon2id or bcrypt hash"},
 		{"rejects a user without a name", repl("username: alice", "username: \"\""), "config: users[0].username: required"},
 		{"rejects a scope with a space", repl("scopes: [read]", "scopes: [\"read write\"]"), "config: resources[1].scopes[0]: not a scope token"},
 		{"rejects closed registration without tokens", add("registration:\n  open: false"), "config: registration.initial_access_tokens: required"},
@@ -294,7 +296,7 @@ func TestRedactedHidesEverySecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := strings.Replace(base, "$2b$10$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012", h, 1) +
+	src := strings.Replace(base, "$2b$10$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0", h, 1) +
 		"secret: " + strings.Repeat("S", 40) + "\nregistration:\n  initial_access_tokens: [iat-iat-iat-iat-iat-1]\n"
 	c, err := Parse([]byte(src), envOf(nil))
 	if err != nil {

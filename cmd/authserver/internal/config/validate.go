@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/metadata"
 )
 
@@ -122,8 +123,8 @@ func (c *Config) Validate() error {
 			return errf(p+".username", "duplicate user %q", u.Username)
 		}
 		names[u.Username] = true
-		if !isPasswordHash(u.PasswordHash) {
-			return errf(p+".password_hash", "not an argon2id or bcrypt hash (make one with `authserver hash-password`)")
+		if err := password.Validate(u.PasswordHash); err != nil {
+			return errf(p+".password_hash", "not an argon2id or bcrypt hash (make one with `authserver hash-password`): %v", err)
 		}
 	}
 
@@ -476,15 +477,6 @@ func validHostPattern(h string) bool {
 		}
 	}
 	return true
-}
-
-func isPasswordHash(h string) bool {
-	for _, p := range []string{"$argon2id$", "$2a$", "$2b$", "$2y$"} {
-		if strings.HasPrefix(h, p) {
-			return len(h) > len(p)+20
-		}
-	}
-	return false
 }
 
 func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
