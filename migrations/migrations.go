@@ -131,13 +131,9 @@ func (r *Runner) Up(ctx context.Context) ([]int, error) {
 			return nil, fmt.Errorf("migrations: advisory lock: %w", err)
 		}
 		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext('mcpauth.migrations.' || current_schema()))`)
-		if _, err := conn.ExecContext(ctx, createTable); err != nil {
-			return nil, fmt.Errorf("migrations: %w", err)
-		}
-	} else {
-		if _, err := conn.ExecContext(ctx, createTable); err != nil {
-			return nil, fmt.Errorf("migrations: %w", err)
-		}
+	}
+	if _, err := conn.ExecContext(ctx, createTable); err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
 	}
 
 	var done []int
