@@ -111,12 +111,11 @@ func TestPostgresUpAndStatus(t *testing.T) {
 	checkUpAndStatus(t, db, migrations.Postgres)
 }
 
-// Several instances starting at once against one fresh schema: each version
-// is applied exactly once and every instance ends up migrated.
-func TestPostgresConcurrentUpAppliesEachVersionOnce(t *testing.T) {
-	t.Parallel()
-	dsn, _ := pgtest.Schema(t)
-	const n = 8
+// upConcurrently runs Up from n pools on one fresh database (driver, dsn),
+// released at once as several instances starting together, and checks that
+// each version was applied exactly once across them and none failed.
+func upConcurrently(t *testing.T, n int, d migrations.Dialect, driver, dsn string) {
+	t.Helper()
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -127,13 +126,13 @@ func TestPostgresConcurrentUpAppliesEachVersionOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			db, err := sql.Open("pgx", dsn)
+			db, err := sql.Open(driver, dsn)
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			defer db.Close()
-			r, err := migrations.New(db, migrations.Postgres)
+			r, err := migrations.New(db, d)
 			if err != nil {
 				t.Error(err)
 				return
@@ -152,43 +151,20 @@ func TestPostgresConcurrentUpAppliesEachVersionOnce(t *testing.T) {
 	close(start)
 	wg.Wait()
 	slices.Sort(applied)
-	if want := versions(t, migrations.Postgres); !slices.Equal(applied, want) {
+	if want := versions(t, d); !slices.Equal(applied, want) {
 		t.Fatalf("versions applied across %d instances = %v, want each of %v once", n, applied, want)
 	}
 }
 
+// Several instances starting at once against one fresh schema: each version
+// is applied exactly once and every instance ends up migrated.
+func TestPostgresConcurrentUpAppliesEachVersionOnce(t *testing.T) {
+	t.Parallel()
+	dsn, _ := pgtest.Schema(t)
+	upConcurrently(t, 8, migrations.Postgres, "pgx", dsn)
+}
+
 func TestSQLiteConcurrentUpAppliesEachVersionOnce(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "m.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
-	const n = 4
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		applied []int
-	)
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			db, err := sql.Open("sqlite", path)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer db.Close()
-			r, _ := migrations.New(db, migrations.SQLite)
-			vs, err := r.Up(context.Background())
-			if err != nil {
-				t.Errorf("concurrent Up: %v", err)
-				return
-			}
-			mu.Lock()
-			applied = append(applied, vs...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	slices.Sort(applied)
-	if want := versions(t, migrations.SQLite); !slices.Equal(applied, want) {
-		t.Fatalf("versions applied = %v, want each of %v once", applied, want)
-	}
+	upConcurrently(t, 4, migrations.SQLite, "sqlite",
+		filepath.Join(t.TempDir(), "m.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"))
 }
