@@ -257,7 +257,10 @@ var special = mustPrefixes(
 	"ff00::/8",       // multicast (RFC 4291)
 )
 
-var nat64 = netip.MustParsePrefix("64:ff9b::/96") // RFC 6052 well-known prefix
+var (
+	nat64         = netip.MustParsePrefix("64:ff9b::/96") // RFC 6052 well-known prefix
+	globalUnicast = netip.MustParsePrefix("2000::/3")     // IPv6 global unicast (IANA); IsSpecial refuses the rest
+)
 
 func mustPrefixes(ss ...string) []netip.Prefix {
 	out := make([]netip.Prefix, len(ss))
@@ -286,7 +289,7 @@ func IsSpecial(a netip.Addr) bool {
 			return true
 		}
 	}
-	if a.Is6() && !netip.MustParsePrefix("2000::/3").Contains(a) {
+	if a.Is6() && !globalUnicast.Contains(a) {
 		return true
 	}
 	return false
