@@ -32,12 +32,12 @@ func (u *UI) Handler() http.Handler {
 		case strings.HasPrefix(path, "/ui/"):
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
 				w.Header().Set("Allow", "GET, HEAD")
-				u.renderError(w, r, http.StatusMethodNotAllowed, "Method not allowed", "")
+				u.ErrorPage(w, http.StatusMethodNotAllowed, "Method not allowed", "")
 				return
 			}
 			name := strings.TrimPrefix(path, "/ui/")
 			if st, err := fs.Stat(static, name); err != nil || st.IsDir() || !fs.ValidPath(name) {
-				u.renderError(w, r, http.StatusNotFound, "Not found", "There is no such page.")
+				u.ErrorPage(w, http.StatusNotFound, "Not found", "There is no such page.")
 				return
 			}
 			// Assets are versioned by the binary; let browsers cache them briefly.
@@ -46,7 +46,7 @@ func (u *UI) Handler() http.Handler {
 			r2.URL.Path = "/" + name
 			assets.ServeHTTP(w, r2)
 		default:
-			u.renderError(w, r, http.StatusNotFound, "Not found", "There is no such page.")
+			u.ErrorPage(w, http.StatusNotFound, "Not found", "There is no such page.")
 		}
 	})
 }
@@ -68,11 +68,11 @@ func (u *UI) serveLogout(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 		f, err := u.parseForm(w, r)
 		if err != nil {
-			u.renderError(w, r, http.StatusBadRequest, "Bad request", "The form could not be read.")
+			u.ErrorPage(w, http.StatusBadRequest, "Bad request", "The form could not be read.")
 			return
 		}
 		if f.Step != "logout" || !u.validCSRF(sess, f.CSRF) {
-			u.renderError(w, r, http.StatusForbidden, "Form expired", "This sign-out form has expired. Please open the sign-out page again.")
+			u.ErrorPage(w, http.StatusForbidden, "Form expired", "This sign-out form has expired. Please open the sign-out page again.")
 			return
 		}
 		u.clearSession(w)
@@ -80,7 +80,7 @@ func (u *UI) serveLogout(w http.ResponseWriter, r *http.Request) {
 		render(w, http.StatusOK, "message.html", &view{Title: "Signed out", Base: u.cfg.BasePath, Notice: "You are signed out."})
 	default:
 		w.Header().Set("Allow", "GET, HEAD, POST")
-		u.renderError(w, r, http.StatusMethodNotAllowed, "Method not allowed", "")
+		u.ErrorPage(w, http.StatusMethodNotAllowed, "Method not allowed", "")
 	}
 }
 
@@ -90,7 +90,7 @@ func (u *UI) serveLogout(w http.ResponseWriter, r *http.Request) {
 func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, HEAD, POST")
-		u.renderError(w, r, http.StatusMethodNotAllowed, "Method not allowed", "")
+		u.ErrorPage(w, http.StatusMethodNotAllowed, "Method not allowed", "")
 		return
 	}
 	sess := u.readSession(r)
@@ -99,7 +99,7 @@ func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		var err error
 		if f, err = u.parseForm(w, r); err != nil {
-			u.renderError(w, r, http.StatusBadRequest, "Bad request", "The form could not be read.")
+			u.ErrorPage(w, http.StatusBadRequest, "Bad request", "The form could not be read.")
 			return
 		}
 		if f.Step == stepLogin {
@@ -113,7 +113,7 @@ func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 	}
 	if f != nil {
 		if f.Step != "revoke" || !u.validCSRF(sess, f.CSRF) || f.ClientID == "" {
-			u.renderError(w, r, http.StatusForbidden, "Form expired", "This form has expired. Please open the page again.")
+			u.ErrorPage(w, http.StatusForbidden, "Form expired", "This form has expired. Please open the page again.")
 			return
 		}
 		if err := u.cfg.Consents.DeleteConsents(r.Context(), sess.Subject, f.ClientID); err != nil {

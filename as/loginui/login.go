@@ -38,7 +38,7 @@ func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess sessio
 	}
 	good, err := u.checkPassword(r.Context(), f.Username, f.Password)
 	if err != nil {
-		u.renderError(w, r, http.StatusServiceUnavailable, "Temporarily unavailable", "Too many sign-ins are in progress. Please try again in a moment.")
+		u.ErrorPage(w, http.StatusServiceUnavailable, "Temporarily unavailable", "Too many sign-ins are in progress. Please try again in a moment.")
 		return
 	}
 	if !good {

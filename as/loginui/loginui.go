@@ -292,7 +292,7 @@ func (u *UI) Authorize(w http.ResponseWriter, r *http.Request, p Prompt) (Result
 	if r.Method == http.MethodPost {
 		f, err := u.parseForm(w, r)
 		if err != nil {
-			u.renderError(w, r, http.StatusBadRequest, "Bad request", "The form could not be read. Please start again from the application.")
+			u.ErrorPage(w, http.StatusBadRequest, "Bad request", "The form could not be read. Please start again from the application.")
 			return Result{}, false
 		}
 		form = f
@@ -388,7 +388,7 @@ func (u *UI) handleConsentPost(w http.ResponseWriter, r *http.Request, sess sess
 		return Result{Subject: sess.Subject, Denied: true, AuthTime: time.Unix(sess.AuthTime, 0)}, true
 	case "approve":
 	default:
-		u.renderError(w, r, http.StatusBadRequest, "Bad request", "Please choose Allow or Deny.")
+		u.ErrorPage(w, http.StatusBadRequest, "Bad request", "Please choose Allow or Deny.")
 		return Result{}, false
 	}
 	scopes := slices.Clone(p.Scopes)
@@ -448,5 +448,5 @@ func union(a, b []string) []string {
 
 func (u *UI) storageError(w http.ResponseWriter, r *http.Request, what string, err error) {
 	u.log.ErrorContext(r.Context(), "loginui: storage error", "op", what, "err", err)
-	u.renderError(w, r, http.StatusServiceUnavailable, "Temporarily unavailable", "The service cannot complete this step right now. Please try again in a moment.")
+	u.ErrorPage(w, http.StatusServiceUnavailable, "Temporarily unavailable", "The service cannot complete this step right now. Please try again in a moment.")
 }

@@ -121,10 +121,6 @@ func errorPage(w http.ResponseWriter, base string, status int, title, detail str
 	render(w, status, "error.html", &view{Title: title, Base: base, Detail: detail})
 }
 
-func (u *UI) renderError(w http.ResponseWriter, r *http.Request, status int, title, detail string) {
-	errorPage(w, u.cfg.BasePath, status, title, detail)
-}
-
 // renderLogin writes the login form, giving the visitor a session first if
 // needed. p is nil on the pages Handler serves.
 func (u *UI) renderLogin(w http.ResponseWriter, r *http.Request, sess session, bind string, p *Prompt, status int, msg, username string) {
