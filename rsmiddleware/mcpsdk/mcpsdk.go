@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -28,12 +29,18 @@ const (
 	ExtraTokenID   = "jti"       // string
 )
 
+// errInvalidToken is the fixed text the SDK sends for a refused token.
+var errInvalidToken = fmt.Errorf("%w: the access token is invalid, expired, or not for this resource", auth.ErrInvalidToken)
+
 // TokenVerifier returns an auth.TokenVerifier backed by v. TokenInfo.UserID
 // is the token's subject joined with its client ID, so the SDK's session
 // check binds a session to the same user through the same client;
 // TokenInfo.Extra carries the *rsmiddleware.Principal. Failures unwrap to
-// auth.ErrInvalidToken (401); an unreachable AS is reported as a plain error
-// (the SDK answers 500) so that clients do not discard valid tokens.
+// auth.ErrInvalidToken (401); an unreachable AS is reported as
+// rsmiddleware.ErrUnavailable (the SDK answers 500) so that clients do not
+// discard valid tokens. The SDK writes the error's text into the response
+// body, so the returned errors carry fixed texts only; the causes (which may
+// name claims, keys or the AS's addresses) go to slog.Default().
 //
 // The SDK middleware does not strip the Authorization header and does not
 // make the inbound token available to rsmiddleware.Exchanger; use
@@ -43,9 +50,11 @@ func TokenVerifier(v rsmiddleware.TokenVerifier) auth.TokenVerifier {
 		p, err := v.Verify(ctx, token)
 		if err != nil {
 			if errors.Is(err, rsmiddleware.ErrInvalidToken) {
-				return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
+				slog.DebugContext(ctx, "mcpsdk: token refused", "err", err)
+				return nil, errInvalidToken
 			}
-			return nil, err
+			slog.WarnContext(ctx, "mcpsdk: cannot verify token", "err", err)
+			return nil, rsmiddleware.ErrUnavailable
 		}
 		return &auth.TokenInfo{
 			Scopes:     p.Scopes,

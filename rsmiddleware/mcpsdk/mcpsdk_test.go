@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -136,10 +137,55 @@ func TestSDKRequireBearerTokenWithOurVerifier(t *testing.T) {
 	})
 	t.Run("maps verification failures to auth.ErrInvalidToken", func(t *testing.T) {
 		_, err := mcpsdk.TokenVerifier(v)(context.Background(), "garbage", nil)
-		if err == nil || !strings.Contains(err.Error(), auth.ErrInvalidToken.Error()) {
+		if err == nil || !strings.Contains(err.Error(), auth.ErrInvalidToken.Error()) || !errors.Is(err, auth.ErrInvalidToken) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+	// The SDK writes the verifier's error text into the response body.
+	t.Run("answers a refused token without the cause", func(t *testing.T) {
+		other := "https://other.example.com/mcp"
+		status, body := postWithToken(t, resource, as.mint(t, "alice", other, "mcp:read"))
+		if status != http.StatusUnauthorized || !strings.Contains(body, auth.ErrInvalidToken.Error()) ||
+			strings.Contains(body, other) || strings.Contains(body, "aud") {
+			t.Fatalf("answered %d %q", status, body)
+		}
+	})
+}
+
+func TestSDKVerifierHidesUnreachableAS(t *testing.T) {
+	down := httptest.NewServer(http.NotFoundHandler())
+	issuer := down.URL
+	down.Close()
+	v, err := rsmiddleware.NewVerifier(rsmiddleware.Config{Issuer: issuer, Resource: "https://mcp.example.com/mcp", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = mcpsdk.TokenVerifier(v)(context.Background(), "eyJhbGciOiJFUzI1NiIsImtpZCI6ImsxIiwidHlwIjoiYXQrand0In0.e30.AAAA", nil)
+	if !errors.Is(err, rsmiddleware.ErrUnavailable) || errors.Is(err, auth.ErrInvalidToken) {
+		t.Fatalf("err = %v, want rsmiddleware.ErrUnavailable", err)
+	}
+	host := strings.TrimPrefix(issuer, "http://")
+	if strings.Contains(err.Error(), host) || err.Error() != rsmiddleware.ErrUnavailable.Error() {
+		t.Fatalf("error text %q carries the cause", err)
+	}
+}
+
+// postWithToken sends an initialize request with token and returns the status
+// and body of the answer.
+func postWithToken(t *testing.T, resource, token string) (int, string) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	req, _ := http.NewRequest("POST", resource, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 func TestOurMiddlewareInFrontOfTheSDKServer(t *testing.T) {
