@@ -74,6 +74,9 @@ func TestFetch(t *testing.T) {
 		if r.Header.Get("Cookie") != "" {
 			t.Error("a cookie was sent")
 		}
+		if got := r.Header.Get("Accept"); got != "application/json" {
+			t.Errorf("Accept = %q, want Fetch's accept argument", got)
+		}
 		fmt.Fprint(w, `{"ok":true}`)
 	})
 	mux.HandleFunc("/exact", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(strings.Repeat("a", 100))) })
@@ -144,6 +147,7 @@ func TestFetch(t *testing.T) {
 		{"refuses a file URL", c, "file:///etc/passwd", safehttp.ErrScheme},
 		{"refuses userinfo", c, "https://user:pw@" + hostOf(t, srv.URL) + "/ok", safehttp.ErrScheme},
 	}
+	bodies := map[string]string{"/ok": `{"ok":true}`, "/exact": strings.Repeat("a", 100)} // by path, for the successes
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -155,6 +159,9 @@ func TestFetch(t *testing.T) {
 				if len(body) == 0 {
 					t.Fatal("empty body")
 				}
+				if want := bodies[hostPath(t, tc.url)]; string(body) != want {
+					t.Fatalf("body = %q, want %q", body, want)
+				}
 				return
 			}
 			if !errors.Is(err, tc.want) {
@@ -164,6 +171,50 @@ func TestFetch(t *testing.T) {
 				t.Fatal("a body came back with an error")
 			}
 		})
+	}
+}
+
+func hostPath(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Path
+}
+
+// A caller using the client directly (the jwks_uri fetcher) must not leak
+// credentials it set by mistake to a client-chosen host.
+func TestClientStripsCookieAndAuthorization(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, h := range []string{"Cookie", "Authorization"} {
+			if v := r.Header.Get(h); v != "" {
+				t.Errorf("%s reached the server: %q", h, v)
+			}
+		}
+		if got := r.Header.Get("X-Kept"); got != "yes" {
+			t.Errorf("X-Kept = %q: other headers must pass", got)
+		}
+	}))
+	defer srv.Close()
+	c, err := safehttp.NewClient(safehttp.Config{Allow: []string{hostOf(t, srv.URL)}, RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Cookie", "session=secret")
+	req.Header.Set("Authorization", "Bearer secret")
+	req.Header.Set("X-Kept", "yes")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if req.Header.Get("Authorization") == "" {
+		t.Error("the caller's request was modified; the client must work on a copy")
 	}
 }
 
