@@ -64,10 +64,19 @@ func Open(ctx context.Context, dsn string) (storage.Store, error) {
 	case kindMemory:
 		return memory.New(), nil
 	case kindSQLite:
-		return sqlite.Open(ctx, rest)
+		return orNil(sqlite.Open(ctx, rest))
 	default:
-		return postgres.Open(ctx, rest, postgres.Options{})
+		return orNil(postgres.Open(ctx, rest, postgres.Options{}))
 	}
+}
+
+// orNil returns a nil storage.Store with an error, rather than a non-nil
+// interface holding the backend's nil pointer.
+func orNil[S storage.Store](s S, err error) (storage.Store, error) {
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // migrator is what the SQL backends offer beyond storage.Store.

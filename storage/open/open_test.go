@@ -86,9 +86,22 @@ func TestPostgresMigratesAndOpens(t *testing.T) {
 }
 
 func TestUnreachablePostgresIsUnavailable(t *testing.T) {
-	_, err := open.Open(context.Background(), "postgresql://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2")
+	s, err := open.Open(context.Background(), "postgresql://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2")
 	if !errors.Is(err, storage.ErrUnavailable) {
 		t.Fatalf("Open = %v, want ErrUnavailable", err)
+	}
+	if s != nil {
+		t.Fatalf("Open failed but returned a non-nil store %#v", s)
+	}
+}
+
+func TestFailedSQLiteOpenReturnsANilStore(t *testing.T) {
+	s, err := open.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "missing-dir", "x.db"))
+	if err == nil {
+		t.Fatal("Open of a file in a missing directory succeeded")
+	}
+	if s != nil {
+		t.Fatalf("Open failed but returned a non-nil store %#v", s)
 	}
 }
 
