@@ -87,7 +87,7 @@ func (s *Store) txFrom(ctx context.Context) *tx {
 
 // remember journals the current entry of m[k] so that Rollback restores it.
 // Stored values are never modified in place, only replaced, so keeping the
-// old pointer is enough. Callers hold s.mu.
+// old pointer is enough. Every write goes through put or del, which call it.
 func remember[K comparable, V any](t *tx, m map[K]V, k K) {
 	if t == nil {
 		return
@@ -102,14 +102,25 @@ func remember[K comparable, V any](t *tx, m map[K]V, k K) {
 	})
 }
 
+// put sets m[k] = v, journalled. Callers hold s.mu.
+func put[K comparable, V any](t *tx, m map[K]V, k K, v V) {
+	remember(t, m, k)
+	m[k] = v
+}
+
+// del removes m[k], journalled. Callers hold s.mu.
+func del[K comparable, V any](t *tx, m map[K]V, k K) {
+	remember(t, m, k)
+	delete(m, k)
+}
+
 // deleteEntry removes m[k], journalled, or answers storage.ErrNotFound when
 // there is none. Callers hold s.mu.
 func deleteEntry[K comparable, V any](t *tx, m map[K]V, k K) error {
 	if _, ok := m[k]; !ok {
 		return storage.ErrNotFound
 	}
-	remember(t, m, k)
-	delete(m, k)
+	del(t, m, k)
 	return nil
 }
 
@@ -123,8 +134,7 @@ func deleteExpired[K comparable, V any](t *tx, m map[K]V, limit int, expired fun
 			break
 		}
 		if expired(v) {
-			remember(t, m, k)
-			delete(m, k)
+			del(t, m, k)
 			n++
 		}
 	}
@@ -259,8 +269,7 @@ func (s *Store) CreateClient(ctx context.Context, c *storage.Client) error {
 	if n.UpdatedAt.IsZero() {
 		n.UpdatedAt = n.CreatedAt
 	}
-	remember(t, s.clients, c.ID)
-	s.clients[c.ID] = n
+	put(t, s.clients, c.ID, n)
 	return nil
 }
 
@@ -282,8 +291,7 @@ func (s *Store) UpdateClient(ctx context.Context, id string, update func(storage
 	}
 	nc := cloneClient(&n)
 	nc.ID = id
-	remember(t, s.clients, id)
-	s.clients[id] = nc
+	put(t, s.clients, id, nc)
 	return nil
 }
 
@@ -314,8 +322,7 @@ func (s *Store) TouchClient(ctx context.Context, id string, at time.Time) error 
 	}
 	n := cloneClient(old)
 	n.LastUsedAt = at
-	remember(t, s.clients, id)
-	s.clients[id] = n
+	put(t, s.clients, id, n)
 	return nil
 }
 
@@ -356,8 +363,7 @@ func (s *Store) ReapClients(ctx context.Context, neverUsedBefore, idleBefore tim
 		ids = ids[:max(limit, 0)]
 	}
 	for _, id := range ids {
-		remember(t, s.clients, id)
-		delete(s.clients, id)
+		del(t, s.clients, id)
 	}
 	return len(ids), nil
 }
@@ -379,8 +385,7 @@ func (s *Store) CreateToken(ctx context.Context, tok *storage.Token) error {
 	if _, ok := s.tokens[k]; ok {
 		return storage.ErrAlreadyExists
 	}
-	remember(t, s.tokens, k)
-	s.tokens[k] = cloneToken(tok)
+	put(t, s.tokens, k, cloneToken(tok))
 	return nil
 }
 
@@ -414,8 +419,7 @@ func (s *Store) DeactivateToken(ctx context.Context, kind storage.TokenKind, sig
 	}
 	n := cloneToken(tok)
 	n.Active = false
-	remember(t, s.tokens, k)
-	s.tokens[k] = n
+	put(t, s.tokens, k, n)
 	return nil
 }
 
@@ -442,8 +446,7 @@ func (s *Store) RotateToken(ctx context.Context, kind storage.TokenKind, signatu
 	}
 	n := cloneToken(tok)
 	n.RotatedAt = now
-	remember(t, s.tokens, k)
-	s.tokens[k] = n
+	put(t, s.tokens, k, n)
 	return nil
 }
 
@@ -458,8 +461,7 @@ func (s *Store) RevokeTokens(ctx context.Context, kind storage.TokenKind, reques
 		if k.kind == kind && tok.RequestID == requestID && tok.Active {
 			n := cloneToken(tok)
 			n.Active = false
-			remember(t, s.tokens, k)
-			s.tokens[k] = n
+			put(t, s.tokens, k, n)
 		}
 	}
 	return nil
@@ -515,8 +517,7 @@ func (s *Store) PutConsent(ctx context.Context, c *storage.Consent) error {
 	}
 	defer s.mu.Unlock()
 	k := consentKey{c.Subject, c.ClientID, c.Resource}
-	remember(t, s.consents, k)
-	s.consents[k] = cloneConsent(c)
+	put(t, s.consents, k, cloneConsent(c))
 	return nil
 }
 
@@ -529,8 +530,7 @@ func (s *Store) DeleteConsents(ctx context.Context, subject, clientID string) er
 	defer s.mu.Unlock()
 	for k := range s.consents {
 		if k.subject == subject && (clientID == "" || k.clientID == clientID) {
-			remember(t, s.consents, k)
-			delete(s.consents, k)
+			del(t, s.consents, k)
 		}
 	}
 	return nil
@@ -608,8 +608,7 @@ func (s *Store) CreateKey(ctx context.Context, k *storage.SigningKey) error {
 	if _, ok := s.keys[k.ID]; ok {
 		return storage.ErrAlreadyExists
 	}
-	remember(t, s.keys, k.ID)
-	s.keys[k.ID] = cloneKey(k)
+	put(t, s.keys, k.ID, cloneKey(k))
 	return nil
 }
 
@@ -624,8 +623,7 @@ func (s *Store) RetireKeys(ctx context.Context, keepID string, at time.Time) err
 		if id != keepID && k.RetiredAt.IsZero() {
 			n := cloneKey(k)
 			n.RetiredAt = at
-			remember(t, s.keys, id)
-			s.keys[id] = n
+			put(t, s.keys, id, n)
 		}
 	}
 	return nil
@@ -652,8 +650,7 @@ func (s *Store) UseJTI(ctx context.Context, id string, expiresAt time.Time) erro
 	if exp, ok := s.jtis[id]; ok && exp.After(s.now()) {
 		return storage.ErrAlreadyUsed
 	}
-	remember(t, s.jtis, id)
-	s.jtis[id] = expiresAt
+	put(t, s.jtis, id, expiresAt)
 	return nil
 }
 
