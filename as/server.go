@@ -365,7 +365,9 @@ func (g gated) PopulateTokenEndpointResponse(ctx context.Context, r fosite.Acces
 // codeRace covers the redemption that loses a race: its Populate step finds
 // the code already redeemed (by a request that passed the same checks a
 // moment earlier). Like a replay, it revokes what the code issued (RFC 6749
-// §4.1.2) and answers invalid_grant instead of fosite's server_error.
+// §4.1.2, revokeGrant: in a transaction, which waits for the winner's, and
+// in the lock order of every other revocation of a grant) and answers
+// invalid_grant instead of fosite's server_error.
 type codeRace struct {
 	gated
 	s *Server
@@ -381,12 +383,7 @@ func (c codeRace) PopulateTokenEndpointResponse(ctx context.Context, r fosite.Ac
 	}
 	sig := c.s.tokens.AuthorizeCodeSignature(ctx, r.GetRequestForm().Get("code"))
 	if t, gerr := c.s.cfg.Store.GetToken(ctx, storage.KindAuthorizeCode, sig); gerr == nil {
-		if rerr := c.s.store.RevokeAccessToken(ctx, t.RequestID); rerr != nil {
-			c.s.log.error(ctx, "revoking after a code race", "err", rerr)
-		}
-		if rerr := c.s.store.RevokeRefreshToken(ctx, t.RequestID); rerr != nil {
-			c.s.log.error(ctx, "revoking after a code race", "err", rerr)
-		}
+		c.s.store.revokeGrant(ctx, t.RequestID)
 	}
 	return fosite.ErrInvalidGrant.WithHint("The authorization code has already been used.")
 }
