@@ -58,11 +58,16 @@ func defaultPolicy() dcr.Policy {
 
 func newEnv(t testing.TB, p dcr.Policy) *env {
 	t.Helper()
+	return newEnvWithStore(t, p, newStore(t))
+}
+
+// newEnvWithStore is newEnv on the given store.
+func newEnvWithStore(t testing.TB, p dcr.Policy, store storage.ClientStore) *env {
+	t.Helper()
 	mux := http.NewServeMux()
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Start()
 	t.Cleanup(srv.Close)
-	store := newStore(t)
 	clk := newClock()
 	h, err := dcr.New(dcr.Config{
 		Endpoint: srv.URL + "/register",
