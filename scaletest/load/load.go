@@ -244,7 +244,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// Setup: one job per timed request (codes) or per connection (refresh
 	// chains, the introspected token).
-	var jobs chan string
+	var jobs chan Code
 	var chains []string
 	switch cfg.Grant {
 	case AuthorizationCode:
@@ -252,7 +252,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		jobs = make(chan string, len(codes))
+		jobs = make(chan Code, len(codes))
 		for _, c := range codes {
 			jobs <- c
 		}
@@ -305,7 +305,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				chain = chains[0]
 			}
 			for ctx.Err() == nil {
-				var code string
+				var code Code
 				if cfg.Grant == AuthorizationCode {
 					var ok bool
 					if code, ok = <-jobs; !ok {
@@ -421,7 +421,7 @@ func (r *runner) post(ctx context.Context, endpoint string, form url.Values, bas
 }
 
 // one sends one timed request; next is the rotated refresh token.
-func (r *runner) one(ctx context.Context, code, chain string) (status int, next string, err error) {
+func (r *runner) one(ctx context.Context, code Code, chain string) (status int, next string, err error) {
 	cfg := r.cfg
 	switch cfg.Grant {
 	case ClientCredentials:
@@ -431,11 +431,7 @@ func (r *runner) one(ctx context.Context, code, chain string) (status int, next 
 		}
 		return st, "", err
 	case AuthorizationCode:
-		c, verifier, _ := strings.Cut(code, " ")
-		st, ans, err := r.post(ctx, r.ep.Token, url.Values{
-			"grant_type": {"authorization_code"}, "code": {c}, "redirect_uri": {cfg.RedirectURI},
-			"client_id": {cfg.PublicClientID}, "code_verifier": {verifier},
-		}, false)
+		st, ans, err := r.redeem(ctx, code)
 		if err == nil && ans.AccessToken == "" {
 			err = errors.New("200 without access_token")
 		}
@@ -456,6 +452,15 @@ func (r *runner) one(ctx context.Context, code, chain string) (status int, next 
 		return st, "", err
 	}
 	return 0, "", fmt.Errorf("load: unknown grant %q", cfg.Grant)
+}
+
+// redeem exchanges a code for tokens as the public client (RFC 6749
+// §4.1.3, RFC 7636 §4.5).
+func (r *runner) redeem(ctx context.Context, c Code) (int, tokenAnswer, error) {
+	return r.post(ctx, r.ep.Token, url.Values{
+		"grant_type": {"authorization_code"}, "code": {c.Code}, "redirect_uri": {r.cfg.RedirectURI},
+		"client_id": {r.cfg.PublicClientID}, "code_verifier": {c.Verifier},
+	}, false)
 }
 
 func (r *runner) ccForm() url.Values {
@@ -504,10 +509,10 @@ func (r *runner) login() *session {
 	return &session{r: r, client: &c}
 }
 
-// code runs /authorize once and returns "code verifier". The first call
-// goes through the login and consent forms; later ones ride on the session
-// cookie and the remembered consent.
-func (s *session) code(ctx context.Context) (string, error) {
+// code runs /authorize once and returns the code and its verifier. The
+// first call goes through the login and consent forms; later ones ride on
+// the session cookie and the remembered consent.
+func (s *session) code(ctx context.Context) (Code, error) {
 	cfg := s.r.cfg
 	verifier, challenge := pkce()
 	state := base64.RawURLEncoding.EncodeToString([]byte(verifier[:12]))
@@ -527,12 +532,12 @@ func (s *session) code(ctx context.Context) (string, error) {
 	}
 	u, err := url.Parse(authz + "?" + q.Encode())
 	if err != nil {
-		return "", err
+		return Code{}, err
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return "", err
+		return Code{}, err
 	}
 	for step := 0; step < 5; step++ {
 		if loc := resp.Header.Get("Location"); resp.StatusCode == http.StatusFound || resp.StatusCode == http.StatusSeeOther {
@@ -540,27 +545,27 @@ func (s *session) code(ctx context.Context) (string, error) {
 			resp.Body.Close()
 			cb, err := url.Parse(loc)
 			if err != nil {
-				return "", err
+				return Code{}, err
 			}
 			if !strings.HasPrefix(loc, cfg.RedirectURI) {
 				// A redirect inside the AS (after a form post).
 				next, err := resp.Request.URL.Parse(loc)
 				if err != nil {
-					return "", err
+					return Code{}, err
 				}
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, next.String(), nil)
 				if resp, err = s.client.Do(req); err != nil {
-					return "", err
+					return Code{}, err
 				}
 				continue
 			}
 			if e := cb.Query().Get("error"); e != "" {
-				return "", fmt.Errorf("authorization error %s: %s", e, cb.Query().Get("error_description"))
+				return Code{}, fmt.Errorf("authorization error %s: %s", e, cb.Query().Get("error_description"))
 			}
 			if cb.Query().Get("state") != state || cb.Query().Get("code") == "" {
-				return "", fmt.Errorf("bad authorization response: %s", loc)
+				return Code{}, fmt.Errorf("bad authorization response: %s", loc)
 			}
-			return cb.Query().Get("code") + " " + verifier, nil
+			return Code{Code: cb.Query().Get("code"), Verifier: verifier}, nil
 		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
@@ -568,19 +573,19 @@ func (s *session) code(ctx context.Context) (string, error) {
 		var extra url.Values
 		switch {
 		case resp.StatusCode >= 500:
-			return "", fmt.Errorf("authorization page: %s", resp.Status)
+			return Code{}, fmt.Errorf("authorization page: %s", resp.Status)
 		case strings.Contains(page, `name="password"`):
 			extra = url.Values{"username": {cfg.Username}, "password": {cfg.Password}}
 		case strings.Contains(page, `value="approve"`):
 			extra = url.Values{"action": {"approve"}}
 		default:
-			return "", fmt.Errorf("unexpected authorization page (%s): %.300s", resp.Status, page)
+			return Code{}, fmt.Errorf("unexpected authorization page (%s): %.300s", resp.Status, page)
 		}
 		if resp, err = s.submit(ctx, resp.Request.URL, page, extra); err != nil {
-			return "", err
+			return Code{}, err
 		}
 	}
-	return "", errors.New("the authorization flow did not reach the redirect URI")
+	return Code{}, errors.New("the authorization flow did not reach the redirect URI")
 }
 
 // submit posts the page's form with its hidden fields plus extra.
@@ -624,25 +629,17 @@ func MintCodes(ctx context.Context, cfg Config, n int) ([]Code, error) {
 	if err := r.discover(ctx); err != nil {
 		return nil, err
 	}
-	raw, err := r.mintCodes(ctx, n)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Code, len(raw))
-	for i, c := range raw {
-		out[i].Code, out[i].Verifier, _ = strings.Cut(c, " ")
-	}
-	return out, nil
+	return r.mintCodes(ctx, n)
 }
 
 // mintCodes logs in once and mints n codes over the configured connections.
-func (r *runner) mintCodes(ctx context.Context, n int) ([]string, error) {
+func (r *runner) mintCodes(ctx context.Context, n int) ([]Code, error) {
 	s := r.login()
 	first, err := s.code(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load: setup: first authorization: %w", err)
 	}
-	codes := []string{first}
+	codes := []Code{first}
 	var mu sync.Mutex
 	var firstErr error
 	var left atomic.Int64
@@ -683,11 +680,7 @@ func (r *runner) refreshTokens(ctx context.Context, n int) ([]string, error) {
 	}
 	out := make([]string, 0, n)
 	for _, code := range codes {
-		c, verifier, _ := strings.Cut(code, " ")
-		_, ans, err := r.post(ctx, r.ep.Token, url.Values{
-			"grant_type": {"authorization_code"}, "code": {c}, "redirect_uri": {r.cfg.RedirectURI},
-			"client_id": {r.cfg.PublicClientID}, "code_verifier": {verifier},
-		}, false)
+		_, ans, err := r.redeem(ctx, code)
 		if err != nil {
 			return nil, fmt.Errorf("load: setup: redeeming a code: %w", err)
 		}
