@@ -16,8 +16,14 @@ import (
 func newStore(t testing.TB) *postgres.Store {
 	t.Helper()
 	dsn, _ := pgtest.Schema(t)
+	return openMigrated(t, dsn, 8)
+}
+
+// openMigrated opens a store on dsn, closed when t ends, and migrates it.
+func openMigrated(t testing.TB, dsn string, maxConns int32) *postgres.Store {
+	t.Helper()
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, dsn, postgres.Options{MaxConns: 8})
+	s, err := postgres.Open(ctx, dsn, postgres.Options{MaxConns: maxConns})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -117,16 +123,7 @@ func BenchmarkStore(b *testing.B) {
 	pgtest.BaseDSN(b)
 	storagetest.RunBenchmarks(b, func(b *testing.B) storage.Store {
 		dsn, _ := pgtest.Schema(b)
-		ctx := context.Background()
-		s, err := postgres.Open(ctx, dsn, postgres.Options{MaxConns: 32})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.Close() })
-		if _, err := s.Migrate(ctx); err != nil {
-			b.Fatal(err)
-		}
-		return s
+		return openMigrated(b, dsn, 32)
 	})
 }
 
@@ -134,18 +131,9 @@ func BenchmarkStore(b *testing.B) {
 func TestInstancesSharingOneDatabase(t *testing.T) {
 	t.Parallel()
 	dsn, _ := pgtest.Schema(t)
-	ctx := context.Background()
 	var stores []storage.Store
 	for range 3 {
-		s, err := postgres.Open(ctx, dsn, postgres.Options{MaxConns: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		if _, err := s.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		stores = append(stores, s)
+		stores = append(stores, openMigrated(t, dsn, 8))
 	}
 	storagetest.RunSharedTests(t, stores)
 }
