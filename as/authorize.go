@@ -1,7 +1,6 @@
 package as
 
 import (
-	"errors"
 	"net"
 	"net/http"
 	"net/url"
@@ -301,5 +300,3 @@ func splitSpace(s string) []string {
 	}
 	return strings.Split(s, " ")
 }
-
-var _ = errors.New
