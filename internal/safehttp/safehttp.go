@@ -35,7 +35,9 @@ import (
 )
 
 // Sentinel errors. Every error returned by this package's client or by Fetch
-// wraps exactly one of them.
+// wraps one of them, except that a 3xx answer the client returns to Fetch (one
+// it had no Location to refuse to follow) wraps both ErrRedirect and a
+// *StatusError (ErrStatus).
 var (
 	// ErrScheme: the URL is not https (or http for a host in AllowHTTP), or
 	// carries userinfo.
