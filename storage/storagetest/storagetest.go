@@ -66,7 +66,8 @@ type testCase struct {
 	run  func(t *testing.T, s storage.Store)
 }
 
-// now is a base time every backend can store exactly (microseconds, UTC).
+// now is a base time every backend can store exactly: UTC, whole
+// milliseconds (PostgreSQL keeps microseconds, SQLite nanoseconds).
 func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
 func ok(t *testing.T, err error, what string) {
