@@ -145,15 +145,14 @@ func (s *Server) pickResource(c *client, values []string) (*resource, error) {
 	default:
 		return nil, errInvalidTarget("Request one resource per token.")
 	}
-	for i := range s.resources {
-		if s.resources[i].URI == uri {
-			if !c.allows(uri) {
-				return nil, errInvalidTarget("This client may not get tokens for the requested resource.")
-			}
-			return &s.resources[i], nil
-		}
+	res := s.resourceByURI(uri)
+	if res == nil {
+		return nil, errInvalidTarget("The requested resource is unknown to this server.")
 	}
-	return nil, errInvalidTarget("The requested resource is unknown to this server.")
+	if !c.allows(uri) {
+		return nil, errInvalidTarget("This client may not get tokens for the requested resource.")
+	}
+	return res, nil
 }
 
 // narrowScopes keeps the requested scopes that the resource offers and the
