@@ -3,6 +3,7 @@ package metadata
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -153,14 +155,19 @@ func TestHandlerMethods(t *testing.T) {
 	h, _ := Handler(samplePRM())
 	srv := httptest.NewServer(h)
 	defer srv.Close()
+	body, _ := json.MarshalIndent(samplePRM(), "", "  ")
+	getLength := strconv.Itoa(len(body) + 1)
 	tests := []struct {
 		name, method string
 		status       int
+		header       map[string]string // response headers that must have these values
 	}{
-		{"answers a CORS preflight with 204", http.MethodOptions, http.StatusNoContent},
-		{"answers HEAD without a body", http.MethodHead, http.StatusOK},
-		{"refuses POST with 405", http.MethodPost, http.StatusMethodNotAllowed},
-		{"refuses DELETE with 405", http.MethodDelete, http.StatusMethodNotAllowed},
+		{"answers a CORS preflight with 204", http.MethodOptions, http.StatusNoContent,
+			map[string]string{"Access-Control-Allow-Methods": "GET, HEAD, OPTIONS"}},
+		{"answers HEAD without a body", http.MethodHead, http.StatusOK,
+			map[string]string{"Content-Type": "application/json", "Content-Length": getLength}},
+		{"refuses POST with 405", http.MethodPost, http.StatusMethodNotAllowed, map[string]string{"Allow": "GET, HEAD, OPTIONS"}},
+		{"refuses DELETE with 405", http.MethodDelete, http.StatusMethodNotAllowed, map[string]string{"Allow": "GET, HEAD, OPTIONS"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,6 +181,11 @@ func TestHandlerMethods(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != tt.status || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
 				t.Fatalf("status %d ACAO %q", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+			}
+			for k, want := range tt.header {
+				if got := resp.Header.Get(k); got != want {
+					t.Errorf("%s = %q, want %q", k, got, want)
+				}
 			}
 		})
 	}
@@ -244,8 +256,8 @@ func TestFetchAuthorizationServerMetadata(t *testing.T) {
 			},
 			"/elsewhere": func(w http.ResponseWriter, r *http.Request) { jsonHandler(sampleAS(srv.URL))(w, r) },
 		})
-		if _, err := FetchAuthorizationServerMetadata(ctx, srv.Client(), srv.URL); err == nil {
-			t.Fatal("followed a redirect")
+		if _, err := FetchAuthorizationServerMetadata(ctx, srv.Client(), srv.URL); err == nil || !strings.Contains(err.Error(), "status 302") {
+			t.Fatalf("err = %v, want the 302 reported", err)
 		}
 	})
 	t.Run("refuses an oversized document", func(t *testing.T) {
