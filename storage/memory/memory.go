@@ -49,7 +49,6 @@ type Store struct {
 	closed   bool
 
 	txSem chan struct{} // holds one token while a transaction is open
-	now   func() time.Time
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -63,7 +62,6 @@ func New() *Store {
 		keys:     map[string]*storage.SigningKey{},
 		jtis:     map[string]time.Time{},
 		txSem:    make(chan struct{}, 1),
-		now:      time.Now,
 	}
 }
 
@@ -262,7 +260,7 @@ func (s *Store) CreateClient(ctx context.Context, c *storage.Client) error {
 		return storage.ErrAlreadyExists
 	}
 	n := cloneClient(c)
-	now := s.now()
+	now := time.Now()
 	if n.CreatedAt.IsZero() {
 		n.CreatedAt = now
 	}
@@ -647,7 +645,7 @@ func (s *Store) UseJTI(ctx context.Context, id string, expiresAt time.Time) erro
 		return err
 	}
 	defer s.mu.Unlock()
-	if exp, ok := s.jtis[id]; ok && exp.After(s.now()) {
+	if exp, ok := s.jtis[id]; ok && exp.After(time.Now()) {
 		return storage.ErrAlreadyUsed
 	}
 	put(t, s.jtis, id, expiresAt)
