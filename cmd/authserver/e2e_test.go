@@ -131,40 +131,11 @@ func baseEnv() []string {
 // start runs `authserver serve` and waits until its metadata answers.
 func start(t *testing.T, dir, issuer string, environ []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"serve"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(baseEnv(), environ...)
-	p := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1), issuer: issuer}
-	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p := startNoFatal(t, dir, issuer, environ, args...)
+	if p == nil {
+		t.FailNow()
 	}
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		p.stop(t)
-		if t.Failed() {
-			t.Logf("--- output of the authserver at %s ---\n%s", p.issuer, p.stderr)
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(issuer + "/.well-known/oauth-authorization-server")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		select {
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("authserver exited before serving (%v):\n%s", err, p.stderr)
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("authserver did not serve metadata in time:\n%s", p.stderr)
-		}
-	}
+	return p
 }
 
 // stop sends SIGTERM and expects a graceful exit with status 0.
@@ -774,6 +745,7 @@ func startMany(t *testing.T, n int, mkConfig func(issuer, listen string) string)
 // startNoFatal is start for use off the test goroutine: it reports with
 // t.Error and returns nil on failure.
 func startNoFatal(t *testing.T, dir, issuer string, environ []string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(binary(t), append([]string{"serve"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(baseEnv(), environ...)
