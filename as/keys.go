@@ -40,20 +40,25 @@ func RotateKey(ctx context.Context, store storage.KeyStore, secret []byte, alg s
 	if err != nil {
 		return "", err
 	}
+	return addKey(ctx, store, sealer, alg, time.Now())
+}
+
+// addKey creates a signing key of alg, stores it sealed, and retires every
+// other key as of now.
+func addKey(ctx context.Context, store storage.KeyStore, sealer *seal.Sealer, alg string, now time.Time) (kid string, err error) {
 	k, err := newSigningKey(alg)
 	if err != nil {
 		return "", err
 	}
-	now := time.Now()
 	rec, err := k.record(sealer, now)
 	if err != nil {
 		return "", err
 	}
 	if err := store.CreateKey(ctx, rec); err != nil {
-		return "", fmt.Errorf("as: storing key: %w", err)
+		return "", fmt.Errorf("as: storing signing key: %w", err)
 	}
 	if err := store.RetireKeys(ctx, k.kid, now); err != nil {
-		return "", fmt.Errorf("as: retiring old keys: %w", err)
+		return "", fmt.Errorf("as: retiring other signing keys: %w", err)
 	}
 	return k.kid, nil
 }
@@ -179,20 +184,8 @@ func (k *keyring) ensure(ctx context.Context) error {
 	if cur != nil && cur.alg == k.alg {
 		return nil
 	}
-	nk, err := newSigningKey(k.alg)
-	if err != nil {
+	if _, err := addKey(ctx, k.store, k.sealer, k.alg, k.now()); err != nil {
 		return err
-	}
-	now := k.now()
-	rec, err := nk.record(k.sealer, now)
-	if err != nil {
-		return err
-	}
-	if err := k.store.CreateKey(ctx, rec); err != nil {
-		return fmt.Errorf("as: storing signing key: %w", err)
-	}
-	if err := k.store.RetireKeys(ctx, nk.kid, now); err != nil {
-		return fmt.Errorf("as: retiring signing keys: %w", err)
 	}
 	return k.reload(ctx)
 }
