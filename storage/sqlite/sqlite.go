@@ -53,9 +53,7 @@ type Store struct {
 
 	writes chan *writeReq // single writes, for the group committer
 	stop   chan struct{}  // closed by Close
-	bg     context.Context
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the committer has returned
+	done   chan struct{}  // closed when the committer has returned
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -94,7 +92,6 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
 	s := &Store{w: w, r: r, writes: make(chan *writeReq, maxBatch), stop: make(chan struct{}), done: make(chan struct{})}
-	s.bg, s.cancel = context.WithCancel(context.Background())
 	go s.commitLoop()
 	// Open the writer first: it creates the file and switches it to WAL.
 	if err := w.PingContext(ctx); err != nil {
@@ -138,7 +135,6 @@ func (s *Store) Close() error {
 	}
 	close(s.stop)
 	<-s.done
-	s.cancel()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
@@ -809,7 +805,7 @@ func (s *Store) runBatch(batch []*writeReq) {
 			r.done <- writeRes{err: err}
 		}
 	}
-	ctx := s.bg
+	ctx := context.Background() // not a caller's: the batch is shared
 	conn, err := s.w.Conn(ctx)
 	if err != nil {
 		reply(batch, mapErr(err))
