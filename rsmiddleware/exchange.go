@@ -102,10 +102,7 @@ func NewExchanger(cfg ExchangeConfig) (*Exchanger, error) {
 	if cfg.ClientID == "" || cfg.ClientSecret == "" {
 		return nil, errors.New("rsmiddleware: ExchangeConfig needs ClientID and ClientSecret")
 	}
-	e := &Exchanger{cfg: cfg, client: cfg.HTTPClient, now: cfg.Now, tokenURL: cfg.TokenURL, cache: map[[32]byte]*ExchangedToken{}}
-	if e.client == nil {
-		e.client = &http.Client{Timeout: 10 * time.Second}
-	}
+	e := &Exchanger{cfg: cfg, client: noRedirects(cfg.HTTPClient), now: cfg.Now, tokenURL: cfg.TokenURL, cache: map[[32]byte]*ExchangedToken{}}
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -192,16 +189,7 @@ func (e *Exchanger) exchange(ctx context.Context, subjectToken, resource string,
 	if len(e.cfg.Scopes) > 0 {
 		form.Set("scope", strings.Join(e.cfg.Scopes, " "))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tokenURL, strings.NewReader(form.Encode()))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	req.SetBasicAuth(url.QueryEscape(e.cfg.ClientID), url.QueryEscape(e.cfg.ClientSecret))
-	c := *e.client
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := c.Do(req)
+	resp, err := postForm(ctx, e.client, tokenURL, form, ClientCredentials{ClientID: e.cfg.ClientID, ClientSecret: e.cfg.ClientSecret})
 	if err != nil {
 		return nil, err
 	}

@@ -150,16 +150,13 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	}
 	v := &Verifier{
 		issuer: cfg.Issuer, resource: res, algs: algs,
-		client:       cfg.HTTPClient,
+		client:       noRedirects(cfg.HTTPClient),
 		skew:         cfg.ClockSkew,
 		refreshEvery: cfg.RefreshInterval,
 		keysMaxAge:   cfg.KeysMaxAge,
 		introspect:   cfg.Introspection,
 		now:          cfg.Now,
 		log:          cfg.Logger,
-	}
-	if v.client == nil {
-		v.client = &http.Client{Timeout: 10 * time.Second}
 	}
 	if v.skew == 0 {
 		v.skew = 30 * time.Second
@@ -462,16 +459,27 @@ func (v *Verifier) refreshLocked(ctx context.Context) error {
 
 const maxFetchBytes = 256 << 10
 
-// getJSON GETs u (no redirects, size-capped) and decodes JSON into dst.
+// noRedirects returns a copy of c (nil: a client with a 10 s timeout) that
+// never follows redirects: metadata, keys and token endpoint answers must
+// come from the URL asked.
+func noRedirects(c *http.Client) *http.Client {
+	n := http.Client{Timeout: 10 * time.Second}
+	if c != nil {
+		n = *c
+	}
+	n.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &n
+}
+
+// getJSON GETs u with client (see noRedirects) and decodes a size-capped
+// JSON body into dst.
 func getJSON(ctx context.Context, client *http.Client, u string, dst any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Accept", "application/json, application/jwk-set+json")
-	c := *client
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := c.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -515,16 +523,7 @@ func (v *Verifier) introspectToken(ctx context.Context, token string) (*Principa
 	form := url.Values{"token": {token}, "token_type_hint": {"access_token"}}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.IntrospectionEndpoint, strings.NewReader(form.Encode()))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	req.SetBasicAuth(url.QueryEscape(v.introspect.ClientID), url.QueryEscape(v.introspect.ClientSecret))
-	c := *v.client
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := c.Do(req)
+	resp, err := postForm(ctx, v.client, m.IntrospectionEndpoint, form, *v.introspect)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
@@ -547,4 +546,18 @@ func (v *Verifier) introspectToken(ctx context.Context, token string) (*Principa
 		ir.Issuer = v.issuer
 	}
 	return v.checkClaims(&ir.claims, v.now(), false)
+}
+
+// postForm POSTs form to u with client (see noRedirects), authenticated by
+// client_secret_basic: id and secret form-encoded, then Basic (RFC 6749
+// §2.3.1).
+func postForm(ctx context.Context, client *http.Client, u string, form url.Values, cred ClientCredentials) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	req.SetBasicAuth(url.QueryEscape(cred.ClientID), url.QueryEscape(cred.ClientSecret))
+	return client.Do(req)
 }
