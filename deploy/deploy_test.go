@@ -1,13 +1,14 @@
 package deploy
 
 import (
-	"bufio"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/mcpauth/mcpauth/examples/stack/launch"
 )
 
 // compose is the part of docker-compose.yml the tests look at.
@@ -42,26 +43,13 @@ func loadCompose(t *testing.T) compose {
 	return c
 }
 
-// readEnv parses stack.env (KEY=VALUE lines, # comments).
+// readEnv parses stack.env with the parser the local launcher
+// (examples/stack) reads it with.
 func readEnv(t *testing.T) map[string]string {
 	t.Helper()
-	f, err := os.Open("stack.env")
+	env, err := launch.ReadEnvFile("stack.env")
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			t.Fatalf("stack.env: line %q is not KEY=VALUE", line)
-		}
-		env[k] = v
 	}
 	return env
 }
