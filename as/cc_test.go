@@ -98,7 +98,7 @@ func TestClientAuthentication(t *testing.T) {
 		{"refuses two methods at once", withID("client_secret", ciSecret), "ci-bot", ciSecret, 400, "invalid_request"},
 		{"refuses a public client", withID("client_id", "demo-app"), "", "", 400, "unauthorized_client"},
 		{"refuses a client without the grant", cc, "web-app", webSecret, 400, "unauthorized_client"},
-		{"refuses an unknown grant type", url.Values{"grant_type": {"password"}}, "ci-bot", ciSecret, 400, ""},
+		{"refuses an unknown grant type", url.Values{"grant_type": {"password"}}, "ci-bot", ciSecret, 400, "unsupported_grant_type"},
 		{"refuses a repeated grant type", url.Values{"grant_type": {"client_credentials", "client_credentials"}}, "ci-bot", ciSecret, 400, "invalid_request"},
 	}
 	for _, tc := range cases {
