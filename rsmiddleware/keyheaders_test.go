@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -56,6 +57,8 @@ func TestVerifyNeverFollowsKeyLocationHeaders(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if p, err := v.Verify(context.Background(), tc.token); err == nil {
 				t.Fatalf("Verify accepted it: %+v", p)
+			} else if !errors.Is(err, ErrInvalidToken) {
+				t.Fatalf("err = %v, want ErrInvalidToken", err)
 			}
 		})
 	}
