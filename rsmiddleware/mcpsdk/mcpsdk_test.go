@@ -144,7 +144,8 @@ func TestSDKRequireBearerTokenWithOurVerifier(t *testing.T) {
 	// The SDK writes the verifier's error text into the response body.
 	t.Run("answers a refused token without the cause", func(t *testing.T) {
 		other := "https://other.example.com/mcp"
-		status, body := postWithToken(t, resource, as.mint(t, "alice", other, "mcp:read"))
+		initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+		status, body := post(t, resource, as.mint(t, "alice", other, "mcp:read"), initialize, nil)
 		if status != http.StatusUnauthorized || !strings.Contains(body, auth.ErrInvalidToken.Error()) ||
 			strings.Contains(body, other) || strings.Contains(body, "aud") {
 			t.Fatalf("answered %d %q", status, body)
@@ -170,15 +171,17 @@ func TestSDKVerifierHidesUnreachableAS(t *testing.T) {
 	}
 }
 
-// postWithToken sends an initialize request with token and returns the status
-// and body of the answer.
-func postWithToken(t *testing.T, resource, token string) (int, string) {
+// post sends the JSON-RPC body with token (and the headers hdr) as a
+// Streamable HTTP client would, and returns the status and body of the answer.
+func post(t *testing.T, resource, token, body string, hdr map[string]string) (int, string) {
 	t.Helper()
-	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	req, _ := http.NewRequest("POST", resource, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -237,19 +240,10 @@ func TestOurMiddlewareInFrontOfTheSDKServer(t *testing.T) {
 	})
 	t.Run("refuses another user's use of the session", func(t *testing.T) {
 		body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"whoami","arguments":{}}}`
-		req, _ := http.NewRequest("POST", resource, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+as.mint(t, "mallory", resource, "mcp:read"))
-		req.Header.Set("Mcp-Session-Id", cs.ID())
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNotFound {
-			t.Fatalf("hijack attempt answered %d", resp.StatusCode)
+		status, _ := post(t, resource, as.mint(t, "mallory", resource, "mcp:read"), body,
+			map[string]string{"Mcp-Session-Id": cs.ID(), "Mcp-Protocol-Version": "2025-06-18"})
+		if status != http.StatusNotFound {
+			t.Fatalf("hijack attempt answered %d", status)
 		}
 	})
 	t.Run("a client with the tool's scope may call it", func(t *testing.T) {
