@@ -14,6 +14,37 @@ import (
 	"github.com/mcpauth/mcpauth/storage/sqlite"
 )
 
+// openPostgres opens a fresh, migrated PostgreSQL schema with at most
+// maxConns connections (pgtest.Schema: skipped when AUTHSERVER_TEST_POSTGRES
+// is unset, unless CI is set).
+func openPostgres(t *testing.T, maxConns int32) *postgres.Store {
+	t.Helper()
+	dsn, _ := pgtest.Schema(t)
+	s, err := postgres.Open(context.Background(), dsn, postgres.Options{MaxConns: maxConns})
+	if err != nil {
+		t.Fatalf("postgres.Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return s
+}
+
+// openSQLite opens a fresh, migrated SQLite database in t.TempDir().
+func openSQLite(t *testing.T) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "as.db"))
+	if err != nil {
+		t.Fatalf("sqlite.Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return s
+}
+
 // coreOnStore runs the protocol cases whose correctness rests on the
 // backend (exactly-once code redemption, rotation with grace, family
 // revocation, jti replay, transactions) against a real database.
@@ -113,26 +144,11 @@ func coreOnStore(t *testing.T, store storage.Store) {
 // TestCoreOnPostgreSQL needs AUTHSERVER_TEST_POSTGRES (skipped when unset
 // unless CI is set).
 func TestCoreOnPostgreSQL(t *testing.T) {
-	dsn, _ := pgtest.Schema(t)
-	s, err := postgres.Open(context.Background(), dsn, postgres.Options{MaxConns: 8})
-	if err != nil {
-		t.Fatalf("postgres.Open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.Migrate(context.Background()); err != nil {
-		t.Fatalf("Migrate: %v", err)
-	}
+	s := openPostgres(t, 8)
 	coreOnStore(t, s)
 }
 
 func TestCoreOnSQLite(t *testing.T) {
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "as.db"))
-	if err != nil {
-		t.Fatalf("sqlite.Open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.Migrate(context.Background()); err != nil {
-		t.Fatalf("Migrate: %v", err)
-	}
+	s := openSQLite(t)
 	coreOnStore(t, s)
 }

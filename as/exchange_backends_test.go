@@ -1,15 +1,10 @@
 package as
 
 import (
-	"context"
 	"net/url"
-	"path/filepath"
 	"testing"
 
 	"github.com/mcpauth/mcpauth/storage"
-	"github.com/mcpauth/mcpauth/storage/postgres"
-	"github.com/mcpauth/mcpauth/storage/postgres/pgtest"
-	"github.com/mcpauth/mcpauth/storage/sqlite"
 )
 
 // exchangeOnStore runs a delegation chain and its revocation on store: the
@@ -41,26 +36,11 @@ func exchangeOnStore(t *testing.T, store storage.Store) {
 // TestTokenExchangeOnPostgreSQL needs AUTHSERVER_TEST_POSTGRES (skipped
 // when unset unless CI is set).
 func TestTokenExchangeOnPostgreSQL(t *testing.T) {
-	dsn, _ := pgtest.Schema(t)
-	s, err := postgres.Open(context.Background(), dsn, postgres.Options{MaxConns: 4})
-	if err != nil {
-		t.Fatalf("postgres.Open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.Migrate(context.Background()); err != nil {
-		t.Fatalf("Migrate: %v", err)
-	}
+	s := openPostgres(t, 4)
 	exchangeOnStore(t, s)
 }
 
 func TestTokenExchangeOnSQLite(t *testing.T) {
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "as.db"))
-	if err != nil {
-		t.Fatalf("sqlite.Open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.Migrate(context.Background()); err != nil {
-		t.Fatalf("Migrate: %v", err)
-	}
+	s := openSQLite(t)
 	exchangeOnStore(t, s)
 }

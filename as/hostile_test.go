@@ -1,7 +1,6 @@
 package as
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"encoding/base64"
 	"encoding/json"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +17,6 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/mcpauth/mcpauth/storage"
-	"github.com/mcpauth/mcpauth/storage/postgres"
-	"github.com/mcpauth/mcpauth/storage/postgres/pgtest"
-	"github.com/mcpauth/mcpauth/storage/sqlite"
 )
 
 // hostileCase is one malformed, oversized, replayed or hostile request and
@@ -315,14 +310,7 @@ func TestHostileRequestsOnMemory(t *testing.T) {
 }
 
 func TestHostileRequestsOnSQLite(t *testing.T) {
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "as.db"))
-	if err != nil {
-		t.Fatalf("sqlite.Open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.Migrate(context.Background()); err != nil {
-		t.Fatalf("Migrate: %v", err)
-	}
+	s := openSQLite(t)
 	runHostile(t, hostileHarnessOn(t, s))
 }
 
@@ -330,15 +318,7 @@ func TestHostileRequestsOnSQLite(t *testing.T) {
 // bytes and invalid UTF-8 in text with an error that is no storage
 // sentinel, so every such value must be stopped before it gets there.
 func TestHostileRequestsOnPostgreSQL(t *testing.T) {
-	dsn, _ := pgtest.Schema(t)
-	s, err := postgres.Open(context.Background(), dsn, postgres.Options{MaxConns: 4})
-	if err != nil {
-		t.Fatalf("postgres.Open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.Migrate(context.Background()); err != nil {
-		t.Fatalf("Migrate: %v", err)
-	}
+	s := openPostgres(t, 4)
 	runHostile(t, hostileHarnessOn(t, s))
 }
 
