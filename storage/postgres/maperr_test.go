@@ -24,4 +24,10 @@ func TestMapErrTransientConditionsAreUnavailable(t *testing.T) {
 	if err := mapErr(&pgconn.PgError{Code: "42P01"}); errors.Is(err, storage.ErrUnavailable) {
 		t.Errorf("undefined table maps to ErrUnavailable: %v", err)
 	}
+	// An error mapped already (passed on through a transaction) is kept as is.
+	for _, sentinel := range []error{storage.ErrNotFound, storage.ErrAlreadyExists, storage.ErrUnavailable} {
+		if err := mapErr(sentinel); err != sentinel {
+			t.Errorf("mapErr(%v) = %v, want it unchanged", sentinel, err)
+		}
+	}
 }

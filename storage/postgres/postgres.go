@@ -152,7 +152,8 @@ func mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, storage.ErrUnavailable) || errors.Is(err, storage.ErrAlreadyExists) {
+	// Already mapped (a statement's error passed on by a transaction).
+	if errors.Is(err, storage.ErrUnavailable) || errors.Is(err, storage.ErrAlreadyExists) || errors.Is(err, storage.ErrNotFound) {
 		return err
 	}
 	var pgErr *pgconn.PgError
@@ -377,9 +378,6 @@ func (s *Store) UpdateClient(ctx context.Context, id string, update func(storage
 	var ce closureErr
 	if errors.As(err, &ce) {
 		return ce.err // the closure's error, unchanged
-	}
-	if errors.Is(err, storage.ErrNotFound) {
-		return err
 	}
 	return mapErr(err)
 }
