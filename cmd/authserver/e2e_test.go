@@ -30,6 +30,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/mcpauth/mcpauth/internal/password"
+	"github.com/mcpauth/mcpauth/scaletest/load"
 	"github.com/mcpauth/mcpauth/storage/postgres/pgtest"
 )
 
@@ -900,83 +901,29 @@ func verifyWith(t *testing.T, set jose.JSONWebKeySet, token string) {
 	}
 }
 
-var formAction = regexp.MustCompile(`<form method="post" action="([^"]*)">`)
-
-// postPage submits the form on page (hidden fields plus extra) and returns
-// the response; redirects to the client's callback are not followed.
-func postPage(t *testing.T, c *http.Client, pageURL *url.URL, page string, extra url.Values) *http.Response {
-	t.Helper()
-	m := formAction.FindStringSubmatch(page)
-	if m == nil {
-		t.Fatalf("no form on page:\n%s", page)
-	}
-	action, err := pageURL.Parse(html.UnescapeString(m[1]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	form := url.Values{}
-	for _, h := range hiddenInput.FindAllStringSubmatch(page, -1) {
-		form.Set(h[1], html.UnescapeString(h[2]))
-	}
-	for k, v := range extra {
-		form[k] = v
-	}
-	resp, err := c.PostForm(action.String(), form)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
-}
-
 // authorizationCode runs the code flow with PKCE through the real login and
-// consent pages of the server at base and returns the code.
-func authorizationCode(t *testing.T, base, redirectURI, challenge, user, pw string) string {
+// consent pages of the instance at base (whose issuer is issuer) and returns
+// the code and its verifier. scaletest/load drives the pages; it checks that
+// the redirect to the client carries a code and the state it sent.
+func authorizationCode(t *testing.T, issuer, base, redirectURI, user, pw string) load.Code {
 	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 20 * time.Second,
-		CheckRedirect: func(r *http.Request, _ []*http.Request) error {
-			if strings.HasPrefix(r.URL.String(), redirectURI) {
-				return http.ErrUseLastResponse
-			}
-			return nil
-		}}
-	q := url.Values{
-		"response_type": {"code"}, "client_id": {"demo-app"}, "redirect_uri": {redirectURI},
-		"code_challenge": {challenge}, "code_challenge_method": {"S256"}, "state": {"state-0123456789"},
-		"scope": {"mcp:tools"}, "resource": {"http://127.0.0.1:8080/mcp"},
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	codes, err := load.MintCodes(ctx, load.Config{
+		Issuer:         issuer,
+		Connect:        strings.TrimPrefix(base, "http://"),
+		Connections:    1,
+		PublicClientID: "demo-app",
+		RedirectURI:    redirectURI,
+		Username:       user,
+		Password:       pw,
+		Scope:          "mcp:tools",
+		Resource:       "http://127.0.0.1:8080/mcp",
+	}, 1)
+	if err != nil || len(codes) != 1 {
+		t.Fatalf("authorization through the pages of %s: %d codes, %v", base, len(codes), err)
 	}
-	u, _ := url.Parse(base + "/authorize?" + q.Encode())
-	resp, err := c.Get(u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for step := 0; step < 4; step++ {
-		if loc := resp.Header.Get("Location"); resp.StatusCode == http.StatusSeeOther || resp.StatusCode == http.StatusFound {
-			resp.Body.Close()
-			cb, err := url.Parse(loc)
-			if err != nil || cb.Query().Get("code") == "" {
-				t.Fatalf("redirect without a code: %s", loc)
-			}
-			if cb.Query().Get("state") != "state-0123456789" {
-				t.Fatalf("state not returned: %s", loc)
-			}
-			return cb.Query().Get("code")
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		page := string(b)
-		pageURL := resp.Request.URL
-		switch {
-		case strings.Contains(page, `id="title">Sign in<`):
-			resp = postPage(t, c, pageURL, page, url.Values{"username": {user}, "password": {pw}})
-		case strings.Contains(page, `id="title">Allow access?<`):
-			resp = postPage(t, c, pageURL, page, url.Values{"action": {"approve"}})
-		default:
-			t.Fatalf("unexpected page (%s):\n%s", resp.Status, page)
-		}
-	}
-	t.Fatal("the flow did not end at the client")
-	return ""
+	return codes[0]
 }
 
 // postToken posts a token request to base/token and returns the status and body.
@@ -1052,11 +999,10 @@ tokens:
 		bases = append(bases, p.issuer)
 	}
 
-	verifier := oauth2.GenerateVerifier()
-	code := authorizationCode(t, bases[0], redirectURI, oauth2.S256ChallengeFromVerifier(verifier), "alice", "alice-password")
+	code := authorizationCode(t, issuer, bases[0], redirectURI, "alice", "alice-password")
 	ok, bodies := race(t, bases, url.Values{
-		"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {redirectURI},
-		"client_id": {"demo-app"}, "code_verifier": {verifier},
+		"grant_type": {"authorization_code"}, "code": {code.Code}, "redirect_uri": {redirectURI},
+		"client_id": {"demo-app"}, "code_verifier": {code.Verifier},
 	})
 	if ok != 1 {
 		t.Fatalf("a code redeemed at %d instances at once succeeded %d times", len(bases), ok)
@@ -1064,11 +1010,10 @@ tokens:
 
 	// A second grant, redeemed once, for the refresh race (the replayed
 	// code above revoked what the first grant issued, as it must).
-	verifier = oauth2.GenerateVerifier()
-	code = authorizationCode(t, bases[1], redirectURI, oauth2.S256ChallengeFromVerifier(verifier), "alice", "alice-password")
+	code = authorizationCode(t, issuer, bases[1], redirectURI, "alice", "alice-password")
 	status, body, err := postToken(bases[2], url.Values{
-		"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {redirectURI},
-		"client_id": {"demo-app"}, "code_verifier": {verifier},
+		"grant_type": {"authorization_code"}, "code": {code.Code}, "redirect_uri": {redirectURI},
+		"client_id": {"demo-app"}, "code_verifier": {code.Verifier},
 	})
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("code redemption: %d %v %v", status, body, err)
