@@ -136,7 +136,7 @@ func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 	}
 	now := u.now()
 	for _, c := range list {
-		if !c.ExpiresAt.IsZero() && !now.Before(c.ExpiresAt) {
+		if expired(&c, now) {
 			continue
 		}
 		cv := consentView{ClientID: c.ClientID, Resource: c.Resource, Scopes: c.Scopes, GrantedAt: c.GrantedAt.UTC().Format(time.DateOnly)}

@@ -362,7 +362,7 @@ func (u *UI) consentCovers(ctx context.Context, subject string, p Prompt) (bool,
 	if err != nil {
 		return false, err
 	}
-	if !c.ExpiresAt.IsZero() && !u.now().Before(c.ExpiresAt) {
+	if expired(c, u.now()) {
 		return false, nil
 	}
 	for _, s := range p.Scopes {
@@ -395,7 +395,7 @@ func (u *UI) handleConsentPost(w http.ResponseWriter, r *http.Request, sess sess
 	remembered := scopes
 	old, err := u.cfg.Consents.GetConsent(r.Context(), sess.Subject, p.ClientID, p.Resource)
 	switch {
-	case err == nil && (old.ExpiresAt.IsZero() || u.now().Before(old.ExpiresAt)):
+	case err == nil && !expired(old, u.now()):
 		remembered = union(old.Scopes, scopes)
 	case err != nil && !errors.Is(err, storage.ErrNotFound):
 		u.storageError(w, r, "reading consent", err)
@@ -434,6 +434,12 @@ func (u *UI) audit(ctx context.Context, event string, args ...any) {
 func digest(v string) string {
 	sum := sha256.Sum256([]byte(v))
 	return base64.RawURLEncoding.EncodeToString(sum[:12])
+}
+
+// expired reports whether a remembered consent has lapsed at now (a zero
+// ExpiresAt never does).
+func expired(c *storage.Consent, now time.Time) bool {
+	return !c.ExpiresAt.IsZero() && !now.Before(c.ExpiresAt)
 }
 
 func union(a, b []string) []string {
