@@ -101,6 +101,9 @@ func (s *server) wire(ctx context.Context, e env) error {
 
 	reg := cfg.Registration
 	regEndpoint := cfg.Issuer + "/register"
+	// What a registered or CIMD client may be granted.
+	regScopes := orAll(reg.Scopes, allScopes(cfg))
+	regResources := orAll(reg.Resources, allResources(cfg))
 	s.dcr, err = dcr.New(dcr.Config{
 		Endpoint: regEndpoint,
 		Store:    s.store,
@@ -108,8 +111,8 @@ func (s *server) wire(ctx context.Context, e env) error {
 		Policy: dcr.Policy{
 			Open:                   cfg.RegistrationEnabled() && cfg.RegistrationOpen(),
 			InitialAccessTokens:    reg.InitialAccessTokens,
-			Scopes:                 orAll(reg.Scopes, allScopes(cfg)),
-			Resources:              orAll(reg.Resources, allResources(cfg)),
+			Scopes:                 regScopes,
+			Resources:              regResources,
 			AllowClientCredentials: reg.AllowClientCredentials,
 			RedirectHostAllow:      reg.AllowedRedirectHosts,
 			RedirectHostDeny:       reg.DeniedRedirectHosts,
@@ -144,8 +147,8 @@ func (s *server) wire(ctx context.Context, e env) error {
 			DomainDeny:        m.DeniedDomains,
 			RedirectHostAllow: reg.AllowedRedirectHosts,
 			RedirectHostDeny:  reg.DeniedRedirectHosts,
-			Scopes:            orAll(reg.Scopes, allScopes(cfg)),
-			Resources:         orAll(reg.Resources, allResources(cfg)),
+			Scopes:            regScopes,
+			Resources:         regResources,
 			Store:             s.store,
 			Logger:            s.log.With("component", "cimd"),
 		})
