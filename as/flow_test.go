@@ -368,3 +368,51 @@ func TestRefreshNeverOutlivesTheGrant(t *testing.T) {
 		t.Errorf("refresh after the grant's lifetime: %d %v", status, body)
 	}
 }
+
+// TestIntrospectRefreshTokenAcrossRotation: introspection of a refresh token
+// agrees with the token endpoint: active until rotated, still active within
+// the grace window, inactive after it.
+func TestIntrospectRefreshTokenAcrossRotation(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.RefreshGrace = 10 * time.Second })
+	conf := h.oauthConfig("web-app", webSecret)
+	verifier := oauth2.GenerateVerifier()
+	u := h.browser().authorize(conf.AuthCodeURL("state-123456", oauth2.S256ChallengeOption(verifier)))
+	tok, err := conf.Exchange(context.Background(), u.Query().Get("code"), oauth2.VerifierOption(verifier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := tok.RefreshToken
+	if rt == "" {
+		t.Fatal("no refresh token")
+	}
+	introspectToken := func(token string) map[string]any {
+		t.Helper()
+		resp, body := h.post("/introspect", url.Values{"token": {token}, "token_type_hint": {"refresh_token"}}, "web-app", webSecret)
+		if resp.StatusCode != 200 {
+			t.Fatalf("introspect: %d %v", resp.StatusCode, body)
+		}
+		return body
+	}
+	introspect := func() map[string]any { t.Helper(); return introspectToken(rt) }
+	if b := introspect(); b["active"] != true || b["token_type"] != "refresh_token" || b["client_id"] != "web-app" || b["sub"] != "alice" {
+		t.Errorf("fresh refresh token: %v", b)
+	}
+	// The record is found by the signature part alone; another key part
+	// with it is not this server's token.
+	forged := strings.Repeat("A", 43) + rt[strings.IndexByte(rt, '.'):]
+	if b := introspectToken(forged); b["active"] != false || len(b) != 1 {
+		t.Errorf("refresh token with a forged key part: %v", b)
+	}
+	resp, body := h.post("/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}}, "web-app", webSecret)
+	if resp.StatusCode != 200 {
+		t.Fatalf("refresh: %d %v", resp.StatusCode, body)
+	}
+	h.clock.Advance(2 * time.Second)
+	if b := introspect(); b["active"] != true {
+		t.Errorf("rotated refresh token within the grace window: %v", b)
+	}
+	h.clock.Advance(20 * time.Second)
+	if b := introspect(); b["active"] != false || len(b) != 1 {
+		t.Errorf("rotated refresh token after the grace window: %v", b)
+	}
+}

@@ -88,7 +88,10 @@ func (s *Server) introspect(ctx context.Context, caller *client, token, hint str
 		var sig string
 		if kind == storage.KindAccessToken {
 			sig = s.tokens.AccessTokenSignature(ctx, token)
-		} else if !strings.Contains(token, ".") {
+		} else if s.tokens.Enigma.Validate(ctx, token) == nil {
+			// An opaque refresh token is "key.signature"; only one whose
+			// HMAC this server made is looked up (as fosite's refresh
+			// grant checks it), so garbage costs no query.
 			sig = s.tokens.RefreshTokenSignature(ctx, token)
 		}
 		if sig == "" {
