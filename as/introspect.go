@@ -114,7 +114,7 @@ func (s *Server) describe(caller *client, kind storage.TokenKind, token string, 
 	if !t.Active || !now.Before(t.ExpiresAt) {
 		return nil
 	}
-	if kind == storage.KindRefreshToken && !t.RotatedAt.IsZero() && (s.cfg.RefreshGrace <= 0 || now.After(t.RotatedAt.Add(s.cfg.RefreshGrace))) {
+	if kind == storage.KindRefreshToken && s.store.rotatedOut(t, now) {
 		return nil
 	}
 	if kind == storage.KindAccessToken && sr.Session != nil && sr.Session.TokenHash != "" && sr.Session.TokenHash != signingInputHash(token) {

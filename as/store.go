@@ -424,12 +424,18 @@ func (s *tokenStore) GetRefreshTokenSession(ctx context.Context, sig string, _ f
 	if err != nil {
 		return nil, err
 	}
-	if !t.Active || !t.RotatedAt.IsZero() && (s.grace <= 0 || s.now().After(t.RotatedAt.Add(s.grace))) {
+	if !t.Active || s.rotatedOut(t, s.now()) {
 		// fosite revokes the family on this answer.
 		s.log.audit(ctx, "refresh.reused", "client_id", t.ClientID, "sub", t.Subject, "grant", t.RequestID)
 		return req, fosite.ErrInactiveToken
 	}
 	return req, nil
+}
+
+// rotatedOut reports whether the refresh token record t was rotated longer
+// than the grace window before now: from then on presenting it is reuse.
+func (s *tokenStore) rotatedOut(t *storage.Token, now time.Time) bool {
+	return !t.RotatedAt.IsZero() && (s.grace <= 0 || now.After(t.RotatedAt.Add(s.grace)))
 }
 
 // DeleteRefreshTokenSession is called by fosite on detected reuse, in a
