@@ -443,10 +443,6 @@ func (l logger) error(ctx context.Context, msg string, args ...any) {
 	l.l.ErrorContext(ctx, msg, args...)
 }
 
-func (l logger) info(ctx context.Context, msg string, args ...any) {
-	l.l.InfoContext(ctx, msg, args...)
-}
-
 // audit writes one audit event (SECURITY.md, "Audit events"): message
 // "audit", attribute "event" naming what happened (token.issued,
 // token.exchanged, token.revoked, code.replayed, refresh.reused,
