@@ -72,10 +72,8 @@ func checkGrantType(gt string) error {
 	case "authorization_code", "refresh_token", "client_credentials":
 		return nil
 	}
-	for _, g := range grantExtensions {
-		if g.grantType == gt {
-			return nil
-		}
+	if isExtraGrant(gt) {
+		return nil
 	}
 	return fosite.ErrUnsupportedGrantType.WithHint("This server does not support that grant type.")
 }
