@@ -109,8 +109,8 @@ func coreOnStore(t *testing.T, store storage.Store) {
 			t.Fatalf("late replay: %d %v", status, body)
 		}
 		for _, rt := range next {
-			if status, _ := refresh(h, rt); status != 400 {
-				t.Error("family member survived reuse detection")
+			if status, body := refresh(h, rt); status != 400 || body["error"] != "invalid_grant" {
+				t.Errorf("family member survived reuse detection: %d %v", status, body)
 			}
 		}
 	})
@@ -121,7 +121,7 @@ func coreOnStore(t *testing.T, store storage.Store) {
 		if resp, body := h.post("/token", form, "", ""); resp.StatusCode != 200 {
 			t.Fatalf("first: %d %v", resp.StatusCode, body)
 		}
-		if resp, body := h.post("/token", form, "", ""); resp.StatusCode != 401 {
+		if resp, body := h.post("/token", form, "", ""); resp.StatusCode != 401 || body["error"] != "invalid_client" {
 			t.Errorf("replay: %d %v", resp.StatusCode, body)
 		}
 	})

@@ -215,9 +215,9 @@ func TestIntrospectionVisibility(t *testing.T) {
 			}
 		})
 	}
-	resp, _ := h.post("/introspect", url.Values{"token": {at}, "client_id": {"demo-app"}}, "", "")
-	if resp.StatusCode != 401 {
-		t.Errorf("public client introspected: %d", resp.StatusCode)
+	resp, body := h.post("/introspect", url.Values{"token": {at}, "client_id": {"demo-app"}}, "", "")
+	if resp.StatusCode != 401 || body["error"] != "invalid_client" {
+		t.Errorf("public client introspected: %d %v", resp.StatusCode, body)
 	}
 	h.clock.Advance(time.Hour)
 	if active(t, h, at) {
@@ -340,7 +340,7 @@ func TestPrivateKeyJWTWithJWKSURI(t *testing.T) {
 	if n := fetches.Load(); n != 1 {
 		t.Errorf("jwks_uri fetched %d times, want 1 (cached)", n)
 	}
-	if resp, body := h.post("/token", assert("u-1"), "", ""); resp.StatusCode != 401 {
+	if resp, body := h.post("/token", assert("u-1"), "", ""); resp.StatusCode != 401 || body["error"] != "invalid_client" {
 		t.Errorf("replayed jti: %d %v", resp.StatusCode, body)
 	}
 }

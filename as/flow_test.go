@@ -287,7 +287,7 @@ func TestRefreshRotationReplayAndGrace(t *testing.T) {
 		t.Fatalf("replay after grace: %d %v", status, r)
 	}
 	for _, rt := range []string{a["refresh_token"].(string), b["refresh_token"].(string)} {
-		if status, body := refresh(h, rt); status != 400 {
+		if status, body := refresh(h, rt); status != 400 || body["error"] != "invalid_grant" {
 			t.Errorf("family member still refreshes after reuse: %d %v", status, body)
 		}
 	}
@@ -344,8 +344,8 @@ func TestRevokingRefreshTokenRevokesFamily(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("revoke: %d %v", resp.StatusCode, resp.Header)
 	}
-	if status, _ := refresh(h, tok.RefreshToken); status != 400 {
-		t.Error("revoked refresh token still works")
+	if status, body := refresh(h, tok.RefreshToken); status != 400 || body["error"] != "invalid_grant" {
+		t.Errorf("revoked refresh token still works: %d %v", status, body)
 	}
 	if active(t, h, tok.AccessToken) {
 		t.Error("access token of a revoked family still active")
