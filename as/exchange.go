@@ -251,7 +251,7 @@ func (h *exchangeHandler) verifySubject(ctx context.Context, token string) (*sub
 		return nil, errBadSubject
 	}
 	sig := h.s.tokens.AccessTokenSignature(ctx, token)
-	t, sr, err := h.s.store.load(ctx, storage.KindAccessToken, sig)
+	t, sr, err := h.s.store.loadShared(ctx, storage.KindAccessToken, sig)
 	if errors.Is(err, fosite.ErrNotFound) {
 		return nil, errBadSubject
 	}

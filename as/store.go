@@ -28,8 +28,8 @@ type tokenStore struct {
 	grace   time.Duration
 	log     logger
 
-	// decoded caches opened and decoded payloads for introspection, which
-	// only reads them. A record's payload never changes after creation, so
+	// decoded caches opened and decoded payloads for introspection and
+	// token exchange (the subject token), which only read them. A record's payload never changes after creation, so
 	// entries never go stale; Active and RotatedAt always come fresh from
 	// storage.
 	decodedMu sync.RWMutex
