@@ -26,13 +26,20 @@ type oauthError struct {
 	status      int
 }
 
+// The answers to a storage outage and to an internal error: the same
+// generic words whatever happened inside.
+var (
+	unavailableAnswer = oauthError{Code: "temporarily_unavailable", Description: "The service is temporarily unavailable. Try again later.", status: http.StatusServiceUnavailable}
+	serverErrorAnswer = oauthError{Code: "server_error", Description: "The server encountered an unexpected condition.", status: http.StatusInternalServerError}
+)
+
 // toOAuthError maps any error to the RFC error word and status it deserves.
 // Internal errors are logged and answered with a generic server_error; an
 // unreachable store gives 503 temporarily_unavailable.
 func (s *Server) toOAuthError(ctx context.Context, err error) oauthError {
 	if isUnavailable(err) {
 		s.log.error(ctx, "storage unavailable", "err", err)
-		return oauthError{Code: "temporarily_unavailable", Description: "The service is temporarily unavailable. Try again later.", status: http.StatusServiceUnavailable}
+		return unavailableAnswer
 	}
 	if errors.Is(err, errCodeRace) {
 		return oauthError{Code: "invalid_grant", Description: "The authorization code has already been used.", status: http.StatusBadRequest}
@@ -40,14 +47,14 @@ func (s *Server) toOAuthError(ctx context.Context, err error) oauthError {
 	var rfc *fosite.RFC6749Error
 	if !errors.As(err, &rfc) {
 		s.log.error(ctx, "internal error", "err", err)
-		return oauthError{Code: "server_error", Description: "The server encountered an unexpected condition.", status: http.StatusInternalServerError}
+		return serverErrorAnswer
 	}
 	if rfc.ErrorField == fosite.ErrServerError.ErrorField || rfc.CodeField >= 500 || rfc.CodeField == 0 {
 		s.log.error(ctx, "internal error", "err", err, "debug", rfc.GetDescription()+" "+rfc.DebugField)
 		if rfc.ErrorField == fosite.ErrTemporarilyUnavailable.ErrorField {
-			return oauthError{Code: "temporarily_unavailable", Description: "The service is temporarily unavailable. Try again later.", status: http.StatusServiceUnavailable}
+			return unavailableAnswer
 		}
-		return oauthError{Code: "server_error", Description: "The server encountered an unexpected condition.", status: http.StatusInternalServerError}
+		return serverErrorAnswer
 	}
 	code := rfc.ErrorField
 	status := rfc.CodeField

@@ -335,7 +335,7 @@ func recoverer(log logger, h http.Handler) http.Handler {
 					panic(v)
 				}
 				log.error(r.Context(), "panic serving request", "path", r.URL.Path, "panic", fmt.Sprint(v))
-				writeJSONError(w, http.StatusInternalServerError, "server_error", "The server encountered an unexpected condition.")
+				writeJSONError(w, serverErrorAnswer.status, serverErrorAnswer.Code, serverErrorAnswer.Description)
 			}
 		}()
 		h.ServeHTTP(w, r)
