@@ -383,3 +383,46 @@ func TestPrivateKeyJWTStoredKeysWithoutUse(t *testing.T) {
 		t.Errorf("claims %v", c)
 	}
 }
+
+// A jwks_uri that answers an error, redirects or sends an oversized document
+// makes the assertion fail as invalid_client (401), never a server error.
+func TestPrivateKeyJWTWithBrokenJWKSURI(t *testing.T) {
+	cases := []struct {
+		name    string
+		handler http.HandlerFunc
+	}{
+		{"not found", func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }},
+		{"redirect", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/elsewhere", http.StatusFound) }},
+		{"oversized", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte(`{"keys":[],"pad":"` + strings.Repeat("a", jwksMaxBody) + `"}`))
+		}},
+		{"not a JWK set", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("<html>")) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(c.handler)
+			t.Cleanup(srv.Close)
+			client := srv.Client()
+			client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+			h := newHarness(t, func(cfg *Config) {
+				cfg.JWKSHTTPClient = client
+				cfg.Clients = append(cfg.Clients, Client{ID: "uri-bot", JWKSURI: srv.URL, GrantTypes: []string{"client_credentials"}})
+			})
+			signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: h.jwtKey, KeyID: "k1"}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			a, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: "uri-bot", Subject: "uri-bot", Audience: jwt.Audience{h.issuer + "/token"}, ID: "b-1",
+				IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(time.Minute))}).Serialize()
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, body := h.post("/token", url.Values{"grant_type": {"client_credentials"},
+				"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"}, "client_assertion": {a}}, "", "")
+			if resp.StatusCode != 401 || body["error"] != "invalid_client" {
+				t.Errorf("%d %v", resp.StatusCode, body)
+			}
+		})
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	jose3 "github.com/go-jose/go-jose/v3"
 	"github.com/ory/fosite"
 
+	"github.com/mcpauth/mcpauth/internal/safehttp"
 	"github.com/mcpauth/mcpauth/internal/secret"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/storage"
@@ -591,22 +591,15 @@ func (j *jwksFetcher) Resolve(ctx context.Context, location string, ignoreCache 
 	if ok && !ignoreCache && j.now().Sub(e.at) < jwksCacheTTL {
 		return e.set, nil
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, location, nil)
-	if err != nil {
-		return nil, fosite.ErrInvalidClient.WithHint("The client's jwks_uri is not usable.")
-	}
-	req.Header.Set("Accept", "application/json, application/jwk-set+json")
-	resp, err := j.client.Do(req)
-	if err != nil {
-		return nil, fosite.ErrInvalidClient.WithHint("The client's jwks_uri could not be fetched.").WithWrap(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fosite.ErrInvalidClient.WithHintf("The client's jwks_uri answered %d.", resp.StatusCode)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, jwksMaxBody+1))
-	if err != nil || len(body) > jwksMaxBody {
+	body, _, err := safehttp.Fetch(ctx, j.client, location, "application/json, application/jwk-set+json", jwksMaxBody)
+	var status *safehttp.StatusError
+	switch {
+	case errors.As(err, &status):
+		return nil, fosite.ErrInvalidClient.WithHintf("The client's jwks_uri answered %d.", status.Code)
+	case errors.Is(err, safehttp.ErrTooLarge):
 		return nil, fosite.ErrInvalidClient.WithHint("The client's jwks_uri document is too large or unreadable.")
+	case err != nil:
+		return nil, fosite.ErrInvalidClient.WithHint("The client's jwks_uri could not be fetched.").WithWrap(err)
 	}
 	var set jose3.JSONWebKeySet
 	if err := json.Unmarshal(body, &set); err != nil {
