@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -41,6 +41,11 @@ type Config struct {
 	Logger *slog.Logger `yaml:"-"`
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time `yaml:"-"`
+	// ClientAddr returns the key the rate limit counts a request under (the
+	// client's address, IPv6 grouped by /64). Nil: built from
+	// Policy.TrustedProxies with internal/clientaddr. The authorization
+	// server passes the one resolver all its components share.
+	ClientAddr func(*http.Request) string `yaml:"-"`
 }
 
 // Policy is the registration policy. Its zero value is closed registration
@@ -204,24 +209,6 @@ func hostMatches(host string, patterns []string) bool {
 		}
 	}
 	return false
-}
-
-func parseTrusted(list []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, s := range list {
-		s = strings.TrimSpace(s)
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		if a, err := netip.ParseAddr(s); err == nil {
-			a = a.Unmap()
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
-			continue
-		}
-		return nil, fmt.Errorf("dcr: trusted proxy %q is neither an address nor a CIDR", s)
-	}
-	return out, nil
 }
 
 func parseEndpoint(raw string) (*url.URL, error) {

@@ -9,12 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/mcpauth/mcpauth/internal/clientaddr"
 	"github.com/mcpauth/mcpauth/internal/secret"
 	"github.com/mcpauth/mcpauth/storage"
 )
@@ -44,7 +44,7 @@ type Handler struct {
 	regTokens *secret.Hasher
 	iatHasher *secret.Hasher
 	limiter   *limiter
-	trusted   []netip.Prefix
+	clientKey func(*http.Request) string
 	endpoint  string
 	path      string
 	secretTTL time.Duration
@@ -72,9 +72,13 @@ func New(cfg Config) (*Handler, error) {
 	if err := comp.setForceConfidential(pol.ForceConfidentialRedirectURIs); err != nil {
 		return nil, err
 	}
-	trusted, err := parseTrusted(pol.TrustedProxies)
-	if err != nil {
-		return nil, err
+	clientKey := cfg.ClientAddr
+	if clientKey == nil {
+		res, err := clientaddr.New(pol.TrustedProxies)
+		if err != nil {
+			return nil, fmt.Errorf("dcr: Policy.TrustedProxies: %w", err)
+		}
+		clientKey = res.Key
 	}
 	h := &Handler{store: cfg.Store, policy: comp, open: pol.Open, endpoint: ep.String(), path: ep.Path,
 		secretTTL: pol.SecretLifetime, log: cfg.Logger, now: cfg.Now}
@@ -90,7 +94,7 @@ func New(cfg Config) (*Handler, error) {
 		h.iats = append(h.iats, h.iatHasher.Hash(t))
 	}
 	h.limiter = newLimiter(pol.RateLimit)
-	h.trusted = trusted
+	h.clientKey = clientKey
 	h.neverUsed = defaultDuration(pol.ReapNeverUsedAfter, 24*time.Hour)
 	h.idle = defaultDuration(pol.ReapIdleAfter, 90*24*time.Hour)
 	if h.log == nil {
@@ -175,12 +179,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // register is RFC 7591 §3.1.
 func (h *Handler) register(w http.ResponseWriter, r *http.Request) {
 	now := h.now()
-	addr := clientAddr(r, h.trusted)
+	addr := h.clientKey(r)
 	if ok, wait := h.limiter.allow(addr, now); !ok {
 		secs := int(wait/time.Second) + 1
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		writeError(w, http.StatusTooManyRequests, CodeTemporarilyUnavail, "too many registrations from this address; retry later")
-		h.audit(r.Context(), "client.registration_limited", "addr", addr.String())
+		h.audit(r.Context(), "client.registration_limited", "addr", addr)
 		return
 	}
 	if !h.open && !h.checkInitialAccessToken(r) {
@@ -216,7 +220,7 @@ func (h *Handler) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.audit(r.Context(), "client.registered", "client_id", c.ID, "client_name", c.Name,
-		"auth_method", c.TokenEndpointAuthMethod, "redirect_uris", len(c.RedirectURIs), "addr", addr.String())
+		"auth_method", c.TokenEndpointAuthMethod, "redirect_uris", len(c.RedirectURIs), "addr", addr)
 	w.Header().Set("Location", info.RegistrationClientURI)
 	writeJSON(w, http.StatusCreated, info)
 }

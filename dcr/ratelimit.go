@@ -2,10 +2,6 @@ package dcr
 
 import (
 	"math"
-	"net"
-	"net/http"
-	"net/netip"
-	"strings"
 	"sync"
 	"time"
 )
@@ -15,7 +11,7 @@ type limiter struct {
 	mu      sync.Mutex
 	rate    float64 // tokens per second
 	burst   float64
-	buckets map[netip.Addr]*bucket
+	buckets map[string]*bucket
 }
 
 type bucket struct {
@@ -37,12 +33,12 @@ func newLimiter(rl RateLimit) *limiter {
 	if burst <= 0 {
 		burst = 10
 	}
-	return &limiter{rate: per / 60, burst: float64(burst), buckets: map[netip.Addr]*bucket{}}
+	return &limiter{rate: per / 60, burst: float64(burst), buckets: map[string]*bucket{}}
 }
 
 // allow takes one token for addr; when none is left it returns the wait until
 // the next one.
-func (l *limiter) allow(addr netip.Addr, now time.Time) (bool, time.Duration) {
+func (l *limiter) allow(addr string, now time.Time) (bool, time.Duration) {
 	if l == nil {
 		return true, 0
 	}
@@ -80,47 +76,4 @@ func (l *limiter) sweep(now time.Time) {
 	if len(l.buckets) >= maxTrackedAddresses {
 		clear(l.buckets)
 	}
-}
-
-// clientAddr is the address a request came from: RemoteAddr, or, when
-// RemoteAddr is a trusted proxy, the rightmost X-Forwarded-For entry that is
-// not a trusted proxy. IPv6 clients are bucketed by /64.
-func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return netip.Addr{}
-	}
-	a = a.WithZone("").Unmap()
-	if inPrefixes(a, trusted) {
-		hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
-		for i := len(hops) - 1; i >= 0; i-- {
-			h, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
-			if err != nil {
-				break
-			}
-			h = h.WithZone("").Unmap()
-			a = h
-			if !inPrefixes(h, trusted) {
-				break
-			}
-		}
-	}
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		a = p.Addr()
-	}
-	return a
-}
-
-func inPrefixes(a netip.Addr, ps []netip.Prefix) bool {
-	for _, p := range ps {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }

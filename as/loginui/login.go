@@ -28,10 +28,11 @@ func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess sessio
 	now := u.now()
 	acct := "user:" + strings.ToLower(f.Username)
 	addr := "addr:" + u.cfg.ClientAddr(r)
+	ip := u.cfg.ClientIP(r)
 	if wait := u.throttle.wait(now, acct, addr); wait > 0 {
 		secs := int((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		u.audit(r.Context(), "login.throttled", "user_digest", digest(acct), "addr", addr, "retry_after_s", secs)
+		u.audit(r.Context(), "login.throttled", "user_digest", digest(acct), "addr", ip, "retry_after_s", secs)
 		u.renderLogin(w, r, sess, bind, p, http.StatusTooManyRequests,
 			fmt.Sprintf("Too many sign-in attempts. Please wait %s and try again.", humanSeconds(secs)), f.Username)
 		return
@@ -44,7 +45,7 @@ func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess sessio
 	if !good {
 		u.throttle.fail(now, acct, u.cfg.AccountFreeAttempts)
 		u.throttle.fail(now, addr, u.cfg.AddressFreeAttempts)
-		u.audit(r.Context(), "login.failed", "user_digest", digest(acct), "addr", addr)
+		u.audit(r.Context(), "login.failed", "user_digest", digest(acct), "addr", ip)
 		u.renderLogin(w, r, sess, bind, p, http.StatusUnauthorized, "Incorrect username or password.", f.Username)
 		return
 	}
@@ -57,7 +58,7 @@ func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess sessio
 		LoginFor: bind,
 		Exp:      now.Add(u.cfg.SessionTTL).Unix(),
 	})
-	u.audit(r.Context(), "login.succeeded", "sub", f.Username, "addr", addr)
+	u.audit(r.Context(), "login.succeeded", "sub", f.Username, "addr", ip)
 	next := selfURL(r)
 	if p != nil {
 		next = authorizeAction(r)

@@ -35,6 +35,7 @@ import (
 
 	"github.com/gorilla/securecookie"
 
+	"github.com/mcpauth/mcpauth/internal/clientaddr"
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/storage"
 )
@@ -105,9 +106,14 @@ type Config struct {
 	// LockoutMax caps the backoff; zero means 15 minutes. Failure counts are
 	// forgotten after twice this long without a failure.
 	LockoutMax time.Duration
-	// ClientAddr returns the address used for per-address throttling; nil
-	// means the host part of r.RemoteAddr. Set it when behind a trusted proxy.
+	// ClientAddr returns the key per-address throttling counts under (the
+	// client's address, IPv6 grouped by /64); nil means the TCP peer's
+	// (internal/clientaddr with no trusted proxy). Set it when behind a
+	// reverse proxy.
 	ClientAddr func(r *http.Request) string
+	// ClientIP returns the client's address as written in audit events;
+	// nil means the TCP peer's. Set it together with ClientAddr.
+	ClientIP func(r *http.Request) string
 	// MaxConcurrentChecks bounds how many password hashes are computed at
 	// once (each argon2id check takes 64 MiB); zero means 4.
 	MaxConcurrentChecks int
@@ -221,7 +227,10 @@ func New(cfg Config) (*UI, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.ClientAddr == nil {
-		cfg.ClientAddr = remoteHost
+		cfg.ClientAddr = (*clientaddr.Resolver)(nil).Key
+	}
+	if cfg.ClientIP == nil {
+		cfg.ClientIP = (*clientaddr.Resolver)(nil).String
 	}
 
 	derive := func(purpose string, n int) ([]byte, error) {

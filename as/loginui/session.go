@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -301,21 +300,4 @@ func selfURL(r *http.Request) string {
 
 func localPath(u string) bool {
 	return strings.HasPrefix(u, "/") && !strings.HasPrefix(u, "//") && !strings.HasPrefix(u, "/\\")
-}
-
-// remoteHost is the client address for throttling: the IP of r.RemoteAddr,
-// IPv6 addresses grouped by /64 (one subscriber's usual allocation).
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	ip := net.ParseIP(host)
-	if ip == nil {
-		return host
-	}
-	if ip.To4() != nil {
-		return ip.String()
-	}
-	return (&net.IPNet{IP: ip.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
 }

@@ -29,22 +29,3 @@ func TestSelfURLStaysOnThisHost(t *testing.T) {
 		})
 	}
 }
-
-func TestRemoteHostGroupsIPv6(t *testing.T) {
-	for _, tc := range []struct {
-		name, remote, want string
-	}{
-		{"an IPv4 address is kept", "192.0.2.7:5555", "192.0.2.7"},
-		{"an IPv6 address is grouped by /64", "[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:443", "2001:db8:1:2::/64"},
-		{"an IPv4-mapped address is IPv4", "[::ffff:192.0.2.7]:1", "192.0.2.7"},
-		{"an address without a port is used as it is", "unix-socket", "unix-socket"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := httptest.NewRequest(http.MethodGet, "/", nil)
-			r.RemoteAddr = tc.remote
-			if got := remoteHost(r); got != tc.want {
-				t.Fatalf("remoteHost = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpauth/mcpauth/as/loginui"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
 	"github.com/mcpauth/mcpauth/dcr"
+	"github.com/mcpauth/mcpauth/internal/clientaddr"
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/internal/safehttp"
 	"github.com/mcpauth/mcpauth/internal/secret"
@@ -46,6 +47,8 @@ type server struct {
 	dcr       *dcr.Handler // nil-safe for Reap: built even when registration is off
 	handler   http.Handler
 	log       *slog.Logger
+	// addrs finds a request's client address behind trusted_proxies.
+	addrs *clientaddr.Resolver
 }
 
 // build wires storage, the AS, the login pages and registration into one
@@ -80,6 +83,11 @@ func (s *server) wire(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
+	// One view of the client address for every component.
+	s.addrs, err = clientaddr.New(cfg.Proxies())
+	if err != nil {
+		return fmt.Errorf("config: trusted_proxies: %w", err)
+	}
 	ui, err := loginui.New(loginui.Config{
 		Users:    users,
 		Consents: s.store,
@@ -88,6 +96,9 @@ func (s *server) wire(ctx context.Context, e env) error {
 		Secure:   issuer.Scheme == "https",
 		BasePath: basePath,
 		Logger:   s.log.With("component", "loginui"),
+
+		ClientAddr: s.addrs.Key,
+		ClientIP:   s.addrs.String,
 	})
 	if err != nil {
 		return fmt.Errorf("login pages: %w", err)
@@ -117,7 +128,6 @@ func (s *server) wire(ctx context.Context, e env) error {
 			RedirectHostAllow:      reg.AllowedRedirectHosts,
 			RedirectHostDeny:       reg.DeniedRedirectHosts,
 			RateLimit:              dcr.RateLimit{PerMinute: perMinute(reg.RateLimit), Burst: reg.RateLimit.Burst},
-			TrustedProxies:         reg.TrustedProxies,
 			MaxBodyBytes:           int64(reg.MaxBodyBytes),
 			MaxRedirectURIs:        reg.MaxRedirectURIs,
 			MaxStringLength:        reg.MaxStringLength,
@@ -125,7 +135,8 @@ func (s *server) wire(ctx context.Context, e env) error {
 			ReapNeverUsedAfter:     offIfZero(reg.ReapNeverUsedAfter),
 			ReapIdleAfter:          offIfZero(reg.ReapIdleAfter),
 		},
-		Logger: s.log.With("component", "dcr"),
+		Logger:     s.log.With("component", "dcr"),
+		ClientAddr: s.addrs.Key,
 	})
 	if err != nil {
 		return fmt.Errorf("registration: %w", err)

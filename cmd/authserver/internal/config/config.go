@@ -49,7 +49,13 @@ type Config struct {
 	// Clients are pre-registered OAuth clients, kept in memory.
 	Clients []Client `yaml:"clients"`
 	// Users are the local accounts that can log in.
-	Users          []User         `yaml:"users"`
+	Users []User `yaml:"users"`
+	// TrustedProxies (addresses or CIDRs) are the reverse proxies whose
+	// X-Forwarded-For is believed when finding a client's address, for the
+	// login throttle, the registration rate limit and the logs. Empty: the
+	// TCP peer is the client. registration.trusted_proxies is an older
+	// spelling of the same setting.
+	TrustedProxies []string       `yaml:"trusted_proxies"`
 	Tokens         Tokens         `yaml:"tokens"`
 	Signing        Signing        `yaml:"signing"`
 	Registration   Registration   `yaml:"registration"`
@@ -122,8 +128,9 @@ type Registration struct {
 	AllowedRedirectHosts []string  `yaml:"allowed_redirect_hosts"`
 	DeniedRedirectHosts  []string  `yaml:"denied_redirect_hosts"`
 	RateLimit            RateLimit `yaml:"rate_limit"`
-	// TrustedProxies (addresses or CIDRs) whose X-Forwarded-For is believed
-	// when finding a registrant's address for the rate limit.
+	// TrustedProxies is the older spelling of the top-level
+	// trusted_proxies; when only this one is set it is used for every
+	// component.
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// Caps on a registration request.
 	MaxBodyBytes    int `yaml:"max_body_bytes"`
@@ -481,6 +488,15 @@ func (c *Config) RegistrationEnabled() bool {
 // RegistrationOpen reports registration.open.
 func (c *Config) RegistrationOpen() bool {
 	return c.Registration.Open == nil || *c.Registration.Open
+}
+
+// Proxies returns trusted_proxies, or registration.trusted_proxies (its
+// older spelling) when only that one is set.
+func (c *Config) Proxies() []string {
+	if len(c.TrustedProxies) > 0 {
+		return c.TrustedProxies
+	}
+	return c.Registration.TrustedProxies
 }
 
 // CIMDEnabled reports cimd.enabled (default true).

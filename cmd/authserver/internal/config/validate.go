@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/mcpauth/mcpauth/internal/clientaddr"
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/metadata"
 )
@@ -44,6 +44,11 @@ func (c *Config) Validate() error {
 	}
 	if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
 		return errf("listen", "not a host:port address: %q", c.Listen)
+	}
+	for i, p := range c.TrustedProxies {
+		if _, err := clientaddr.ParsePrefix(p); err != nil {
+			return errf(fmt.Sprintf("trusted_proxies[%d]", i), "not an IP address or CIDR: %q", p)
+		}
 	}
 	kind, path := storageKind(c.Storage)
 	switch kind {
@@ -305,11 +310,12 @@ func (c *Config) validateRegistration(byURI map[string]*Resource, scopes map[str
 	if r.MaxBodyBytes > 1<<20 {
 		return errf("registration.max_body_bytes", "must be at most 1048576")
 	}
+	if len(r.TrustedProxies) > 0 && len(c.TrustedProxies) > 0 && !slices.Equal(r.TrustedProxies, c.TrustedProxies) {
+		return errf("registration.trusted_proxies", "is the older spelling of the top-level trusted_proxies; set only trusted_proxies")
+	}
 	for i, p := range r.TrustedProxies {
-		if _, err := netip.ParsePrefix(p); err != nil {
-			if _, err := netip.ParseAddr(p); err != nil {
-				return errf(fmt.Sprintf("registration.trusted_proxies[%d]", i), "not an IP address or CIDR: %q", p)
-			}
+		if _, err := clientaddr.ParsePrefix(p); err != nil {
+			return errf(fmt.Sprintf("registration.trusted_proxies[%d]", i), "not an IP address or CIDR: %q", p)
 		}
 	}
 	for i, s := range r.Scopes {
