@@ -106,6 +106,8 @@ func TestParseRejectsBadFields(t *testing.T) {
 		{"rejects a registration scope no resource has", add("registration:\n  scopes: [nope]"), "config: registration.scopes[0]:"},
 		{"rejects a negative cap", add("registration:\n  max_redirect_uris: -1"), "config: registration.max_redirect_uris: must not be negative"},
 		{"rejects a trusted proxy that is not an address", add("registration:\n  trusted_proxies: [proxy.local]"), "config: registration.trusted_proxies[0]: not an IP address"},
+		{"rejects a top-level trusted proxy that is not an address", add("trusted_proxies: [10.0.0.0/8, proxy.local]"), "config: trusted_proxies[1]: not an IP address"},
+		{"rejects both spellings of trusted_proxies with different lists", add("trusted_proxies: [10.0.0.0/8]\nregistration:\n  trusted_proxies: [192.0.2.1]"), "config: registration.trusted_proxies: is the older spelling"},
 		{"rejects a redirect host with a port", add("registration:\n  denied_redirect_hosts: [\"evil.example:443\"]"), "config: registration.denied_redirect_hosts[0]: not a host name"},
 		{"rejects a CIMD cache maximum below its minimum", add("cimd:\n  cache_min: 1h\n  cache_max: 1m"), "config: cimd.cache_max: must not be less"},
 		{"rejects a CIMD domain that is not a host", add("cimd:\n  allowed_domains: [\"https://x\"]"), "config: cimd.allowed_domains[0]: not a domain name"},
@@ -135,6 +137,25 @@ func TestParseRejectsBadFields(t *testing.T) {
 			}
 			if !strings.HasPrefix(err.Error(), tc.wantErr) {
 				t.Fatalf("error %q, want prefix %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestTrustedProxiesHasOneValueForEveryComponent(t *testing.T) {
+	for _, tc := range []struct{ name, extra, want string }{
+		{"none", "", ""},
+		{"the top-level key", "trusted_proxies: [10.0.0.0/8]", "10.0.0.0/8"},
+		{"the older registration key alone", "registration:\n  trusted_proxies: [192.0.2.1]", "192.0.2.1"},
+		{"both with the same list", "trusted_proxies: [192.0.2.1]\nregistration:\n  trusted_proxies: [192.0.2.1]", "192.0.2.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(base+tc.extra+"\n"), envOf(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(c.Proxies(), ","); got != tc.want {
+				t.Fatalf("Proxies() = %q, want %q", got, tc.want)
 			}
 		})
 	}
