@@ -157,28 +157,31 @@ func TestPrivateKeyJWTAndJTIReplay(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("issuer as audience: %d %v", resp.StatusCode, body)
 	}
-	cases := []struct {
-		name string
-		a    string
-	}{
-		{"refuses another audience", h.assertion(t, h.jwtKey, "jti-3", "https://other.example/token", time.Minute)},
-		{"refuses a long-lived assertion", h.assertion(t, h.jwtKey, "jti-4", h.issuer, 24*time.Hour)},
-		{"refuses an expired assertion", h.assertion(t, h.jwtKey, "jti-5", h.issuer, -time.Minute)},
-		{"refuses garbage", "a.b.c"},
-		{"refuses alg none", "eyJhbGciOiJub25lIn0.eyJpc3MiOiJqd3QtYm90In0."},
-	}
 	other, _ := ecdsaKey()
-	cases = append(cases, struct{ name, a string }{"refuses a key not registered", h.assertion(t, other, "jti-6", h.issuer, time.Minute)})
+	cases := []struct {
+		name, a string
+		hint    string // in error_description: which check refused it
+	}{
+		{"refuses another audience", h.assertion(t, h.jwtKey, "jti-3", "https://other.example/token", time.Minute), "must match the authorization server's token endpoint"},
+		{"refuses a long-lived assertion", h.assertion(t, h.jwtKey, "jti-4", h.issuer, 24*time.Hour), "The client assertion lives too long."},
+		{"refuses an expired assertion", h.assertion(t, h.jwtKey, "jti-5", h.issuer, -time.Minute), "Client authentication failed."},
+		{"refuses garbage", "a.b.c", "The client assertion is not a JWS."},
+		{"refuses alg none", "eyJhbGciOiJub25lIn0.eyJpc3MiOiJqd3QtYm90In0.", "The client assertion's algorithm is not allowed."},
+		{"refuses a key not registered", h.assertion(t, other, "jti-6", h.issuer, time.Minute), "Unable to verify the integrity"},
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := h.post("/token", form(tc.a), "", "")
-			if resp.StatusCode != 401 && resp.StatusCode != 400 || body["error"] == nil {
-				t.Errorf("%d %v", resp.StatusCode, body)
-			}
-			if resp.StatusCode >= 500 {
-				t.Errorf("server error %v", body)
+			desc, _ := body["error_description"].(string)
+			if resp.StatusCode != 401 || body["error"] != "invalid_client" || !strings.Contains(desc, tc.hint) || body["access_token"] != nil {
+				t.Errorf("%d %v; want 401 invalid_client saying %q", resp.StatusCode, body, tc.hint)
 			}
 		})
+	}
+	// The expired assertion was refused for its exp: the same assertion
+	// with a fresh exp and jti is accepted.
+	if resp, body := h.post("/token", form(h.assertion(t, h.jwtKey, "jti-7", h.issuer, time.Minute)), "", ""); resp.StatusCode != 200 {
+		t.Errorf("a fresh assertion after the refusals: %d %v", resp.StatusCode, body)
 	}
 }
 
@@ -209,6 +212,9 @@ func TestIntrospectionVisibility(t *testing.T) {
 			}
 			if resp.Header.Get("Cache-Control") != "no-store" {
 				t.Errorf("Cache-Control %q", resp.Header.Get("Cache-Control"))
+			}
+			if tc.status == 401 && (body["error"] != "invalid_client" || body["active"] != nil) {
+				t.Errorf("refused caller got %v, want invalid_client and no answer about the token", body)
 			}
 			if tc.active && (body["aud"] != mcpURI || body["sub"] != "ci-bot" || body["iss"] != h.issuer || body["scope"] != "mcp:tools") {
 				t.Errorf("introspection %v", body)

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -136,10 +138,20 @@ func TestOurAccessTokenIsNoClientCredential(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("%s with our access token as Bearer: %d, want 401", path, resp.StatusCode)
+		var e struct {
+			Error       string `json:"error"`
+			AccessToken string `json:"access_token"`
+			Active      *bool  `json:"active"`
 		}
+		if err := json.Unmarshal(body, &e); err != nil || resp.StatusCode != http.StatusUnauthorized || e.Error != "invalid_client" || e.AccessToken != "" || e.Active != nil {
+			t.Errorf("%s with our access token as Bearer: %d %s, want 401 invalid_client", path, resp.StatusCode, body)
+		}
+	}
+	// The refused /revoke did not revoke it.
+	if !active(t, h, at) {
+		t.Error("the token was revoked by a request that used it as a client credential")
 	}
 }
 

@@ -2,6 +2,7 @@ package as
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/url"
 	"strings"
@@ -94,16 +95,27 @@ func TestAuthorizeRejections(t *testing.T) {
 			}
 		})
 	}
+	// Each page names the check of ours that refused the request, so a
+	// refusal by another layer (fosite's own redirect check) does not pass.
+	const (
+		unknownClient = "The application that sent you here is not registered with this server."
+		noMatch       = "The redirect URI does not match any registered for this application."
+		notOne        = "The request must name exactly one client_id and at most one redirect_uri."
+	)
 	pageCases := []struct {
 		name   string
 		change func(url.Values)
+		detail string
 	}{
-		{"shows a page for an unknown client", func(v url.Values) { v.Set("client_id", "nobody") }},
-		{"shows a page for a redirect URI not registered", func(v url.Values) { v.Set("redirect_uri", "https://evil.example/callback") }},
-		{"shows a page for a registered URI with a different path", func(v url.Values) { v.Set("redirect_uri", appRedirect+"/x") }},
-		{"shows a page for localhost on another port", func(v url.Values) { v.Set("redirect_uri", "http://localhost:7778/cb") }},
-		{"shows a page for a loopback URI with another path", func(v url.Values) { v.Set("redirect_uri", "http://127.0.0.1:5555/other") }},
-		{"shows a page for two client ids", func(v url.Values) { v.Add("client_id", "web-app") }},
+		{"shows a page for an unknown client", func(v url.Values) { v.Set("client_id", "nobody") }, unknownClient},
+		{"shows a page for a redirect URI not registered", func(v url.Values) { v.Set("redirect_uri", "https://evil.example/callback") }, noMatch},
+		{"shows a page for a registered URI with a different path", func(v url.Values) { v.Set("redirect_uri", appRedirect+"/x") }, noMatch},
+		{"shows a page for a registered URI extended by a query", func(v url.Values) { v.Set("redirect_uri", appRedirect+"?next=https://evil.example") }, noMatch},
+		{"shows a page for a registered URI on another port", func(v url.Values) { v.Set("redirect_uri", "https://app.example:8443/callback") }, noMatch},
+		{"shows a page for localhost on another port", func(v url.Values) { v.Set("redirect_uri", "http://localhost:7778/cb") }, noMatch},
+		{"shows a page for a loopback URI with another path", func(v url.Values) { v.Set("redirect_uri", "http://127.0.0.1:5555/other") }, noMatch},
+		{"shows a page for a loopback URI extending the registered path", func(v url.Values) { v.Set("redirect_uri", "http://127.0.0.1:5555/cb/x") }, noMatch},
+		{"shows a page for two client ids", func(v url.Values) { v.Add("client_id", "web-app") }, notOne},
 	}
 	for _, tc := range pageCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,6 +127,9 @@ func TestAuthorizeRejections(t *testing.T) {
 			}
 			if !strings.Contains(p.Header.Get("Content-Type"), "text/html") || p.Header.Get("X-Frame-Options") != "DENY" {
 				t.Errorf("not an HTML error page with anti-framing headers: %v", p.Header)
+			}
+			if !strings.Contains(p.Body, html.EscapeString(tc.detail)) {
+				t.Errorf("the page does not say %q:\n%s", tc.detail, p.Body)
 			}
 		})
 	}
@@ -230,19 +245,33 @@ func TestConcurrentCodeRedemptionSucceedsOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	statuses := map[int]int{}
+	var issued []string
 	for i := 0; i < 16; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, _ := h.post("/token", f, "", "")
+			resp, body := h.post("/token", f, "", "")
 			mu.Lock()
+			defer mu.Unlock()
 			statuses[resp.StatusCode]++
-			mu.Unlock()
+			switch {
+			case resp.StatusCode == 200:
+				if at, _ := body["access_token"].(string); at != "" {
+					issued = append(issued, at)
+				}
+			case body["error"] != "invalid_grant":
+				t.Errorf("a losing redemption: %d %v, want invalid_grant", resp.StatusCode, body)
+			}
 		}()
 	}
 	wg.Wait()
-	if statuses[200] != 1 || statuses[200]+statuses[400] != 16 {
-		t.Errorf("statuses %v; want exactly one 200 and the rest 400", statuses)
+	if statuses[200] != 1 || statuses[200]+statuses[400] != 16 || len(issued) != 1 {
+		t.Fatalf("statuses %v, %d tokens; want exactly one 200 with a token and the rest 400", statuses, len(issued))
+	}
+	// The other presentations of the code are replays (RFC 6749 §4.1.2):
+	// what the winner got is revoked.
+	if active(t, h, issued[0]) {
+		t.Error("the token issued for a code presented 16 times is still active")
 	}
 }
 

@@ -1,9 +1,12 @@
 package as
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -31,6 +34,11 @@ type hostileCase struct {
 	// code is the OAuth error expected in the JSON body, or in the
 	// Location of a redirect (with iss), or "" when only the status counts.
 	code string
+	// inactive: the body must be exactly the RFC 7662 §2.2 inactive answer.
+	inactive bool
+	// says is text the body must contain (the page or message of the check
+	// that refused the request).
+	says string
 }
 
 // hostileRequests are the cases per endpoint family. h is a running AS;
@@ -112,7 +120,7 @@ func hostileRequests(t *testing.T, h *harness) []hostileCase {
 		{name: "authorize: a non-base64url code_challenge is invalid_request", method: "GET", path: authz(func(v url.Values) { v.Set("code_challenge", strings.Repeat("\xff", 43)) }), status: 303, code: "invalid_request"},
 		{name: "authorize: a repeated code_challenge is invalid_request", method: "GET", path: authz(func(v url.Values) { v.Add("code_challenge", challenge) }), status: 303, code: "invalid_request"},
 		{name: "authorize: a bad query escape shows a page", method: "GET", path: "/authorize?client_id=%zz&response_type=code", status: 400},
-		{name: "authorize: a form POST without a session is refused", method: "POST", path: authz(func(url.Values) {}), header: form, body: "mcpauth_step=consent&action=approve&csrf=x", status: 403},
+		{name: "authorize: a consent POST without a session asks for a login again", method: "POST", path: authz(func(url.Values) {}), header: form, body: "mcpauth_step=consent&action=approve&csrf=x", status: 403, says: "Your session expired. Please sign in again."},
 		{name: "authorize: an oversized form POST is refused", method: "POST", path: authz(func(url.Values) {}), header: form, body: "x=" + huge, status: 400},
 		{name: "authorize: PUT is not allowed", method: "PUT", path: authz(func(url.Values) {}), status: 405},
 
@@ -144,8 +152,8 @@ func hostileRequests(t *testing.T, h *harness) []hostileCase {
 		{name: "introspect: no credentials is invalid_client", method: "POST", path: "/introspect", header: form, body: "token=" + ccToken, status: 401, code: "invalid_client"},
 		{name: "introspect: our access token as Bearer is invalid_client", method: "POST", path: "/introspect", header: bearer(ccToken), body: "token=" + ccToken, status: 401, code: "invalid_client"},
 		{name: "introspect: a public client may not introspect", method: "POST", path: "/introspect", header: form, body: "client_id=demo-app&token=" + ccToken, status: 401, code: "invalid_client"},
-		{name: "introspect: a NUL byte in the token is inactive", method: "POST", path: "/introspect", header: basic("rs", rsSecret), body: nulBody("token", "ab\x00cd.ef"), status: 200},
-		{name: "introspect: invalid UTF-8 in the token is inactive", method: "POST", path: "/introspect", header: basic("rs", rsSecret), body: nulBody("token", "ab\xffcd"), status: 200},
+		{name: "introspect: a NUL byte in the token is inactive", method: "POST", path: "/introspect", header: basic("rs", rsSecret), body: nulBody("token", "ab\x00cd.ef"), status: 200, inactive: true},
+		{name: "introspect: invalid UTF-8 in the token is inactive", method: "POST", path: "/introspect", header: basic("rs", rsSecret), body: nulBody("token", "ab\xffcd"), status: 200, inactive: true},
 		{name: "introspect: a missing token is invalid_request", method: "POST", path: "/introspect", header: basic("rs", rsSecret), body: "token_type_hint=access_token", status: 400, code: "invalid_request"},
 		{name: "introspect: GET is refused", method: "GET", path: "/introspect?token=x", status: 405, code: "invalid_request"},
 
@@ -233,6 +241,15 @@ func runHostile(t *testing.T, h *harness) {
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d; body %.300s", resp.StatusCode, tc.status, body)
 			}
+			if tc.says != "" && !strings.Contains(string(body), html.EscapeString(tc.says)) {
+				t.Errorf("body does not say %q: %.600s", tc.says, body)
+			}
+			if tc.inactive {
+				var m map[string]any
+				if err := json.Unmarshal(body, &m); err != nil || len(m) != 1 || m["active"] != false {
+					t.Errorf("body %s, want {\"active\":false}", body)
+				}
+			}
 			if tc.code == "" {
 				return
 			}
@@ -300,9 +317,52 @@ func runHostile(t *testing.T, h *harness) {
 		// The real consent is still listed, and revoking it still works.
 		p := b.get(h.issuer + "/consents")
 		if !strings.Contains(p.Body, "demo-app") {
-			t.Error("a hostile revocation removed the real consent")
+			t.Fatal("a hostile revocation removed the real consent")
+		}
+		m := formRE.FindStringSubmatch(p.Body)
+		if m == nil {
+			t.Fatalf("no revoke form on the consents page:\n%s", p.Body)
+		}
+		p = b.submit(page{p.Response, m[0]}, "client_id", "demo-app")
+		if p.StatusCode != 200 || strings.Contains(p.Body, "demo-app") {
+			t.Errorf("revoking the real consent: status %d, page still lists it:\n%s", p.StatusCode, p.Body)
+		}
+		if _, err := h.as.cfg.Store.GetConsent(context.Background(), "alice", "demo-app", mcpURI); !errors.Is(err, storage.ErrNotFound) {
+			t.Errorf("consent after revocation: %v, want ErrNotFound", err)
 		}
 	})
+	t.Run("a consent form with a wrong CSRF token is refused by the CSRF check", func(t *testing.T) {
+		// A logged-in browser with a fresh flow token: only the CSRF token
+		// is wrong, so nothing but the CSRF check can refuse it.
+		b := h.browser()
+		conf := h.oauthConfig("demo-app", "")
+		authURL := conf.AuthCodeURL("state-12345678", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()), oauth2.SetAuthURLParam("prompt", "consent"))
+		p := b.submit(b.get(authURL), "username", "alice", "password", alicePW)
+		if !strings.Contains(p.Body, `value="approve"`) {
+			t.Fatalf("no consent page after login: %d\n%s", p.StatusCode, p.Body)
+		}
+		refused := b.submit(p, "action", "approve", "csrf", "x"+hiddenValue(t, p, "csrf"))
+		if refused.StatusCode != http.StatusForbidden || refused.Header.Get("Location") != "" ||
+			!strings.Contains(refused.Body, html.EscapeString("This form has expired or was already used.")) {
+			t.Fatalf("consent with a wrong CSRF token: %d %q\n%s", refused.StatusCode, refused.Header.Get("Location"), refused.Body)
+		}
+		// The same form with its own CSRF token goes through.
+		if u := redirected(t, b.submit(refused, "action", "approve")); u.Query().Get("code") == "" {
+			t.Errorf("the re-shown consent form did not complete: %s", u)
+		}
+	})
+}
+
+// hiddenValue is the value of the hidden field name in p's only form.
+func hiddenValue(t *testing.T, p page, name string) string {
+	t.Helper()
+	for _, hm := range hiddenRE.FindAllStringSubmatch(p.Body, -1) {
+		if html.UnescapeString(hm[1]) == name {
+			return html.UnescapeString(hm[2])
+		}
+	}
+	t.Fatalf("no hidden field %s in:\n%s", name, p.Body)
+	return ""
 }
 
 func TestHostileRequestsOnMemory(t *testing.T) {

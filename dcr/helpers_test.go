@@ -159,3 +159,14 @@ func mustJSON(v any) string {
 	}
 	return b.String()
 }
+
+// stored reads the stored record of client id and fails the test when it
+// cannot.
+func (e *env) stored(t testing.TB, id string) *storage.Client {
+	t.Helper()
+	c, err := e.store.GetClient(context.Background(), id)
+	if err != nil {
+		t.Fatalf("GetClient(%q): %v", id, err)
+	}
+	return c
+}

@@ -178,7 +178,7 @@ func TestPerplexityCanBeMadeConfidential(t *testing.T) {
 				t.Fatalf("status %d %s", r.status, r.body)
 			}
 			ci := r.info(t)
-			c, _ := e.store.GetClient(context.Background(), ci.ClientID)
+			c := e.stored(t, ci.ClientID)
 			if (ci.ClientSecret != "") != tc.wantSecret || c.Public == tc.wantSecret {
 				t.Fatalf("secret %q, Public %v", ci.ClientSecret, c.Public)
 			}
@@ -289,7 +289,7 @@ func TestRegistrantCannotRaiseItsPrivileges(t *testing.T) {
 			if ci.Scope != strings.Join(tc.wantScopes, " ") {
 				t.Errorf("scope = %q, want %q", ci.Scope, strings.Join(tc.wantScopes, " "))
 			}
-			c, _ := e.store.GetClient(context.Background(), ci.ClientID)
+			c := e.stored(t, ci.ClientID)
 			if !slices.Equal(c.Scopes, tc.wantScopes) {
 				t.Errorf("stored scopes = %q", c.Scopes)
 			}
@@ -326,7 +326,7 @@ func TestGrantTypesAreNarrowed(t *testing.T) {
 			if !slices.Equal(ci.GrantTypes, tc.want) {
 				t.Errorf("grant_types = %q, want %q", ci.GrantTypes, tc.want)
 			}
-			c, _ := e.store.GetClient(context.Background(), ci.ClientID)
+			c := e.stored(t, ci.ClientID)
 			if !slices.Equal(c.GrantTypes, tc.want) {
 				t.Errorf("stored grant types = %q", c.GrantTypes)
 			}
@@ -349,7 +349,7 @@ func TestConfidentialClientSecretIsStoredHashed(t *testing.T) {
 	if ci.ClientSecret == "" || ci.ClientSecretExpiresAt == nil || *ci.ClientSecretExpiresAt != e.clock.Now().Add(p.SecretLifetime).Unix() {
 		t.Fatalf("client_secret %q, expires %v", ci.ClientSecret, ci.ClientSecretExpiresAt)
 	}
-	c, _ := e.store.GetClient(context.Background(), ci.ClientID)
+	c := e.stored(t, ci.ClientID)
 	hs, _ := secret.NewHasher(testSecret, dcr.PurposeClientSecret)
 	if !hs.Equal(c.SecretHash, ci.ClientSecret) {
 		t.Error("stored hash does not verify with the client-secret hasher")
@@ -378,7 +378,7 @@ func TestPrivateKeyJWTRegistration(t *testing.T) {
 	if ci.ClientSecret != "" {
 		t.Error("a private_key_jwt client got a shared secret")
 	}
-	c, _ := e.store.GetClient(context.Background(), ci.ClientID)
+	c := e.stored(t, ci.ClientID)
 	if c.Public || len(c.JWKS) == 0 || c.TokenEndpointAuthMethod != "private_key_jwt" {
 		t.Errorf("stored Public=%v JWKS=%q method=%q", c.Public, c.JWKS, c.TokenEndpointAuthMethod)
 	}
@@ -386,7 +386,7 @@ func TestPrivateKeyJWTRegistration(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("jwks_uri registration: status %d %s", r.status, r.body)
 	}
-	c, _ = e.store.GetClient(context.Background(), r.info(t).ClientID)
+	c = e.stored(t, r.info(t).ClientID)
 	if c.JWKSURI != "https://agent.example/jwks.json" {
 		t.Errorf("stored JWKSURI %q", c.JWKSURI)
 	}
@@ -430,7 +430,7 @@ func TestRFC7592Management(t *testing.T) {
 			}
 		})
 	}
-	if c, _ := e.store.GetClient(context.Background(), ci.ClientID); !slices.Equal(c.RedirectURIs, ci.RedirectURIs) {
+	if c := e.stored(t, ci.ClientID); !slices.Equal(c.RedirectURIs, ci.RedirectURIs) {
 		t.Fatal("a refused update changed the client")
 	}
 
@@ -471,7 +471,7 @@ func TestRFC7592Management(t *testing.T) {
 				return
 			}
 			got := r.info(t)
-			c, _ := e.store.GetClient(context.Background(), ci.ClientID)
+			c := e.stored(t, ci.ClientID)
 			if got.ClientName != "Cursor 2" || c.Name != "Cursor 2" || !slices.Equal(c.RedirectURIs, []string{"https://x.example/cb"}) {
 				t.Errorf("update not applied: %+v / %+v", got, c)
 			}
@@ -489,15 +489,19 @@ func TestRFC7592Management(t *testing.T) {
 			t.Fatalf("status %d %s", r.status, r.body)
 		}
 		got := r.info(t)
-		c, _ := e.store.GetClient(context.Background(), ci.ClientID)
+		c := e.stored(t, ci.ClientID)
 		hs, _ := secret.NewHasher(testSecret, dcr.PurposeClientSecret)
 		if got.ClientSecret == "" || c.Public || !hs.Equal(c.SecretHash, got.ClientSecret) {
 			t.Fatalf("no usable secret: %+v", got)
 		}
 		// Updating again while presenting a wrong client_secret is refused.
 		r = e.do(http.MethodPut, uri, tok, `{"client_id":"`+ci.ClientID+`","client_secret":"wrong","redirect_uris":["https://x.example/cb"],"token_endpoint_auth_method":"client_secret_basic"}`, nil)
-		if r.status != 400 {
-			t.Fatalf("wrong client_secret in update: status %d", r.status)
+		if r.status != 400 || !strings.Contains(string(r.body), `"error":"invalid_client_metadata"`) || !strings.Contains(string(r.body), "does not match the issued secret") {
+			t.Fatalf("wrong client_secret in update: status %d %s, want 400 invalid_client_metadata naming client_secret", r.status, r.body)
+		}
+		after := e.stored(t, ci.ClientID)
+		if !slices.Equal(after.RedirectURIs, c.RedirectURIs) || !bytes.Equal(after.SecretHash, c.SecretHash) || !after.UpdatedAt.Equal(c.UpdatedAt) || !bytes.Equal(after.Metadata, c.Metadata) {
+			t.Errorf("the refused update changed the stored client: %+v, was %+v", after, c)
 		}
 	})
 	t.Run("deleting with the right token removes the client", func(t *testing.T) {
@@ -702,10 +706,16 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"with an empty initial access token", func(c *dcr.Config) { c.Policy.InitialAccessTokens = []string{""} }},
 		{"with a force-confidential URI on loopback", func(c *dcr.Config) { c.Policy.ForceConfidentialRedirectURIs = []string{"http://127.0.0.1/cb"} }},
 	}
+	e := newEnv(t, defaultPolicy())
+	base := func() dcr.Config {
+		return dcr.Config{Endpoint: "https://as.example/register", Store: e.store, Secret: testSecret, Policy: defaultPolicy()}
+	}
+	if _, err := dcr.New(base()); err != nil {
+		t.Fatalf("New refused the unmodified config: %v", err)
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, defaultPolicy())
-			cfg := dcr.Config{Endpoint: "https://as.example/register", Store: e.store, Secret: testSecret, Policy: defaultPolicy()}
+			cfg := base()
 			tc.cfg(&cfg)
 			if _, err := dcr.New(cfg); err == nil {
 				t.Fatal("New accepted the config")

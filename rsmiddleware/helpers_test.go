@@ -42,7 +42,10 @@ type keyServer struct {
 	current string
 	revoked map[string]bool // jti
 
-	down          atomic.Bool
+	down atomic.Bool
+	// keepClaims makes introspection answer active:false with every claim
+	// of the token still in the answer.
+	keepClaims    atomic.Bool
 	jwksHits      atomic.Int32
 	tokenHits     atomic.Int32
 	introHits     atomic.Int32
@@ -219,6 +222,12 @@ func (ks *keyServer) serveIntrospect(w http.ResponseWriter, r *http.Request) {
 	c, ok := ks.parse(r.PostFormValue("token"))
 	if !ok {
 		writeJSON(w, 200, map[string]any{"active": false})
+		return
+	}
+	if ks.keepClaims.Load() {
+		c["active"] = false
+		c["token_type"] = "Bearer"
+		writeJSON(w, 200, c)
 		return
 	}
 	c["active"] = true

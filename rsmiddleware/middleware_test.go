@@ -226,22 +226,28 @@ func TestMiddlewareRefusesOddRequests(t *testing.T) {
 	c := f.ks.claims()
 	c["scope"] = "mcp:read mcp:write repo:admin"
 	tok := "Bearer " + f.ks.mint(c)
+	const parseError = `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`
 	tests := []struct {
 		name, body string
 		status     int
+		want       string // the answer's body
 	}{
-		{"refuses a body larger than the bound", `{"jsonrpc":"2.0","id":1,"method":"x","params":{"p":"` + strings.Repeat("a", 2000) + `"}}`, 413},
-		{"refuses a body that is not JSON", `{"jsonrpc":`, 400},
-		{"refuses a duplicated method key", `{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"x"}}`, 400},
-		{"refuses a method key differing only by case", `{"jsonrpc":"2.0","id":1,"method":"tools/list","Method":"tools/call"}`, 400},
-		{"refuses a tool name key differing only by case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","NAME":"delete_repo"}}`, 400},
-		{"refuses a tools/call without a tool name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`, 400},
+		{"refuses a body larger than the bound", `{"jsonrpc":"2.0","id":1,"method":"x","params":{"p":"` + strings.Repeat("a", 2000) + `"}}`, 413, "request body too large"},
+		{"refuses a body that is not JSON", `{"jsonrpc":`, 400, parseError},
+		{"refuses a duplicated method key", `{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"x"}}`, 400, parseError},
+		{"refuses a method key differing only by case", `{"jsonrpc":"2.0","id":1,"method":"tools/list","Method":"tools/call"}`, 400, parseError},
+		{"refuses a tool name key differing only by case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","NAME":"delete_repo"}}`, 400, parseError},
+		{"refuses a tools/call without a tool name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`, 400, parseError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, body := f.do(t, "POST", "/mcp", map[string]string{"Authorization": tok}, tt.body)
-			if resp.StatusCode != tt.status {
-				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, body)
+			if resp.StatusCode != tt.status || strings.TrimSpace(string(body)) != tt.want {
+				t.Fatalf("status %d, body %q; want %d, %q", resp.StatusCode, body, tt.status, tt.want)
+			}
+			// The token was good: the refusal is about the body, not a challenge.
+			if h := resp.Header.Get("WWW-Authenticate"); h != "" {
+				t.Errorf("WWW-Authenticate %q on a refused body", h)
 			}
 		})
 	}
@@ -254,8 +260,9 @@ func TestMiddlewareRefusesOddRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != 400 {
-			t.Fatalf("status %d", resp.StatusCode)
+		h := resp.Header.Get("WWW-Authenticate")
+		if resp.StatusCode != 400 || !strings.Contains(h, `error="invalid_request"`) || !strings.Contains(h, "more than one Authorization header") {
+			t.Fatalf("status %d, WWW-Authenticate %q; want 400 invalid_request naming the two headers", resp.StatusCode, h)
 		}
 	})
 }

@@ -17,22 +17,34 @@ import (
 )
 
 func TestNewVerifierRefusesIncompleteConfig(t *testing.T) {
+	base := func() Config {
+		return Config{Issuer: "https://as.example.com", Resource: testResource, Algorithms: []string{"ES256", "RS256"},
+			Introspection: &ClientCredentials{ClientID: "x", ClientSecret: "y"}}
+	}
+	if _, err := NewVerifier(base()); err != nil {
+		t.Fatalf("NewVerifier of the unmodified config: %v", err)
+	}
 	tests := []struct {
-		name string
-		cfg  Config
+		name   string
+		change func(*Config)
+		want   string // in the error
 	}{
-		{"refuses a missing issuer", Config{Resource: testResource}},
-		{"refuses a missing resource", Config{Issuer: "https://as.example.com"}},
-		{"refuses a resource with a query", Config{Issuer: "https://as.example.com", Resource: testResource + "?x=1"}},
-		{"refuses an issuer with a fragment", Config{Issuer: "https://as.example.com#x", Resource: testResource}},
-		{"refuses alg none", Config{Issuer: "https://as.example.com", Resource: testResource, Algorithms: []string{"none"}}},
-		{"refuses HMAC algorithms", Config{Issuer: "https://as.example.com", Resource: testResource, Algorithms: []string{"ES256", "HS256"}}},
-		{"refuses introspection without a secret", Config{Issuer: "https://as.example.com", Resource: testResource, Introspection: &ClientCredentials{ClientID: "x"}}},
+		{"refuses a missing issuer", func(c *Config) { c.Issuer = "" }, "Issuer is required"},
+		{"refuses a missing resource", func(c *Config) { c.Resource = "" }, "Resource is required"},
+		{"refuses a resource with a query", func(c *Config) { c.Resource = testResource + "?x=1" }, "Config.Resource"},
+		{"refuses an issuer with a fragment", func(c *Config) { c.Issuer = "https://as.example.com#x" }, "Config.Issuer"},
+		{"refuses alg none", func(c *Config) { c.Algorithms = []string{"none"} }, `algorithm "none" is not allowed`},
+		{"refuses HMAC algorithms", func(c *Config) { c.Algorithms = []string{"ES256", "HS256"} }, `algorithm "HS256" is not allowed`},
+		{"refuses introspection without a secret", func(c *Config) { c.Introspection.ClientSecret = "" }, "needs ClientID and ClientSecret"},
+		{"refuses introspection without a client id", func(c *Config) { c.Introspection.ClientID = "" }, "needs ClientID and ClientSecret"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if v, err := NewVerifier(tt.cfg); err == nil {
-				t.Fatalf("NewVerifier(%+v) = %v, want an error", tt.cfg, v)
+			cfg := base()
+			tt.change(&cfg)
+			v, err := NewVerifier(cfg)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("NewVerifier(%+v) = %v, %v; want an error saying %q", cfg, v, err, tt.want)
 			}
 		})
 	}
@@ -78,36 +90,39 @@ func TestVerifyJWT(t *testing.T) {
 		name  string
 		token string
 		ok    bool
+		why   string // what the refusal must name
 	}{
-		{"accepts a valid token", ks.mint(ks.claims()), true},
-		{"accepts an audience with a trailing slash", with(func(c map[string]any) { c["aud"] = testResource + "/" }), true},
-		{"accepts an audience array containing the resource", with(func(c map[string]any) { c["aud"] = []string{otherResource, testResource} }), true},
-		{"accepts a fosite-style scp list when scope is absent", with(func(c map[string]any) { delete(c, "scope"); c["scp"] = []string{"mcp:read"} }), true},
-		{"accepts typ application/at+jwt", ks.mintWith("k1", "application/at+jwt", ks.claims()), true},
-		{"accepts a token expired within the clock skew", with(func(c map[string]any) { c["exp"] = time.Now().Add(-10 * time.Second).Unix() }), true},
-		{"refuses a valid token for another resource (audience confusion)", with(func(c map[string]any) { c["aud"] = otherResource }), false},
-		{"refuses an audience that is a prefix of the resource", with(func(c map[string]any) { c["aud"] = "https://mcp.example.com" }), false},
-		{"refuses an audience extending the resource path", with(func(c map[string]any) { c["aud"] = testResource + "/admin" }), false},
-		{"refuses an audience with dot segments", with(func(c map[string]any) { c["aud"] = testResource + "/../admin" }), false},
-		{"refuses an audience with a query", with(func(c map[string]any) { c["aud"] = testResource + "?x=y" }), false},
-		{"refuses a token without an audience", with(func(c map[string]any) { delete(c, "aud") }), false},
-		{"refuses alg none", unsigned(map[string]any{"alg": "none", "typ": "at+jwt", "kid": "k1"}, ks.claims(), nil), false},
+		{"accepts a valid token", ks.mint(ks.claims()), true, ""},
+		{"accepts an audience with a trailing slash", with(func(c map[string]any) { c["aud"] = testResource + "/" }), true, ""},
+		{"accepts an audience array containing the resource", with(func(c map[string]any) { c["aud"] = []string{otherResource, testResource} }), true, ""},
+		{"accepts a fosite-style scp list when scope is absent", with(func(c map[string]any) { delete(c, "scope"); c["scp"] = []string{"mcp:read"} }), true, ""},
+		{"accepts typ application/at+jwt", ks.mintWith("k1", "application/at+jwt", ks.claims()), true, ""},
+		{"accepts a token expired within the clock skew", with(func(c map[string]any) { c["exp"] = time.Now().Add(-10 * time.Second).Unix() }), true, ""},
+		{"refuses a valid token for another resource (audience confusion)", with(func(c map[string]any) { c["aud"] = otherResource }), false, "aud ["},
+		{"refuses an audience that is a prefix of the resource", with(func(c map[string]any) { c["aud"] = "https://mcp.example.com" }), false, "aud ["},
+		{"refuses an audience extending the resource path", with(func(c map[string]any) { c["aud"] = testResource + "/admin" }), false, "aud ["},
+		{"refuses an audience with dot segments", with(func(c map[string]any) { c["aud"] = testResource + "/../admin" }), false, "aud ["},
+		{"refuses an audience with a query", with(func(c map[string]any) { c["aud"] = testResource + "?x=y" }), false, "aud ["},
+		{"refuses a token without an audience", with(func(c map[string]any) { delete(c, "aud") }), false, "aud ["},
+		{"refuses alg none", unsigned(map[string]any{"alg": "none", "typ": "at+jwt", "kid": "k1"}, ks.claims(), nil), false, "unexpected signature algorithm"},
 		{"refuses HS256 signed with the public key bytes", unsigned(map[string]any{"alg": "HS256", "typ": "at+jwt", "kid": "k1"}, ks.claims(), func(in string) []byte {
 			return hmacSHA256(pubDER, in)
-		}), false},
-		{"refuses an embedded jwk signed by another key", attackerSigned, false},
-		{"refuses an expired token", with(func(c map[string]any) { c["exp"] = time.Now().Add(-time.Hour).Unix() }), false},
-		{"refuses a token without exp", with(func(c map[string]any) { delete(c, "exp") }), false},
-		{"refuses a token not valid yet", with(func(c map[string]any) { c["nbf"] = time.Now().Add(time.Hour).Unix() }), false},
-		{"refuses an ID token (typ JWT)", ks.mintWith("k1", "JWT", ks.claims()), false},
-		{"refuses a token without typ", ks.mintWith("k1", "", ks.claims()), false},
-		{"refuses a wrong issuer", with(func(c map[string]any) { c["iss"] = "https://evil.example.com" }), false},
-		{"refuses the issuer with a trailing slash", with(func(c map[string]any) { c["iss"] = ks.issuer + "/" }), false},
-		{"refuses a token without sub", with(func(c map[string]any) { delete(c, "sub") }), false},
-		{"refuses a token without client_id", with(func(c map[string]any) { delete(c, "client_id") }), false},
-		{"refuses a token without jti", with(func(c map[string]any) { delete(c, "jti") }), false},
-		{"refuses a token issued in the future", with(func(c map[string]any) { c["iat"] = time.Now().Add(time.Hour).Unix() }), false},
-		{"refuses a token with an unknown kid", unsigned(map[string]any{"alg": "ES256", "typ": "at+jwt", "kid": "nope"}, ks.claims(), func(string) []byte { return make([]byte, 64) }), false},
+		}), false, "unexpected signature algorithm"},
+		{"refuses an embedded jwk signed by another key", attackerSigned, false, "cryptographic primitive"},
+		{"refuses a token expired a minute ago (beyond the default 30 s skew)", with(func(c map[string]any) { c["exp"] = time.Now().Add(-time.Minute).Unix() }), false, "expired at"},
+		{"refuses a token not valid for another minute", with(func(c map[string]any) { c["nbf"] = time.Now().Add(time.Minute).Unix() }), false, "not valid before"},
+		{"refuses an expired token", with(func(c map[string]any) { c["exp"] = time.Now().Add(-time.Hour).Unix() }), false, "expired at"},
+		{"refuses a token without exp", with(func(c map[string]any) { delete(c, "exp") }), false, "no exp"},
+		{"refuses a token not valid yet", with(func(c map[string]any) { c["nbf"] = time.Now().Add(time.Hour).Unix() }), false, "not valid before"},
+		{"refuses an ID token (typ JWT)", ks.mintWith("k1", "JWT", ks.claims()), false, "is not at+jwt"},
+		{"refuses a token without typ", ks.mintWith("k1", "", ks.claims()), false, "is not at+jwt"},
+		{"refuses a wrong issuer", with(func(c map[string]any) { c["iss"] = "https://evil.example.com" }), false, "is not the configured issuer"},
+		{"refuses the issuer with a trailing slash", with(func(c map[string]any) { c["iss"] = ks.issuer + "/" }), false, "is not the configured issuer"},
+		{"refuses a token without sub", with(func(c map[string]any) { delete(c, "sub") }), false, "are required"},
+		{"refuses a token without client_id", with(func(c map[string]any) { delete(c, "client_id") }), false, "are required"},
+		{"refuses a token without jti", with(func(c map[string]any) { delete(c, "jti") }), false, "are required"},
+		{"refuses a token issued in the future", with(func(c map[string]any) { c["iat"] = time.Now().Add(time.Hour).Unix() }), false, "issued in the future"},
+		{"refuses a token with an unknown kid", unsigned(map[string]any{"alg": "ES256", "typ": "at+jwt", "kid": "nope"}, ks.claims(), func(string) []byte { return make([]byte, 64) }), false, "unknown kid"},
 		{"refuses a tampered payload", func() string {
 			parts := strings.Split(ks.mint(ks.claims()), ".")
 			c := ks.claims()
@@ -115,8 +130,8 @@ func TestVerifyJWT(t *testing.T) {
 			b, _ := json.Marshal(c)
 			parts[1] = base64.RawURLEncoding.EncodeToString(b)
 			return strings.Join(parts, ".")
-		}(), false},
-		{"refuses garbage", "not-a-jwt", false},
+		}(), false, "cryptographic primitive"},
+		{"refuses garbage", "not-a-jwt", false, "three parts"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,8 +145,8 @@ func TestVerifyJWT(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrInvalidToken) {
-				t.Fatalf("Verify = %+v, %v; want ErrInvalidToken", p, err)
+			if !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), tt.why) {
+				t.Fatalf("Verify = %+v, %v; want ErrInvalidToken saying %q", p, err, tt.why)
 			}
 		})
 	}
@@ -283,6 +298,13 @@ func TestIntrospectionMode(t *testing.T) {
 	if got := ks.introHits.Load(); got != 3 {
 		t.Fatalf("introspected %d times, want 3 (no caching)", got)
 	}
+	// Pins introspectToken's refusal of active:false (RFC 7662 §2.2), even
+	// when the answer carries claims that would pass every other check.
+	ks.keepClaims.Store(true)
+	if p, err := v.Verify(context.Background(), ks.mint(ks.claims())); !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), "inactive") {
+		t.Fatalf("active:false with valid claims: %+v, %v", p, err)
+	}
+	ks.keepClaims.Store(false)
 	bad := ks.verifier(t, func(c *Config) { c.Introspection = &ClientCredentials{ClientID: rsClientID, ClientSecret: "wrong"} })
 	if _, err := bad.Verify(context.Background(), ks.mint(ks.claims())); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("wrong introspection credentials: %v", err)
