@@ -31,7 +31,7 @@ func ExampleRunner() {
 	after, _ := r.Status(ctx)
 	fmt.Println("current", after.Current(), "pending", after.Pending)
 	// Output:
-	// pending [1]
-	// applied [1] <nil>
-	// current 1 pending []
+	// pending [1 2]
+	// applied [1 2] <nil>
+	// current 2 pending []
 }

@@ -164,12 +164,17 @@ type TokenStore interface {
 
 // Consent is a person's remembered approval of a client for one resource.
 type Consent struct {
-	Subject   string
-	ClientID  string
-	Resource  string
-	Scopes    []string
-	GrantedAt time.Time
-	ExpiresAt time.Time // zero: until revoked
+	Subject  string
+	ClientID string
+	Resource string
+	Scopes   []string
+	// RedirectURIs are the client's registered redirect URIs (for a CIMD
+	// client, its document's) when the person approved, sorted. The consent
+	// covers only that set: codes may go where the consent page said they
+	// would, and a client whose redirect URIs changed is asked about again.
+	RedirectURIs []string
+	GrantedAt    time.Time
+	ExpiresAt    time.Time // zero: until revoked
 }
 
 // ConsentStore keeps remembered consents, keyed by (Subject, ClientID, Resource).
@@ -222,6 +227,79 @@ type JTIStore interface {
 	DeleteExpiredJTIs(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
+// Counter is the state of one login-throttle or rate-limit key, shared by
+// every instance that uses the store. Its meaning belongs to the caller:
+// the login throttle counts attempts in Count and locks the key until Until;
+// the registration rate limit keeps its GCRA theoretical arrival time in
+// Until.
+type Counter struct {
+	Key   string
+	Count int
+	Until time.Time
+	// ExpiresAt is when the counter is as good as new: from then on it reads
+	// as the zero Counter and may be deleted.
+	ExpiresAt time.Time
+}
+
+// CounterStore keeps Counters. Keys are short strings chosen by the caller
+// (a prefix, then an account name or an address).
+type CounterStore interface {
+	// UpdateCounters reads the counters of keys (a key without a record, or
+	// whose ExpiresAt is not after now, reads as Counter{Key: key}), calls
+	// update with them in the order of keys, and stores what it returns:
+	// one Counter per key, in the same order; one with a zero ExpiresAt is
+	// deleted. It is atomic across every instance: concurrent callers that
+	// name a common key run one after the other, each seeing the other's
+	// result. An error from update is returned unchanged and nothing is
+	// written. keys must not repeat.
+	UpdateCounters(ctx context.Context, keys []string, now time.Time, update func([]Counter) ([]Counter, error)) error
+	// DeleteExpiredCounters removes up to limit counters whose ExpiresAt is
+	// before before.
+	DeleteExpiredCounters(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// Session is a signed-in browser session. The cookie carries a random
+// session id; the store keeps only ID, a keyed hash of it, so a copy of the
+// database cannot be turned into cookies. Deleting the record ends the
+// session wherever its cookie is.
+type Session struct {
+	ID        string
+	Subject   string
+	CreatedAt time.Time // the login
+	// LastSeenAt is when the session was last used, refreshed at most about
+	// once a minute.
+	LastSeenAt time.Time
+	// IdleExpiresAt is LastSeenAt plus the idle lifetime; ExpiresAt is the
+	// absolute end, CreatedAt plus the absolute lifetime. The session ends at
+	// the earlier of the two.
+	IdleExpiresAt time.Time
+	ExpiresAt     time.Time
+	// UserAgent and Address describe where the login came from, for the
+	// person's list of sessions.
+	UserAgent string
+	Address   string
+}
+
+// SessionStore keeps browser sessions.
+type SessionStore interface {
+	// CreateSession returns ErrAlreadyExists for a duplicate ID.
+	CreateSession(ctx context.Context, s *Session) error
+	// GetSession returns ErrNotFound for an unknown ID (expired ones are
+	// returned; callers check the times).
+	GetSession(ctx context.Context, id string) (*Session, error)
+	// TouchSession sets LastSeenAt and IdleExpiresAt; ErrNotFound for an
+	// unknown ID.
+	TouchSession(ctx context.Context, id string, lastSeen, idleExpiresAt time.Time) error
+	// ListSessions returns the subject's sessions.
+	ListSessions(ctx context.Context, subject string) ([]Session, error)
+	// DeleteSession removes one session of subject ("" for any subject); it
+	// is not an error when there is none.
+	DeleteSession(ctx context.Context, subject, id string) error
+	// DeleteExpiredSessions removes up to limit sessions whose ExpiresAt or
+	// IdleExpiresAt is before before.
+	DeleteExpiredSessions(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
 // Transactional is fosite's storage.Transactional shape: the transaction
 // travels in the returned context, and every method called with that context
 // takes part in it. Backends without real transactions must still make the
@@ -239,6 +317,8 @@ type Store interface {
 	ConsentStore
 	KeyStore
 	JTIStore
+	CounterStore
+	SessionStore
 	Transactional
 	// Ping reports ErrUnavailable (wrapped) when the backend is unreachable.
 	Ping(ctx context.Context) error

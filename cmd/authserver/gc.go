@@ -10,6 +10,8 @@ type expirer interface {
 	DeleteExpiredTokens(ctx context.Context, before time.Time, limit int) (int, error)
 	DeleteExpiredConsents(ctx context.Context, before time.Time, limit int) (int, error)
 	DeleteExpiredJTIs(ctx context.Context, before time.Time, limit int) (int, error)
+	DeleteExpiredCounters(ctx context.Context, before time.Time, limit int) (int, error)
+	DeleteExpiredSessions(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // reaper deletes registered clients nobody uses (dcr.Handler).
@@ -20,10 +22,11 @@ type reaper interface {
 // gcResult counts what one pass removed.
 type gcResult struct {
 	Tokens, Consents, JTIs, Clients int
+	Counters, Sessions              int
 }
 
 // collect runs one garbage-collection pass: expired codes and tokens,
-// consents and one-time ids are deleted in batches of batch records (each
+// consents, one-time ids, throttle counters and browser sessions are deleted in batches of batch records (each
 // batch one short statement, so no long locks), then idle registered clients
 // are reaped. It stops early when ctx ends.
 func collect(ctx context.Context, st expirer, r reaper, now time.Time, batch int) (gcResult, error) {
@@ -35,6 +38,8 @@ func collect(ctx context.Context, st expirer, r reaper, now time.Time, batch int
 		{&res.Tokens, st.DeleteExpiredTokens},
 		{&res.Consents, st.DeleteExpiredConsents},
 		{&res.JTIs, st.DeleteExpiredJTIs},
+		{&res.Counters, st.DeleteExpiredCounters},
+		{&res.Sessions, st.DeleteExpiredSessions},
 	} {
 		for {
 			if err := ctx.Err(); err != nil {

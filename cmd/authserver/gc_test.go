@@ -53,12 +53,28 @@ func TestCollectDeletesExpiredRecordsInBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for i := range 6 {
+		exp := now.Add(-time.Second)
+		if i == 5 {
+			exp = now.Add(time.Hour)
+		}
+		if err := st.UpdateCounters(ctx, []string{fmt.Sprint("counter", i)}, now.Add(-time.Hour), func(cs []storage.Counter) ([]storage.Counter, error) {
+			cs[0].Count, cs[0].ExpiresAt = 1, exp
+			return cs, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.CreateSession(ctx, &storage.Session{ID: fmt.Sprint("session", i), Subject: "u", CreatedAt: now.Add(-time.Hour),
+			LastSeenAt: now.Add(-time.Hour), IdleExpiresAt: exp, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	r := &countingReaper{n: 2}
 	res, err := collect(ctx, st, r, now, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (gcResult{Tokens: 23, Consents: 3, JTIs: 5, Clients: 2}); res != want || r.calls != 1 {
+	if want := (gcResult{Tokens: 23, Consents: 3, JTIs: 5, Clients: 2, Counters: 5, Sessions: 5}); res != want || r.calls != 1 {
 		t.Fatalf("got %+v (reap calls %d), want %+v", res, r.calls, want)
 	}
 	for i := 23; i < 27; i++ {

@@ -33,7 +33,8 @@ func (s *server) gcPass(ctx context.Context) (gcResult, error) {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.log.Warn("garbage collection failed", "err", err)
 	} else {
-		s.log.Info("garbage collection", "tokens", res.Tokens, "consents", res.Consents, "jtis", res.JTIs, "clients", res.Clients)
+		s.log.Info("garbage collection", "tokens", res.Tokens, "consents", res.Consents, "jtis", res.JTIs, "clients", res.Clients,
+			"counters", res.Counters, "sessions", res.Sessions)
 	}
 	return res, err
 }
@@ -49,7 +50,8 @@ func gcOnce(ctx context.Context, cfg *config.Config, log *slog.Logger, e env) er
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "deleted %d tokens, %d consents, %d one-time ids, %d clients\n", res.Tokens, res.Consents, res.JTIs, res.Clients)
+	fmt.Fprintf(e.stdout, "deleted %d tokens, %d consents, %d one-time ids, %d clients, %d counters, %d sessions\n",
+		res.Tokens, res.Consents, res.JTIs, res.Clients, res.Counters, res.Sessions)
 	return nil
 }
 

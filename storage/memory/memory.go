@@ -46,6 +46,8 @@ type Store struct {
 	consents map[consentKey]*storage.Consent
 	keys     map[string]*storage.SigningKey
 	jtis     map[string]time.Time
+	counters map[string]*storage.Counter
+	sessions map[string]*storage.Session
 	closed   bool
 
 	txSem chan struct{} // holds one token while a transaction is open
@@ -61,6 +63,8 @@ func New() *Store {
 		consents: map[consentKey]*storage.Consent{},
 		keys:     map[string]*storage.SigningKey{},
 		jtis:     map[string]time.Time{},
+		counters: map[string]*storage.Counter{},
+		sessions: map[string]*storage.Session{},
 		txSem:    make(chan struct{}, 1),
 	}
 }
@@ -491,6 +495,7 @@ func (s *Store) DeleteExpiredTokens(ctx context.Context, before time.Time, limit
 func cloneConsent(c *storage.Consent) *storage.Consent {
 	n := *c
 	n.Scopes = slices.Clone(c.Scopes)
+	n.RedirectURIs = slices.Clone(c.RedirectURIs)
 	return &n
 }
 
@@ -660,4 +665,147 @@ func (s *Store) DeleteExpiredJTIs(ctx context.Context, before time.Time, limit i
 	}
 	defer s.mu.Unlock()
 	return deleteExpired(t, s.jtis, limit, func(exp time.Time) bool { return exp.Before(before) }), nil
+}
+
+// maxCounters bounds the counters map under a spray of distinct keys; when
+// it is reached, expired counters are dropped before a new one is added.
+const maxCounters = 200_000
+
+// UpdateCounters implements storage.CounterStore. update runs with the data
+// lock held, so it must not call the store.
+func (s *Store) UpdateCounters(ctx context.Context, keys []string, now time.Time, update func([]storage.Counter) ([]storage.Counter, error)) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	in := make([]storage.Counter, len(keys))
+	for i, k := range keys {
+		in[i] = storage.Counter{Key: k}
+		if c, ok := s.counters[k]; ok && c.ExpiresAt.After(now) {
+			in[i] = *c
+		}
+	}
+	out, err := update(slices.Clone(in))
+	if err != nil {
+		return err
+	}
+	if len(out) != len(keys) {
+		return errors.New("memory: UpdateCounters: update returned the wrong number of counters")
+	}
+	if len(s.counters) >= maxCounters {
+		deleteExpired(t, s.counters, len(s.counters), func(c *storage.Counter) bool { return !c.ExpiresAt.After(now) })
+	}
+	for i, k := range keys {
+		c := out[i]
+		c.Key = k
+		if c.ExpiresAt.IsZero() {
+			del(t, s.counters, k)
+			continue
+		}
+		put(t, s.counters, k, &c)
+	}
+	return nil
+}
+
+// DeleteExpiredCounters implements storage.CounterStore.
+func (s *Store) DeleteExpiredCounters(ctx context.Context, before time.Time, limit int) (int, error) {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	return deleteExpired(t, s.counters, limit, func(c *storage.Counter) bool { return c.ExpiresAt.Before(before) }), nil
+}
+
+// CreateSession implements storage.SessionStore.
+func (s *Store) CreateSession(ctx context.Context, sess *storage.Session) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.sessions[sess.ID]; ok {
+		return storage.ErrAlreadyExists
+	}
+	n := *sess
+	put(t, s.sessions, sess.ID, &n)
+	return nil
+}
+
+// GetSession implements storage.SessionStore.
+func (s *Store) GetSession(ctx context.Context, id string) (*storage.Session, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	sess, ok := s.sessions[id]
+	if !ok {
+		return nil, storage.ErrNotFound
+	}
+	n := *sess
+	return &n, nil
+}
+
+// TouchSession implements storage.SessionStore.
+func (s *Store) TouchSession(ctx context.Context, id string, lastSeen, idleExpiresAt time.Time) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	sess, ok := s.sessions[id]
+	if !ok {
+		return storage.ErrNotFound
+	}
+	n := *sess
+	n.LastSeenAt, n.IdleExpiresAt = lastSeen, idleExpiresAt
+	put(t, s.sessions, id, &n)
+	return nil
+}
+
+// ListSessions implements storage.SessionStore, newest first.
+func (s *Store) ListSessions(ctx context.Context, subject string) ([]storage.Session, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []storage.Session
+	for _, sess := range s.sessions {
+		if sess.Subject == subject {
+			out = append(out, *sess)
+		}
+	}
+	slices.SortFunc(out, func(a, b storage.Session) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+// DeleteSession implements storage.SessionStore.
+func (s *Store) DeleteSession(ctx context.Context, subject, id string) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if sess, ok := s.sessions[id]; ok && (subject == "" || sess.Subject == subject) {
+		del(t, s.sessions, id)
+	}
+	return nil
+}
+
+// DeleteExpiredSessions implements storage.SessionStore.
+func (s *Store) DeleteExpiredSessions(ctx context.Context, before time.Time, limit int) (int, error) {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	return deleteExpired(t, s.sessions, limit, func(sess *storage.Session) bool {
+		return sess.ExpiresAt.Before(before) || sess.IdleExpiresAt.Before(before)
+	}), nil
 }

@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -574,7 +575,7 @@ func (s *Store) GetConsent(ctx context.Context, subject, clientID, resource stri
 	if !storable(subject, clientID, resource) {
 		return nil, storage.ErrNotFound
 	}
-	rows, err := s.q(ctx).Query(ctx, `SELECT subject, client_id, resource, scopes, granted_at, expires_at
+	rows, err := s.q(ctx).Query(ctx, `SELECT `+consentCols+`
 		FROM consents WHERE subject = $1 AND client_id = $2 AND resource = $3`, subject, clientID, resource)
 	if err != nil {
 		return nil, mapErr(err)
@@ -589,16 +590,19 @@ func (s *Store) GetConsent(ctx context.Context, subject, clientID, resource stri
 	return &cs[0], nil
 }
 
+const consentCols = `subject, client_id, resource, scopes, redirect_uris, granted_at, expires_at`
+
 func scanConsents(rows pgx.Rows) ([]storage.Consent, error) {
 	defer rows.Close()
 	var out []storage.Consent
 	for rows.Next() {
 		var c storage.Consent
 		var granted, expires *time.Time
-		if err := rows.Scan(&c.Subject, &c.ClientID, &c.Resource, &c.Scopes, &granted, &expires); err != nil {
+		if err := rows.Scan(&c.Subject, &c.ClientID, &c.Resource, &c.Scopes, &c.RedirectURIs, &granted, &expires); err != nil {
 			return nil, mapErr(err)
 		}
 		c.Scopes = emptyNil(c.Scopes)
+		c.RedirectURIs = emptyNil(c.RedirectURIs)
 		c.GrantedAt, c.ExpiresAt = untime(granted), untime(expires)
 		out = append(out, c)
 	}
@@ -607,11 +611,12 @@ func scanConsents(rows pgx.Rows) ([]storage.Consent, error) {
 
 // PutConsent implements storage.ConsentStore.
 func (s *Store) PutConsent(ctx context.Context, c *storage.Consent) error {
-	_, err := s.q(ctx).Exec(ctx, `INSERT INTO consents (subject, client_id, resource, scopes, granted_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6)
+	_, err := s.q(ctx).Exec(ctx, `INSERT INTO consents (`+consentCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (subject, client_id, resource) DO UPDATE
-		SET scopes = EXCLUDED.scopes, granted_at = EXCLUDED.granted_at, expires_at = EXCLUDED.expires_at`,
-		c.Subject, c.ClientID, c.Resource, arr(c.Scopes), ts(c.GrantedAt), ts(c.ExpiresAt))
+		SET scopes = EXCLUDED.scopes, redirect_uris = EXCLUDED.redirect_uris,
+			granted_at = EXCLUDED.granted_at, expires_at = EXCLUDED.expires_at`,
+		c.Subject, c.ClientID, c.Resource, arr(c.Scopes), arr(c.RedirectURIs), ts(c.GrantedAt), ts(c.ExpiresAt))
 	return mapErr(err)
 }
 
@@ -630,7 +635,7 @@ func (s *Store) ListConsents(ctx context.Context, subject string) ([]storage.Con
 	if !storable(subject) {
 		return nil, nil
 	}
-	rows, err := s.q(ctx).Query(ctx, `SELECT subject, client_id, resource, scopes, granted_at, expires_at
+	rows, err := s.q(ctx).Query(ctx, `SELECT `+consentCols+`
 		FROM consents WHERE subject = $1 ORDER BY client_id, resource`, subject)
 	if err != nil {
 		return nil, mapErr(err)
@@ -715,4 +720,161 @@ func (s *Store) DeleteExpiredJTIs(ctx context.Context, before time.Time, limit i
 	}
 	return s.execCount(ctx, `DELETE FROM jtis WHERE id IN (
 		SELECT id FROM jtis WHERE expires_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, limit)
+}
+
+// UpdateCounters implements storage.CounterStore in one transaction: a row
+// is inserted for every key that has none, then the rows are locked (FOR
+// UPDATE, in key order so that two callers never wait on each other in a
+// cycle), update runs, and the rows are written back or deleted.
+func (s *Store) UpdateCounters(ctx context.Context, keys []string, now time.Time, update func([]storage.Counter) ([]storage.Counter, error)) error {
+	if !storable(keys...) {
+		return fmt.Errorf("postgres: counter key is not valid UTF-8 text")
+	}
+	sorted := slices.Clone(keys)
+	slices.Sort(sorted)
+	err := pgx.BeginFunc(ctx, s.q(ctx), func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO counters (key) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT (key) DO NOTHING`, sorted); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT key, count, until, expires_at FROM counters WHERE key = ANY($1) ORDER BY key FOR UPDATE`, sorted)
+		if err != nil {
+			return err
+		}
+		got := map[string]storage.Counter{}
+		for rows.Next() {
+			var c storage.Counter
+			var until, expires *time.Time
+			if err := rows.Scan(&c.Key, &c.Count, &until, &expires); err != nil {
+				rows.Close()
+				return err
+			}
+			c.Until, c.ExpiresAt = untime(until), untime(expires)
+			if !c.ExpiresAt.After(now) {
+				c = storage.Counter{Key: c.Key}
+			}
+			got[c.Key] = c
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		in := make([]storage.Counter, len(keys))
+		for i, k := range keys {
+			in[i] = got[k]
+			in[i].Key = k
+		}
+		out, err := update(in)
+		if err != nil {
+			return closureErr{err}
+		}
+		if len(out) != len(keys) {
+			return errors.New("postgres: UpdateCounters: update returned the wrong number of counters")
+		}
+		for i, k := range keys {
+			c := out[i]
+			if c.ExpiresAt.IsZero() {
+				_, err = tx.Exec(ctx, `DELETE FROM counters WHERE key = $1`, k)
+			} else {
+				_, err = tx.Exec(ctx, `UPDATE counters SET count = $2, until = $3, expires_at = $4 WHERE key = $1`,
+					k, c.Count, ts(c.Until), c.ExpiresAt)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var ce closureErr
+	if errors.As(err, &ce) {
+		return ce.err
+	}
+	return mapErr(err)
+}
+
+// DeleteExpiredCounters implements storage.CounterStore. A limit <= 0
+// deletes nothing.
+func (s *Store) DeleteExpiredCounters(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, `DELETE FROM counters WHERE key IN (
+		SELECT key FROM counters WHERE expires_at IS NULL OR expires_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, limit)
+}
+
+const sessionCols = `id, subject, created_at, last_seen_at, idle_expires_at, expires_at, user_agent, address`
+
+func scanSessions(rows pgx.Rows, err error) ([]storage.Session, error) {
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	var out []storage.Session
+	for rows.Next() {
+		var x storage.Session
+		if err := rows.Scan(&x.ID, &x.Subject, &x.CreatedAt, &x.LastSeenAt, &x.IdleExpiresAt, &x.ExpiresAt, &x.UserAgent, &x.Address); err != nil {
+			return nil, mapErr(err)
+		}
+		x.CreatedAt, x.LastSeenAt, x.IdleExpiresAt, x.ExpiresAt = x.CreatedAt.UTC(), x.LastSeenAt.UTC(), x.IdleExpiresAt.UTC(), x.ExpiresAt.UTC()
+		out = append(out, x)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// CreateSession implements storage.SessionStore.
+func (s *Store) CreateSession(ctx context.Context, x *storage.Session) error {
+	_, err := s.q(ctx).Exec(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		x.ID, x.Subject, x.CreatedAt, x.LastSeenAt, x.IdleExpiresAt, x.ExpiresAt, x.UserAgent, x.Address)
+	return mapErr(err)
+}
+
+// GetSession implements storage.SessionStore.
+func (s *Store) GetSession(ctx context.Context, id string) (*storage.Session, error) {
+	if !storable(id) {
+		return nil, storage.ErrNotFound
+	}
+	rows, err := s.q(ctx).Query(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id)
+	list, err := scanSessions(rows, err)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, storage.ErrNotFound
+	}
+	return &list[0], nil
+}
+
+// TouchSession implements storage.SessionStore.
+func (s *Store) TouchSession(ctx context.Context, id string, lastSeen, idleExpiresAt time.Time) error {
+	if !storable(id) {
+		return storage.ErrNotFound
+	}
+	return s.execOne(ctx, `UPDATE sessions SET last_seen_at = $2, idle_expires_at = $3 WHERE id = $1`, id, lastSeen, idleExpiresAt)
+}
+
+// ListSessions implements storage.SessionStore, newest first.
+func (s *Store) ListSessions(ctx context.Context, subject string) ([]storage.Session, error) {
+	if !storable(subject) {
+		return nil, nil
+	}
+	rows, err := s.q(ctx).Query(ctx, `SELECT `+sessionCols+` FROM sessions WHERE subject = $1 ORDER BY created_at DESC, id`, subject)
+	return scanSessions(rows, err)
+}
+
+// DeleteSession implements storage.SessionStore.
+func (s *Store) DeleteSession(ctx context.Context, subject, id string) error {
+	if !storable(subject, id) {
+		return nil
+	}
+	_, err := s.execCount(ctx, `DELETE FROM sessions WHERE id = $2 AND ($1 = '' OR subject = $1)`, subject, id)
+	return err
+}
+
+// DeleteExpiredSessions implements storage.SessionStore. A limit <= 0
+// deletes nothing.
+func (s *Store) DeleteExpiredSessions(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, `DELETE FROM sessions WHERE id IN (
+		SELECT id FROM sessions WHERE expires_at < $1 OR idle_expires_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, limit)
 }

@@ -591,7 +591,7 @@ func (s *Store) DeleteExpiredTokens(ctx context.Context, before time.Time, limit
 		SELECT rowid FROM tokens WHERE expires_at < ? LIMIT ?)`, before.UnixNano(), limit)
 }
 
-const consentCols = `subject, client_id, resource, scopes, granted_at, expires_at`
+const consentCols = `subject, client_id, resource, scopes, redirect_uris, granted_at, expires_at`
 
 func scanConsents(rows *sql.Rows, err error) ([]storage.Consent, error) {
 	if err != nil {
@@ -601,12 +601,15 @@ func scanConsents(rows *sql.Rows, err error) ([]storage.Consent, error) {
 	var out []storage.Consent
 	for rows.Next() {
 		var c storage.Consent
-		var scopes string
+		var scopes, redirects string
 		var granted, expires sql.NullInt64
-		if err := rows.Scan(&c.Subject, &c.ClientID, &c.Resource, &scopes, &granted, &expires); err != nil {
+		if err := rows.Scan(&c.Subject, &c.ClientID, &c.Resource, &scopes, &redirects, &granted, &expires); err != nil {
 			return nil, mapErr(err)
 		}
 		if c.Scopes, err = unlist(scopes); err != nil {
+			return nil, err
+		}
+		if c.RedirectURIs, err = unlist(redirects); err != nil {
 			return nil, err
 		}
 		c.GrantedAt, c.ExpiresAt = untime(granted), untime(expires)
@@ -630,13 +633,14 @@ func (s *Store) GetConsent(ctx context.Context, subject, clientID, resource stri
 
 // PutConsent implements storage.ConsentStore.
 func (s *Store) PutConsent(ctx context.Context, c *storage.Consent) error {
-	if err := checkLists(c.Scopes); err != nil {
+	if err := checkLists(c.Scopes, c.RedirectURIs); err != nil {
 		return err
 	}
-	_, err := s.execCount(ctx, `INSERT INTO consents (`+consentCols+`) VALUES (?, ?, ?, ?, ?, ?)
+	_, err := s.execCount(ctx, `INSERT INTO consents (`+consentCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (subject, client_id, resource) DO UPDATE
-		SET scopes = excluded.scopes, granted_at = excluded.granted_at, expires_at = excluded.expires_at`,
-		c.Subject, c.ClientID, c.Resource, list(c.Scopes), ts(c.GrantedAt), ts(c.ExpiresAt))
+		SET scopes = excluded.scopes, redirect_uris = excluded.redirect_uris,
+			granted_at = excluded.granted_at, expires_at = excluded.expires_at`,
+		c.Subject, c.ClientID, c.Resource, list(c.Scopes), list(c.RedirectURIs), ts(c.GrantedAt), ts(c.ExpiresAt))
 	return err
 }
 
@@ -850,4 +854,151 @@ func (s *Store) runBatch(batch []*writeReq) {
 func isConstraint(err error) bool {
 	var se *sqlite3.Error
 	return errors.As(err, &se) && se.Code()&0xff == sqlitelib.SQLITE_CONSTRAINT
+}
+
+// UpdateCounters implements storage.CounterStore inside one BEGIN IMMEDIATE
+// transaction, which every writer of the file (this process or another)
+// waits for.
+func (s *Store) UpdateCounters(ctx context.Context, keys []string, now time.Time, update func([]storage.Counter) ([]storage.Counter, error)) error {
+	run := func(q querier) error {
+		in := make([]storage.Counter, len(keys))
+		for i, k := range keys {
+			c := storage.Counter{Key: k}
+			var until, expires sql.NullInt64
+			err := q.QueryRowContext(ctx, `SELECT count, until, expires_at FROM counters WHERE key = ?`, k).Scan(&c.Count, &until, &expires)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+			case err != nil:
+				return mapErr(err)
+			default:
+				c.Until, c.ExpiresAt = untime(until), untime(expires)
+				if !c.ExpiresAt.After(now) {
+					c = storage.Counter{Key: k}
+				}
+			}
+			in[i] = c
+		}
+		out, err := update(in)
+		if err != nil {
+			return err
+		}
+		if len(out) != len(keys) {
+			return errors.New("sqlite: UpdateCounters: update returned the wrong number of counters")
+		}
+		for i, k := range keys {
+			c := out[i]
+			if c.ExpiresAt.IsZero() {
+				_, err = q.ExecContext(ctx, `DELETE FROM counters WHERE key = ?`, k)
+			} else {
+				_, err = q.ExecContext(ctx, `INSERT INTO counters (key, count, until, expires_at) VALUES (?1, ?2, ?3, ?4)
+					ON CONFLICT (key) DO UPDATE SET count = ?2, until = ?3, expires_at = ?4`, k, c.Count, ts(c.Until), ts(c.ExpiresAt))
+			}
+			if err != nil {
+				return mapErr(err)
+			}
+		}
+		return nil
+	}
+	if !utf8Strings(keys) {
+		return errors.New("sqlite: counter key is not valid UTF-8")
+	}
+	if t := s.txFrom(ctx); t != nil {
+		return run(t.conn)
+	}
+	t, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	err = run(t.conn)
+	if eerr := t.end(err == nil); err == nil {
+		err = eerr
+	}
+	return err
+}
+
+func utf8Strings(ss []string) bool {
+	for _, s := range ss {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// DeleteExpiredCounters implements storage.CounterStore. A limit <= 0
+// deletes nothing.
+func (s *Store) DeleteExpiredCounters(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, `DELETE FROM counters WHERE key IN (
+		SELECT key FROM counters WHERE expires_at IS NULL OR expires_at < ? LIMIT ?)`, before.UnixNano(), limit)
+}
+
+const sessionCols = `id, subject, created_at, last_seen_at, idle_expires_at, expires_at, user_agent, address`
+
+func scanSessions(rows *sql.Rows, err error) ([]storage.Session, error) {
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	var out []storage.Session
+	for rows.Next() {
+		var x storage.Session
+		var created, seen, idle, expires sql.NullInt64
+		if err := rows.Scan(&x.ID, &x.Subject, &created, &seen, &idle, &expires, &x.UserAgent, &x.Address); err != nil {
+			return nil, mapErr(err)
+		}
+		x.CreatedAt, x.LastSeenAt, x.IdleExpiresAt, x.ExpiresAt = untime(created), untime(seen), untime(idle), untime(expires)
+		out = append(out, x)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// CreateSession implements storage.SessionStore.
+func (s *Store) CreateSession(ctx context.Context, x *storage.Session) error {
+	if !utf8Strings([]string{x.ID, x.Subject, x.UserAgent, x.Address}) {
+		return errors.New("sqlite: session field is not valid UTF-8")
+	}
+	_, err := s.execCount(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		x.ID, x.Subject, x.CreatedAt.UnixNano(), x.LastSeenAt.UnixNano(), x.IdleExpiresAt.UnixNano(), x.ExpiresAt.UnixNano(), x.UserAgent, x.Address)
+	return err
+}
+
+// GetSession implements storage.SessionStore.
+func (s *Store) GetSession(ctx context.Context, id string) (*storage.Session, error) {
+	list, err := scanSessions(s.rq(ctx).QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id))
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, storage.ErrNotFound
+	}
+	return &list[0], nil
+}
+
+// TouchSession implements storage.SessionStore.
+func (s *Store) TouchSession(ctx context.Context, id string, lastSeen, idleExpiresAt time.Time) error {
+	return s.execOne(ctx, `UPDATE sessions SET last_seen_at = ?, idle_expires_at = ? WHERE id = ?`, lastSeen.UnixNano(), idleExpiresAt.UnixNano(), id)
+}
+
+// ListSessions implements storage.SessionStore, newest first.
+func (s *Store) ListSessions(ctx context.Context, subject string) ([]storage.Session, error) {
+	return scanSessions(s.rq(ctx).QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE subject = ? ORDER BY created_at DESC, id`, subject))
+}
+
+// DeleteSession implements storage.SessionStore.
+func (s *Store) DeleteSession(ctx context.Context, subject, id string) error {
+	_, err := s.execCount(ctx, `DELETE FROM sessions WHERE id = ?2 AND (?1 = '' OR subject = ?1)`, subject, id)
+	return err
+}
+
+// DeleteExpiredSessions implements storage.SessionStore. A limit <= 0
+// deletes nothing.
+func (s *Store) DeleteExpiredSessions(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, `DELETE FROM sessions WHERE id IN (
+		SELECT id FROM sessions WHERE expires_at < ?1 OR idle_expires_at < ?1 LIMIT ?2)`, before.UnixNano(), limit)
 }

@@ -34,6 +34,27 @@ func RunSharedTests(t *testing.T, instances []storage.Store) {
 			}
 		}
 	})
+	t.Run("a counter updated through every instance at once counts every update", func(t *testing.T) {
+		base := now()
+		n, errs := race(Concurrency, func(i int) error {
+			return pick(i).UpdateCounters(ctx, []string{"shared-counter", "shared-counter-2"}, base, addOne(base))
+		})
+		if n != Concurrency {
+			t.Fatalf("%d of %d updates succeeded: %v", n, Concurrency, errs)
+		}
+		for i := range instances {
+			if got := readCounters(t, pick(i), base, "shared-counter")[0].Count; got != Concurrency {
+				t.Fatalf("instance %d reads %d, want %d", i, got, Concurrency)
+			}
+		}
+	})
+	t.Run("a session ended through one instance is gone for the others", func(t *testing.T) {
+		ok(t, pick(0).CreateSession(ctx, fullSession("shared-session", "alice", now())), "CreateSession")
+		getSession(t, pick(1), "shared-session")
+		ok(t, pick(1).DeleteSession(ctx, "alice", "shared-session"), "DeleteSession")
+		_, err := pick(0).GetSession(ctx, "shared-session")
+		is(t, err, storage.ErrNotFound, "GetSession after DeleteSession elsewhere")
+	})
 	t.Run("a code redeemed through every instance at once succeeds once", func(t *testing.T) {
 		ok(t, pick(0).CreateToken(ctx, fullToken(storage.KindAuthorizeCode, "shared-code", "r", now())), "CreateToken")
 		n, errs := race(Concurrency, func(i int) error {

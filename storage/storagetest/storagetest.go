@@ -45,6 +45,8 @@ func RunTests(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"consents", consentCases},
 		{"keys", keyCases},
 		{"jtis", jtiCases},
+		{"counters", counterCases},
+		{"sessions", sessionCases},
 		{"transactions", txCases},
 		{"values", roundTripCases},
 	}
@@ -170,6 +172,7 @@ func normToken(k storage.Token) storage.Token {
 
 func normConsent(c storage.Consent) storage.Consent {
 	c.Scopes = normStrings(c.Scopes)
+	c.RedirectURIs = normStrings(c.RedirectURIs)
 	c.GrantedAt = normTime(c.GrantedAt)
 	c.ExpiresAt = normTime(c.ExpiresAt)
 	return c
@@ -629,7 +632,8 @@ var consentCases = []testCase{
 		ctx := context.Background()
 		_, err := s.GetConsent(ctx, "alice", "c", "https://mcp.example/mcp")
 		is(t, err, storage.ErrNotFound, "GetConsent before put")
-		c := &storage.Consent{Subject: "alice", ClientID: "c", Resource: "https://mcp.example/mcp", Scopes: []string{"a", "b"}, GrantedAt: now(), ExpiresAt: now().Add(time.Hour)}
+		c := &storage.Consent{Subject: "alice", ClientID: "c", Resource: "https://mcp.example/mcp", Scopes: []string{"a", "b"},
+			RedirectURIs: []string{"http://127.0.0.1/cb", "https://app.example/cb"}, GrantedAt: now(), ExpiresAt: now().Add(time.Hour)}
 		ok(t, s.PutConsent(ctx, c), "PutConsent")
 		same(t, "consent", getConsent(t, s, "alice", "c", c.Resource), normConsent(*c))
 		c2 := &storage.Consent{Subject: "alice", ClientID: "c", Resource: c.Resource, Scopes: []string{"z"}, GrantedAt: now().Add(time.Minute)}
