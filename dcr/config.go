@@ -46,6 +46,10 @@ type Config struct {
 	// Policy.TrustedProxies with internal/clientaddr. The authorization
 	// server passes the one resolver all its components share.
 	ClientAddr func(*http.Request) string `yaml:"-"`
+	// Counters keeps the rate limit's counters. Give it the store every
+	// instance shares (usually the same as Store) so the limit holds across
+	// instances; nil keeps them in this process's memory.
+	Counters CounterStore `yaml:"-"`
 }
 
 // Policy is the registration policy. Its zero value is closed registration
@@ -117,7 +121,9 @@ type Policy struct {
 	ReapIdleAfter time.Duration `yaml:"reap_idle_after"`
 }
 
-// RateLimit is a token bucket per client address, kept in memory.
+// RateLimit limits registrations per client address: a burst, then a
+// sustained rate (the generic cell rate algorithm, equivalent to a token
+// bucket), counted in Config.Counters.
 type RateLimit struct {
 	// PerMinute is the sustained number of registrations per address per
 	// minute; 0 means 20; negative disables rate limiting.

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpauth/mcpauth/internal/clientaddr"
 	"github.com/mcpauth/mcpauth/internal/secret"
 	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/storage/memory"
 )
 
 // ClientInformation is the client information response of RFC 7591 §3.2.1 and
@@ -93,7 +94,11 @@ func New(cfg Config) (*Handler, error) {
 		}
 		h.iats = append(h.iats, h.iatHasher.Hash(t))
 	}
-	h.limiter = newLimiter(pol.RateLimit)
+	counters := cfg.Counters
+	if counters == nil {
+		counters = memory.New()
+	}
+	h.limiter = newLimiter(pol.RateLimit, counters)
 	h.clientKey = clientKey
 	h.neverUsed = defaultDuration(pol.ReapNeverUsedAfter, 24*time.Hour)
 	h.idle = defaultDuration(pol.ReapIdleAfter, 90*24*time.Hour)
@@ -180,7 +185,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) register(w http.ResponseWriter, r *http.Request) {
 	now := h.now()
 	addr := h.clientKey(r)
-	if ok, wait := h.limiter.allow(addr, now); !ok {
+	ok, wait, err := h.limiter.allow(r.Context(), addr, now)
+	if err != nil {
+		h.log.ErrorContext(r.Context(), "dcr: rate limit counter", "err", err)
+		writeError(w, http.StatusServiceUnavailable, CodeTemporarilyUnavail, "registration is temporarily unavailable; retry later")
+		return
+	}
+	if !ok {
 		secs := int(wait/time.Second) + 1
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		writeError(w, http.StatusTooManyRequests, CodeTemporarilyUnavail, "too many registrations from this address; retry later")

@@ -1,27 +1,31 @@
 package dcr
 
 import (
-	"math"
-	"sync"
+	"context"
+	"errors"
 	"time"
+
+	"github.com/mcpauth/mcpauth/storage"
 )
 
-// limiter is a token bucket per client address, in memory.
+// CounterStore is the part of storage.CounterStore the registration rate
+// limit uses. Given the store every instance shares, the limit holds across
+// all of them.
+type CounterStore interface {
+	UpdateCounters(ctx context.Context, keys []string, now time.Time, update func([]storage.Counter) ([]storage.Counter, error)) error
+}
+
+// limiter allows a burst of registrations per client address and then one
+// every interval: the generic cell rate algorithm, whose whole state per
+// address is one time (the theoretical arrival time, kept in Counter.Until),
+// so one atomic counter update decides each request on every instance.
 type limiter struct {
-	mu      sync.Mutex
-	rate    float64 // tokens per second
-	burst   float64
-	buckets map[string]*bucket
+	store    CounterStore
+	interval time.Duration
+	burst    int
 }
 
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
-const maxTrackedAddresses = 100_000
-
-func newLimiter(rl RateLimit) *limiter {
+func newLimiter(rl RateLimit, store CounterStore) *limiter {
 	if rl.PerMinute < 0 {
 		return nil
 	}
@@ -33,47 +37,34 @@ func newLimiter(rl RateLimit) *limiter {
 	if burst <= 0 {
 		burst = 10
 	}
-	return &limiter{rate: per / 60, burst: float64(burst), buckets: map[string]*bucket{}}
+	return &limiter{store: store, interval: time.Duration(float64(time.Minute) / per), burst: burst}
 }
 
-// allow takes one token for addr; when none is left it returns the wait until
-// the next one.
-func (l *limiter) allow(addr string, now time.Time) (bool, time.Duration) {
+var errLimited = errors.New("dcr: rate limited")
+
+// allow takes one registration for addr; when none is left it returns the
+// wait until the next one.
+func (l *limiter) allow(ctx context.Context, addr string, now time.Time) (bool, time.Duration, error) {
 	if l == nil {
-		return true, 0
+		return true, 0, nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, ok := l.buckets[addr]
-	if !ok {
-		if len(l.buckets) >= maxTrackedAddresses {
-			l.sweep(now)
+	var wait time.Duration
+	tolerance := time.Duration(l.burst-1) * l.interval
+	err := l.store.UpdateCounters(ctx, []string{"dcr:addr:" + addr}, now, func(cs []storage.Counter) ([]storage.Counter, error) {
+		tat := cs[0].Until
+		if tat.Before(now) {
+			tat = now
 		}
-		b = &bucket{tokens: l.burst, last: now}
-		l.buckets[addr] = b
-	}
-	if el := now.Sub(b.last).Seconds(); el > 0 {
-		b.tokens = math.Min(l.burst, b.tokens+el*l.rate)
-		b.last = now
-	}
-	if b.tokens >= 1 {
-		b.tokens--
-		return true, 0
-	}
-	wait := time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
-	return false, wait
-}
-
-// sweep forgets buckets that have refilled (they behave like new ones); if
-// that is not enough it forgets everything, which errs on the side of
-// letting clients in rather than growing without bound.
-func (l *limiter) sweep(now time.Time) {
-	for a, b := range l.buckets {
-		if b.tokens+now.Sub(b.last).Seconds()*l.rate >= l.burst {
-			delete(l.buckets, a)
+		if over := tat.Sub(now) - tolerance; over > 0 {
+			wait = over
+			return nil, errLimited
 		}
+		tat = tat.Add(l.interval)
+		cs[0].Until, cs[0].ExpiresAt = tat, tat
+		return cs, nil
+	})
+	if errors.Is(err, errLimited) {
+		return false, wait, nil
 	}
-	if len(l.buckets) >= maxTrackedAddresses {
-		clear(l.buckets)
-	}
+	return err == nil, 0, err
 }

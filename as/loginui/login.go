@@ -2,6 +2,9 @@ package loginui
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -26,10 +29,26 @@ func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess sessio
 		return
 	}
 	now := u.now()
-	acct := "user:" + strings.ToLower(f.Username)
-	addr := "addr:" + u.cfg.ClientAddr(r)
+	acct := u.throttleName(f.Username)
+	addr := u.cfg.ClientAddr(r)
 	ip := u.cfg.ClientIP(r)
-	if wait := u.throttle.wait(now, acct, addr); wait > 0 {
+	// Three counters, reserved together before the password is checked: the
+	// account from this address (the tight one), the address across
+	// accounts (looser: many people may share it behind one NAT or proxy),
+	// and the account across addresses (a distributed guess).
+	keyAcctAddr := "login:acct+addr:" + acct + "|" + addr
+	keyAddr := "login:addr:" + addr
+	keyAcct := "login:acct:" + acct
+	wait, err := u.throttle.reserve(r.Context(), now, []throttleKey{
+		{keyAcctAddr, u.cfg.AccountFreeAttempts},
+		{keyAddr, u.cfg.AddressFreeAttempts},
+		{keyAcct, u.cfg.AccountTotalFreeAttempts},
+	})
+	if err != nil {
+		u.storageError(w, r, "reserving a login attempt", err)
+		return
+	}
+	if wait > 0 {
 		secs := int((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		u.audit(r.Context(), "login.throttled", "user_digest", digest(acct), "addr", ip, "retry_after_s", secs)
@@ -43,13 +62,13 @@ func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess sessio
 		return
 	}
 	if !good {
-		u.throttle.fail(now, acct, u.cfg.AccountFreeAttempts)
-		u.throttle.fail(now, addr, u.cfg.AddressFreeAttempts)
 		u.audit(r.Context(), "login.failed", "user_digest", digest(acct), "addr", ip)
 		u.renderLogin(w, r, sess, bind, p, http.StatusUnauthorized, "Incorrect username or password.", f.Username)
 		return
 	}
-	u.throttle.succeed(acct)
+	if err := u.throttle.succeed(r.Context(), now, []string{keyAcctAddr, keyAcct}, []string{keyAddr}); err != nil {
+		u.log.ErrorContext(r.Context(), "loginui: clearing login counters", "err", err)
+	}
 	// Session fixation (OWASP): a new random id at every login.
 	u.writeSession(w, session{
 		ID:       randomID(),
@@ -64,6 +83,16 @@ func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess sessio
 		next = authorizeAction(r)
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// throttleName is the name a username is counted under: a keyed hash of
+// its lower-case form, so the counters (which may be in a shared database)
+// never hold what someone typed into the username field, which is sometimes
+// a password.
+func (u *UI) throttleName(username string) string {
+	m := hmac.New(sha256.New, u.throttleKey)
+	m.Write([]byte(strings.ToLower(username)))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:18])
 }
 
 // checkPassword compares pw with the user's hash, or with a dummy hash for an

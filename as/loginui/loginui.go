@@ -38,6 +38,7 @@ import (
 	"github.com/mcpauth/mcpauth/internal/clientaddr"
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/storage/memory"
 )
 
 // User is a local account that can log in.
@@ -95,11 +96,25 @@ type Config struct {
 	// revoked.
 	ConsentTTL time.Duration
 
-	// AccountFreeAttempts is how many failed logins for one username are
-	// allowed before backoff starts; zero means 5.
+	// Counters holds the login throttle's counters. Give it the store every
+	// instance shares so that the throttle holds across instances; nil
+	// keeps them in this process's memory.
+	Counters CounterStore
+
+	// AccountFreeAttempts is how many logins for one username from one
+	// client address are allowed before backoff starts; zero means 5. Every
+	// attempt is counted before its password is checked, so however many
+	// arrive at once, at most AccountFreeAttempts+1 passwords are checked
+	// before the first lock-out.
 	AccountFreeAttempts int
-	// AddressFreeAttempts is the same per client address; zero means 20.
+	// AddressFreeAttempts is the looser allowance of one client address
+	// across all usernames (a spray of guesses from one place), so that
+	// people sharing an address are not locked out by one of them; zero
+	// means 50.
 	AddressFreeAttempts int
+	// AccountTotalFreeAttempts is the allowance of one username across all
+	// addresses (a distributed guess); zero means 50.
+	AccountTotalFreeAttempts int
 	// LockoutBase is the first backoff; each further failure doubles it.
 	// Zero means 2 seconds.
 	LockoutBase time.Duration
@@ -154,16 +169,17 @@ type Result struct {
 
 // UI serves the login, consent, consent-list and log-out pages.
 type UI struct {
-	cfg       Config
-	users     map[string]string // username -> hash
-	dummyHash string
-	cookies   *securecookie.SecureCookie
-	csrfKey   []byte
-	cookie    cookieNames
-	throttle  *throttle
-	checks    chan struct{}
-	log       *slog.Logger
-	now       func() time.Time
+	cfg         Config
+	users       map[string]string // username -> hash
+	dummyHash   string
+	cookies     *securecookie.SecureCookie
+	csrfKey     []byte
+	cookie      cookieNames
+	throttle    *throttle
+	throttleKey []byte
+	checks      chan struct{}
+	log         *slog.Logger
+	now         func() time.Time
 }
 
 type cookieNames struct {
@@ -218,7 +234,13 @@ func New(cfg Config) (*UI, error) {
 		cfg.AccountFreeAttempts = 5
 	}
 	if cfg.AddressFreeAttempts <= 0 {
-		cfg.AddressFreeAttempts = 20
+		cfg.AddressFreeAttempts = 50
+	}
+	if cfg.AccountTotalFreeAttempts <= 0 {
+		cfg.AccountTotalFreeAttempts = 50
+	}
+	if cfg.Counters == nil {
+		cfg.Counters = memory.New()
 	}
 	if cfg.MaxConcurrentChecks <= 0 {
 		cfg.MaxConcurrentChecks = 4
@@ -248,6 +270,10 @@ func New(cfg Config) (*UI, error) {
 	if err != nil {
 		return nil, err
 	}
+	throttleKey, err := derive("throttle", 32)
+	if err != nil {
+		return nil, err
+	}
 	sc := securecookie.New(hashKey, blockKey)
 	sc.SetSerializer(securecookie.JSONEncoder{})
 	sc.MaxAge(int(cfg.SessionTTL / time.Second))
@@ -265,16 +291,17 @@ func New(cfg Config) (*UI, error) {
 		names = cookieNames{session: "__Host-mcpauth_session", path: "/"}
 	}
 	return &UI{
-		cfg:       cfg,
-		users:     users,
-		dummyHash: dummy,
-		cookies:   sc,
-		csrfKey:   csrfKey,
-		cookie:    names,
-		throttle:  newThrottle(cfg.LockoutBase, cfg.LockoutMax),
-		checks:    make(chan struct{}, cfg.MaxConcurrentChecks),
-		log:       cfg.Logger,
-		now:       cfg.Now,
+		cfg:         cfg,
+		users:       users,
+		dummyHash:   dummy,
+		cookies:     sc,
+		csrfKey:     csrfKey,
+		cookie:      names,
+		throttle:    &throttle{store: cfg.Counters, base: cfg.LockoutBase, max: cfg.LockoutMax},
+		throttleKey: throttleKey,
+		checks:      make(chan struct{}, cfg.MaxConcurrentChecks),
+		log:         cfg.Logger,
+		now:         cfg.Now,
 	}, nil
 }
 

@@ -1,105 +1,100 @@
 package loginui
 
 import (
-	"sync"
+	"context"
+	"errors"
 	"time"
+
+	"github.com/mcpauth/mcpauth/storage"
 )
 
-// throttle counts failed logins per key (an account or a client address).
-// After free failures each further failure locks the key for base, doubling
-// up to max. A key with no failure for 2*max is forgotten. Keys of unknown
-// usernames are counted the same way as known ones, so the answers reveal
-// nothing about which usernames exist.
+// CounterStore is the part of storage.CounterStore the login throttle uses.
+// Given the store every instance shares (PostgreSQL, or one SQLite file), the
+// throttle holds across all of them.
+type CounterStore interface {
+	UpdateCounters(ctx context.Context, keys []string, now time.Time, update func([]storage.Counter) ([]storage.Counter, error)) error
+}
+
+// throttle counts login attempts per key (RFC 6819 §5.1.4.2.3, OWASP
+// authentication guidance). An attempt is reserved on every key that applies
+// to it before the password is checked, in one atomic update, so concurrent
+// attempts cannot all slip past the check: each sees the ones before it.
+//
+// A key allows free attempts; the attempt after them, and each one after
+// that, locks the key for base, doubling up to max. A locked key refuses
+// attempts without counting them. A key with no attempt for 2*max is
+// forgotten. Keys of unknown usernames are counted like known ones, so the
+// answers reveal nothing about which usernames exist.
 type throttle struct {
-	mu      sync.Mutex
-	entries map[string]*throttleEntry
-	base    time.Duration
-	max     time.Duration
+	store CounterStore
+	base  time.Duration
+	max   time.Duration
 }
 
-type throttleEntry struct {
-	fails int
-	last  time.Time
-	until time.Time
+// throttleKey is one counter an attempt is reserved on, with its allowance.
+type throttleKey struct {
+	key  string
+	free int
 }
 
-// maxThrottleEntries bounds memory under a spray of distinct usernames.
-const maxThrottleEntries = 100_000
+// errLocked aborts a reservation without writing anything.
+var errLocked = errors.New("loginui: throttled")
 
-func newThrottle(base, max time.Duration) *throttle {
-	return &throttle{entries: map[string]*throttleEntry{}, base: base, max: max}
-}
-
-func (t *throttle) stale(e *throttleEntry, now time.Time) bool {
-	return now.Sub(e.last) > 2*t.max && !now.Before(e.until)
-}
-
-// wait returns how long the caller must wait before trying any of keys.
-func (t *throttle) wait(now time.Time, keys ...string) time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var d time.Duration
-	for _, k := range keys {
-		if e, ok := t.entries[k]; ok {
-			if w := e.until.Sub(now); w > d {
-				d = w
+// reserve takes one attempt on every key, or on none when any key is locked;
+// then it returns how long the caller must wait.
+func (t *throttle) reserve(ctx context.Context, now time.Time, keys []throttleKey) (time.Duration, error) {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.key
+	}
+	var wait time.Duration
+	err := t.store.UpdateCounters(ctx, names, now, func(cs []storage.Counter) ([]storage.Counter, error) {
+		for _, c := range cs {
+			if w := c.Until.Sub(now); w > wait {
+				wait = w
 			}
 		}
+		if wait > 0 {
+			return nil, errLocked
+		}
+		for i := range cs {
+			c := &cs[i]
+			c.Count++
+			if over := c.Count - keys[i].free; over > 0 {
+				d := t.base
+				for j := 1; j < over && d < t.max; j++ {
+					d *= 2
+				}
+				c.Until = now.Add(min(d, t.max))
+			}
+			c.ExpiresAt = now.Add(2 * t.max)
+			if c.Until.After(now) {
+				c.ExpiresAt = c.Until.Add(2 * t.max)
+			}
+		}
+		return cs, nil
+	})
+	if errors.Is(err, errLocked) {
+		return wait, nil
 	}
-	return d
+	return 0, err
 }
 
-// fail records a failure for key, allowing free failures before backoff.
-func (t *throttle) fail(now time.Time, key string, free int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e, ok := t.entries[key]
-	if ok && t.stale(e, now) {
-		ok = false
-	}
-	if !ok {
-		if len(t.entries) >= maxThrottleEntries {
-			t.prune(now)
+// succeed is called after a right password: the keys in forget lose their
+// count (the account's own failures), and the keys in refund get the
+// reserved attempt back (the address, shared with other people).
+func (t *throttle) succeed(ctx context.Context, now time.Time, forget, refund []string) error {
+	keys := append(append([]string(nil), forget...), refund...)
+	return t.store.UpdateCounters(ctx, keys, now, func(cs []storage.Counter) ([]storage.Counter, error) {
+		for i := range cs {
+			if i < len(forget) || cs[i].Count <= 1 && !cs[i].Until.After(now) {
+				cs[i] = storage.Counter{}
+				continue
+			}
+			if cs[i].Count > 0 {
+				cs[i].Count--
+			}
 		}
-		e = &throttleEntry{}
-		t.entries[key] = e
-	}
-	e.fails++
-	e.last = now
-	if over := e.fails - free; over > 0 {
-		d := t.base
-		for i := 1; i < over && d < t.max; i++ {
-			d *= 2
-		}
-		d = min(d, t.max)
-		e.until = now.Add(d)
-	}
-}
-
-// succeed forgets the failures of key (an account after a good password).
-func (t *throttle) succeed(key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.entries, key)
-}
-
-// prune drops stale entries; if that is not enough it drops entries that are
-// not currently locked. Called with t.mu held.
-func (t *throttle) prune(now time.Time) {
-	for k, e := range t.entries {
-		if t.stale(e, now) {
-			delete(t.entries, k)
-		}
-	}
-	if len(t.entries) < maxThrottleEntries {
-		return
-	}
-	for k, e := range t.entries {
-		if !now.Before(e.until) {
-			delete(t.entries, k)
-		}
-		if len(t.entries) < maxThrottleEntries*3/4 {
-			return
-		}
-	}
+		return cs, nil
+	})
 }

@@ -99,6 +99,9 @@ func (s *server) wire(ctx context.Context, e env) error {
 
 		ClientAddr: s.addrs.Key,
 		ClientIP:   s.addrs.String,
+		// The throttle counts in the configured storage, so instances
+		// sharing a database share it.
+		Counters: s.store,
 	})
 	if err != nil {
 		return fmt.Errorf("login pages: %w", err)
@@ -137,6 +140,7 @@ func (s *server) wire(ctx context.Context, e env) error {
 		},
 		Logger:     s.log.With("component", "dcr"),
 		ClientAddr: s.addrs.Key,
+		Counters:   s.store,
 	})
 	if err != nil {
 		return fmt.Errorf("registration: %w", err)

@@ -1,0 +1,116 @@
+package loginui
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestConcurrentLoginsCheckAtMostTheAllowance sends 40 login POSTs for one
+// account at once, each with its own flow token from one session, the right
+// password among them. Every attempt is reserved before its password is
+// checked, so at most AccountFreeAttempts+1 of them get a password check
+// (401 or a login); the rest are answered 429 without one.
+func TestConcurrentLoginsCheckAtMostTheAllowance(t *testing.T) {
+	const free, n = 3, 40
+	h := newHarness(t, func(c *Config) { c.AccountFreeAttempts = free })
+	b := h.browser()
+	forms := make([]form, n)
+	for i := range forms {
+		forms[i] = b.get("/consents").form(t, "username", "alice", "password", "wrong")
+	}
+	// The right password is in the last slot, so it is as likely as any
+	// to be refused; what matters is how many passwords were checked.
+	forms[n-1].Fields.Set("password", alicePW)
+	statuses := make([]int, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, f := range forms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			req, _ := http.NewRequest(http.MethodPost, h.srv.URL+f.Action, strings.NewReader(f.Fields.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			// Do not follow the 303 of a good login: it is counted as it is.
+			c := &http.Client{Jar: b.c.Jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses[i] = resp.StatusCode
+		}()
+	}
+	close(start)
+	wg.Wait()
+	checked, refused := 0, 0
+	for i, s := range statuses {
+		switch s {
+		case http.StatusUnauthorized, http.StatusSeeOther:
+			checked++
+		case http.StatusTooManyRequests:
+			refused++
+		default:
+			t.Errorf("attempt %d: status %d", i, s)
+		}
+	}
+	if checked > free+1 || checked+refused != n {
+		t.Fatalf("%d passwords checked, %d refused; want at most %d checked", checked, refused, free+1)
+	}
+}
+
+// TestOneAddressDoesNotLockOutOthers: failures for other accounts from a
+// shared address, and for alice from another address, leave alice's login
+// from her own address working; only the account at the failing address is
+// locked.
+func TestOneAddressDoesNotLockOutOthers(t *testing.T) {
+	var mu sync.Mutex
+	addr := "198.51.100.1"
+	h := newHarness(t, func(c *Config) {
+		c.AccountFreeAttempts = 2
+		c.AddressFreeAttempts = 10
+		c.ClientAddr = func(*http.Request) string { mu.Lock(); defer mu.Unlock(); return addr }
+	})
+	from := func(a string) { mu.Lock(); addr = a; mu.Unlock() }
+	attempt := func(b *browser, user, pw string) int {
+		return b.submit(b.get("/consents").form(t, "username", user, "password", pw)).StatusCode
+	}
+	b := h.browser()
+	// Someone behind the shared address fails as bob until bob is locked there.
+	for range 3 {
+		attempt(b, "bob", "wrong")
+	}
+	if got := attempt(b, "bob", bobPW); got != http.StatusTooManyRequests {
+		t.Fatalf("bob at the address after his failures: %d, want 429", got)
+	}
+	// Alice, behind the same address, is not locked out by that.
+	if got := attempt(h.browser(), "alice", alicePW); got != http.StatusOK {
+		t.Fatalf("alice behind the same address: %d, want 200", got)
+	}
+	// An attacker elsewhere locks alice's account at their own address only.
+	from("203.0.113.66")
+	for range 3 {
+		attempt(b, "alice", "wrong")
+	}
+	if got := attempt(b, "alice", alicePW); got != http.StatusTooManyRequests {
+		t.Fatalf("alice at the attacker's address: %d, want 429", got)
+	}
+	from("198.51.100.1")
+	if got := attempt(h.browser(), "alice", alicePW); got != http.StatusOK {
+		t.Fatalf("alice at her own address: %d, want 200", got)
+	}
+	// The looser per-address cap still stops a spray of usernames.
+	from("192.0.2.9")
+	for i := range 11 {
+		attempt(b, "user"+url.QueryEscape(string(rune('a'+i))), "wrong")
+	}
+	if got := attempt(h.browser(), "alice", alicePW); got != http.StatusTooManyRequests {
+		t.Fatalf("after a spray from the address: %d, want 429", got)
+	}
+}
