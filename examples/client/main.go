@@ -170,6 +170,10 @@ type callbackResult struct {
 	err error
 }
 
+// callbackTimeout bounds every phase of a connection to the redirect
+// endpoint: headers, body, response and idle keep-alive.
+var callbackTimeout = 10 * time.Second
+
 func newCallback(addr string) (*callback, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -189,7 +193,16 @@ func newCallback(addr string) (*callback, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /callback", cb.serve)
-	cb.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// One small GET is all the browser sends; anything slower or idle is cut
+	// off (net/http has no timeouts by default).
+	cb.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: callbackTimeout,
+		ReadTimeout:       callbackTimeout,
+		WriteTimeout:      callbackTimeout,
+		IdleTimeout:       callbackTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
 	go cb.srv.Serve(ln)
 	return cb, nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpauth/mcpauth/examples/internal/cutoff"
 )
 
 func TestRunRefusesBadFlags(t *testing.T) {
@@ -92,5 +94,25 @@ func TestCallbackEscapesTheErrorDescription(t *testing.T) {
 	resp.Body.Close()
 	if strings.Contains(string(body), "<script>") || !strings.Contains(string(body), "&lt;script&gt;") {
 		t.Errorf("error description not escaped: %s", body)
+	}
+}
+
+// TestCallbackCutsOffSlowAndIdleClients: the redirect endpoint closes a
+// connection whose body trickles in and an idle keep-alive connection.
+func TestCallbackCutsOffSlowAndIdleClients(t *testing.T) {
+	old := callbackTimeout
+	callbackTimeout = 300 * time.Millisecond
+	defer func() { callbackTimeout = old }()
+	cb, err := newCallback("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	addr := strings.TrimSuffix(strings.TrimPrefix(cb.redirectURI, "http://"), "/callback")
+	if err := cutoff.SlowBody(addr, "/callback", 10*time.Second); err != nil {
+		t.Errorf("slow body: %v", err)
+	}
+	if err := cutoff.IdleKeepAlive(addr, "/callback?code=c&iss=x", 10*time.Second); err != nil {
+		t.Errorf("idle keep-alive: %v", err)
 	}
 }

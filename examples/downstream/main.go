@@ -55,7 +55,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(h, defaultTimeouts)
 	logger.Info("downstream API listening", "addr", ln.Addr().String(), "resource", cfg.resource, "issuer", cfg.issuer)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -70,4 +70,32 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// timeouts of the HTTP server. net/http has none by default, so without them
+// a client that sends its request a byte at a time, or holds an idle
+// keep-alive connection, keeps a connection and a goroutine forever.
+type timeouts struct {
+	readHeader time.Duration // request line and headers
+	read       time.Duration // the whole request, body included
+	write      time.Duration // from the end of the headers to the end of the response
+	idle       time.Duration // between requests on a keep-alive connection
+}
+
+var defaultTimeouts = timeouts{
+	readHeader: 10 * time.Second,
+	read:       30 * time.Second,
+	write:      30 * time.Second,
+	idle:       120 * time.Second,
+}
+
+func newHTTPServer(h http.Handler, t timeouts) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.readHeader,
+		ReadTimeout:       t.read,
+		WriteTimeout:      t.write,
+		IdleTimeout:       t.idle,
+		MaxHeaderBytes:    64 << 10,
+	}
 }

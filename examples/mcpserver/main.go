@@ -14,7 +14,13 @@
 //     token exchange (rsmiddleware's exchange RoundTripper), never with the
 //     user's token, which the middleware strips before the handler runs.
 //
-// Usage (the example stack passes these; see deploy/stack.env):
+// Usage: --resource and --issuer are all it needs,
+//
+//	mcpserver --resource http://127.0.0.1:8080/mcp --issuer http://127.0.0.1:9000
+//
+// and fetch_report is there only with --downstream and the secret of the
+// server's own client at the AS (the example stack passes these; see
+// deploy/stack.env):
 //
 //	MCPSERVER_CLIENT_SECRET=... mcpserver --listen 127.0.0.1:8080 \
 //	    --resource http://127.0.0.1:8080/mcp --issuer http://127.0.0.1:9000 \
@@ -36,14 +42,13 @@ import (
 )
 
 func main() {
-	var cfg config
-	flag.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "address to listen on")
-	flag.StringVar(&cfg.resource, "resource", "http://127.0.0.1:8080/mcp", "canonical public URL of the MCP endpoint, also its resource URI")
-	flag.StringVar(&cfg.issuer, "issuer", "http://127.0.0.1:9000", "issuer of the authorization server")
-	flag.StringVar(&cfg.downstream, "downstream", "http://127.0.0.1:8081/api", "resource URI of the downstream API fetch_report calls")
-	flag.StringVar(&cfg.clientID, "client-id", "example-mcpserver", "this server's client id at the AS, for token exchange (secret: env MCPSERVER_CLIENT_SECRET)")
-	flag.Parse()
-	cfg.clientSecret = os.Getenv("MCPSERVER_CLIENT_SECRET")
+	cfg, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		os.Exit(2) // the flag package has printed the problem
+	}
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -52,6 +57,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mcpserver:", err)
 		os.Exit(1)
 	}
+}
+
+// parseFlags reads the command line; the secret comes from the environment.
+func parseFlags(args []string) (config, error) {
+	var cfg config
+	fs := flag.NewFlagSet("mcpserver", flag.ContinueOnError)
+	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&cfg.resource, "resource", "http://127.0.0.1:8080/mcp", "canonical public URL of the MCP endpoint, also its resource URI")
+	fs.StringVar(&cfg.issuer, "issuer", "http://127.0.0.1:9000", "issuer of the authorization server")
+	fs.StringVar(&cfg.downstream, "downstream", "", "resource URI of the downstream API fetch_report calls (e.g. http://127.0.0.1:8081/api); without it there is no fetch_report")
+	fs.StringVar(&cfg.clientID, "client-id", "example-mcpserver", "this server's client id at the AS, for token exchange (secret: env MCPSERVER_CLIENT_SECRET)")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	cfg.clientSecret = os.Getenv("MCPSERVER_CLIENT_SECRET")
+	return cfg, nil
 }
 
 func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
@@ -63,7 +84,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(h, defaultTimeouts)
 	logger.Info("MCP server listening", "addr", ln.Addr().String(), "resource", cfg.resource, "issuer", cfg.issuer, "downstream", cfg.downstream)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -78,4 +99,35 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// timeouts of the HTTP server. net/http has none by default, so without them
+// a client that sends its request a byte at a time, or holds an idle
+// keep-alive connection, keeps a connection and a goroutine forever.
+type timeouts struct {
+	readHeader time.Duration // request line and headers
+	read       time.Duration // the whole request, body included
+	write      time.Duration // from the end of the headers to the end of the response
+	idle       time.Duration // between requests on a keep-alive connection
+}
+
+// defaultTimeouts: tool calls answer well within write (fetch_report's
+// downstream call is bounded at 15s); a long-lived SSE stream (GET) ends
+// after it, and Streamable HTTP clients open a new one.
+var defaultTimeouts = timeouts{
+	readHeader: 10 * time.Second,
+	read:       30 * time.Second,
+	write:      60 * time.Second,
+	idle:       120 * time.Second,
+}
+
+func newHTTPServer(h http.Handler, t timeouts) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.readHeader,
+		ReadTimeout:       t.read,
+		WriteTimeout:      t.write,
+		IdleTimeout:       t.idle,
+		MaxHeaderBytes:    64 << 10,
+	}
 }

@@ -37,13 +37,19 @@ type config struct {
 // newServer builds the whole HTTP handler: PRM, health, and the guarded MCP
 // endpoint.
 func newServer(cfg config, logger *slog.Logger) (http.Handler, error) {
+	h, _, err := build(cfg, logger)
+	return h, err
+}
+
+// build is newServer, also returning the MCP server behind the handler.
+func build(cfg config, logger *slog.Logger) (http.Handler, *mcp.Server, error) {
 	resource, err := metadata.CanonicalResource(cfg.resource)
 	if err != nil {
-		return nil, errors.New("--resource: " + err.Error())
+		return nil, nil, errors.New("--resource: " + err.Error())
 	}
 	u, err := url.Parse(resource)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	path := u.Path
 	if path == "" {
@@ -56,11 +62,11 @@ func newServer(cfg config, logger *slog.Logger) (http.Handler, error) {
 		Logger:     logger,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	prmURL, err := rsmiddleware.ResourceMetadataURL(resource)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	scopes := rsmiddleware.Scopes{
 		Base:  []string{ScopeTools},
@@ -73,21 +79,23 @@ func newServer(cfg config, logger *slog.Logger) (http.Handler, error) {
 		Logger:              logger,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	prm, err := rsmiddleware.NewProtectedResourceMetadata(resource, []string{cfg.issuer}, []string{ScopeTools, ScopeAdmin})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	t := &tools{scopes: scopes, downstream: strings.TrimSuffix(cfg.downstream, "/"), logger: logger, started: time.Now()}
-	if cfg.downstream != "" {
+	if cfg.downstream == "" {
+		logger.Info("fetch_report is off: start with --downstream URL (the downstream API's resource URI) and MCPSERVER_CLIENT_SECRET (this server's client secret at the AS, for the token exchange) to enable it")
+	} else {
 		if cfg.clientSecret == "" {
-			return nil, errors.New("MCPSERVER_CLIENT_SECRET is not set (needed for token exchange to --downstream)")
+			return nil, nil, errors.New("MCPSERVER_CLIENT_SECRET is not set (needed for token exchange to --downstream)")
 		}
 		downstreamResource, err := metadata.CanonicalResource(cfg.downstream)
 		if err != nil {
-			return nil, errors.New("--downstream: " + err.Error())
+			return nil, nil, errors.New("--downstream: " + err.Error())
 		}
 		ex, err := rsmiddleware.NewExchanger(rsmiddleware.ExchangeConfig{
 			Issuer:       cfg.issuer,
@@ -97,7 +105,7 @@ func newServer(cfg config, logger *slog.Logger) (http.Handler, error) {
 			HTTPClient:   cfg.httpClient,
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		t.downstreamClient = &http.Client{
 			Transport: ex.Transport(nil, downstreamResource),
@@ -114,7 +122,7 @@ func newServer(cfg config, logger *slog.Logger) (http.Handler, error) {
 
 	mux := http.NewServeMux()
 	if err := rsmiddleware.MountPRM(mux, prm, true); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -126,7 +134,7 @@ func newServer(cfg config, logger *slog.Logger) (http.Handler, error) {
 	// to more scopes in the middle of a session.
 	binding := &rsmiddleware.SessionBinding{Owner: func(p *rsmiddleware.Principal) string { return p.Subject }}
 	mux.Handle(path, guard.Wrap(binding.Wrap(t.requests.Wrap(mcpHandler))))
-	return mux, nil
+	return mux, server, nil
 }
 
 type tools struct {
@@ -169,6 +177,8 @@ type Report struct {
 
 type empty struct{}
 
+// register adds the tools to s; fetch_report only when a downstream API is
+// configured.
 func (t *tools) register(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "whoami",
@@ -178,6 +188,9 @@ func (t *tools) register(s *mcp.Server) {
 		Name:        "admin_stats",
 		Description: "Server statistics for administrators (needs scope mcp:admin).",
 	}, t.adminStats)
+	if t.downstreamClient == nil {
+		return // no downstream API configured: no fetch_report
+	}
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "fetch_report",
 		Description: "Fetches a report from the downstream API with a token obtained by token exchange.",

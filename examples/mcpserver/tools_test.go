@@ -23,7 +23,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // mapping in server.go refers to these names.
 func TestToolListGolden(t *testing.T) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "mcpauth-example-server", Version: "0.1.0"}, nil)
-	tl := &tools{scopes: rsmiddleware.Scopes{Base: []string{ScopeTools}, Tools: map[string][]string{"admin_stats": {ScopeAdmin}}}, logger: slog.New(slog.DiscardHandler), started: time.Now()}
+	tl := &tools{scopes: rsmiddleware.Scopes{Base: []string{ScopeTools}, Tools: map[string][]string{"admin_stats": {ScopeAdmin}}}, logger: slog.New(slog.DiscardHandler), started: time.Now(), downstream: "http://127.0.0.1:1/api", downstreamClient: &http.Client{}}
 	tl.register(server)
 	ct, st := mcp.NewInMemoryTransports()
 	ctx := context.Background()
