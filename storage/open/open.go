@@ -16,8 +16,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
+	"github.com/mcpauth/mcpauth/internal/redact"
 	"github.com/mcpauth/mcpauth/migrations"
 	"github.com/mcpauth/mcpauth/storage"
 	"github.com/mcpauth/mcpauth/storage/memory"
@@ -27,6 +29,10 @@ import (
 
 // ErrUnknownDSN is returned for a DSN none of the backends accepts.
 var ErrUnknownDSN = errors.New("storage: unknown storage DSN (want memory, sqlite:PATH or postgres://...)")
+
+// errBadURL is returned for a postgres:// DSN that is not a URL. The DSN
+// itself is never part of an error: its password would be in it.
+var errBadURL = fmt.Errorf("%w: the postgres URL does not parse (percent-encode characters such as @ : / ? # %% in the user name and password)", ErrUnknownDSN)
 
 type kind int
 
@@ -48,6 +54,14 @@ func parse(dsn string) (kind, string, error) {
 		}
 		return kindSQLite, path, nil
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		// A password with an unescaped "@" is ambiguous: the URL parser
+		// splits at the first "/" (taking part of the password for the host),
+		// people mean the last "@". Refuse it rather than guess.
+		_, rest, _ := strings.Cut(dsn, "://")
+		at := strings.LastIndexByte(rest, '@')
+		if _, err := url.Parse(dsn); err != nil || at >= 0 && strings.ContainsAny(rest[:at], "/?#") {
+			return 0, "", errBadURL
+		}
 		return kindPostgres, dsn, nil
 	}
 	return 0, "", ErrUnknownDSN
@@ -55,7 +69,13 @@ func parse(dsn string) (kind, string, error) {
 
 // Open opens the store dsn names. Unreachable databases yield a wrapped
 // storage.ErrUnavailable; a malformed DSN ErrUnknownDSN or a parse error.
+// No error of this package holds the DSN's password (package redact).
 func Open(ctx context.Context, dsn string) (storage.Store, error) {
+	s, err := open(ctx, dsn)
+	return s, redact.Error(err, dsn)
+}
+
+func open(ctx context.Context, dsn string) (storage.Store, error) {
 	k, rest, err := parse(dsn)
 	if err != nil {
 		return nil, err
@@ -114,10 +134,11 @@ func Migrate(ctx context.Context, dsn string) error {
 func Up(ctx context.Context, dsn string) ([]int, error) {
 	m, err := openMigrator(ctx, dsn)
 	if err != nil || m == nil {
-		return nil, err
+		return nil, redact.Error(err, dsn)
 	}
 	defer m.Close()
-	return m.Migrate(ctx)
+	v, err := m.Migrate(ctx)
+	return v, redact.Error(err, dsn)
 }
 
 // MigrationStatus reports applied and pending migrations of the database dsn
@@ -125,8 +146,9 @@ func Up(ctx context.Context, dsn string) ([]int, error) {
 func MigrationStatus(ctx context.Context, dsn string) (migrations.Status, error) {
 	m, err := openMigrator(ctx, dsn)
 	if err != nil || m == nil {
-		return migrations.Status{}, err
+		return migrations.Status{}, redact.Error(err, dsn)
 	}
 	defer m.Close()
-	return m.MigrationStatus(ctx)
+	st, err := m.MigrationStatus(ctx)
+	return st, redact.Error(err, dsn)
 }

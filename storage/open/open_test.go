@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +124,35 @@ func ExampleOpen() {
 	// Output:
 	// <nil>
 	// true
+}
+
+// No error of Open, Migrate or MigrationStatus holds the DSN's password, even
+// for a DSN that does not parse (pgx echoes those, redacting only up to the
+// first "@") or one whose password holds characters a URL parser splits on.
+func TestErrorsNeverHoldTheDatabasePassword(t *testing.T) {
+	const pw = "Se@cr/et-pw"
+	for _, tc := range []struct{ name, dsn string }{
+		{"an unescaped slash and at sign", "postgres://u:" + pw + "@127.0.0.1:1/x?sslmode=disable"},
+		{"a bad sslmode", "postgres://u:" + pw + "@127.0.0.1:1/x?sslmode=bogus"},
+		{"a bad percent escape", "postgres://u:" + pw + "%zz@127.0.0.1:1/x"},
+		{"a password parameter", "postgres://u@127.0.0.1:1/x?connect_timeout=2&sslmode=bogus&password=" + pw},
+		{"an unreachable server", "postgres://u:Se%40cr%2Fet-pw@127.0.0.1:1/x?sslmode=disable&connect_timeout=2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			_, err1 := open.Open(ctx, tc.dsn)
+			err2 := open.Migrate(ctx, tc.dsn)
+			_, err3 := open.MigrationStatus(ctx, tc.dsn)
+			for _, err := range []error{err1, err2, err3} {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				for _, part := range []string{pw, "cr/et", "Se%40cr%2Fet"} {
+					if strings.Contains(err.Error(), part) {
+						t.Errorf("error holds the password (%q): %v", part, err)
+					}
+				}
+			}
+		})
+	}
 }
