@@ -29,8 +29,9 @@ func runCLI(t *testing.T, stdin string, environ map[string]string, args ...strin
 func TestHashPasswordOutputVerifies(t *testing.T) {
 	for _, tc := range []struct{ name, stdin, pw string }{
 		{"hashes a password ending in a newline", "correct horse battery\n", "correct horse battery"},
-		{"hashes a password without a newline", "s3cret", "s3cret"},
-		{"hashes a password ending in CRLF", "windows\r\n", "windows"},
+		{"hashes a password without a newline", "s3cret-s3cret", "s3cret-s3cret"},
+		{"hashes a password ending in CRLF", "windows-line-end\r\n", "windows-line-end"},
+		{"hashes only the first line", "first-line-password\nsecond line\n", "first-line-password"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, tc.stdin, nil, "hash-password")
@@ -65,6 +66,11 @@ func TestCommandLineMistakes(t *testing.T) {
 		{"rejects keys rotate with an extra argument", []string{"keys", "rotate", "--config", "x.yaml", "now"}, "", 2, "keys needs rotate"},
 		{"rejects a flag after an argument that it does not know", []string{"migrate", "up", "--fast"}, "", 2, "flag provided but not defined: -fast"},
 		{"rejects an empty password", []string{"hash-password"}, "\n", 1, "empty password"},
+		{"rejects a one-character password", []string{"hash-password"}, "x\n", 1, "the password has 1 characters; at least 12 are required"},
+		{"rejects an 11-character password", []string{"hash-password"}, "ab-cd-ef-gh\n", 1, "the password has 11 characters; at least 12"},
+		{"rejects a password longer than 4096 bytes", []string{"hash-password"}, strings.Repeat("p", 5000), 1, "longer than 4096 bytes"},
+		{"rejects healthcheck arguments", []string{"healthcheck", "x"}, "", 2, "healthcheck takes no arguments"},
+		{"rejects a healthcheck URL that is not http", []string{"healthcheck", "--url", "ftp://x/"}, "", 2, "not an absolute http(s) URL"},
 		{"rejects a password given as an argument", []string{"hash-password", "pw"}, "", 2, "reads the password from stdin"},
 		{"reports a missing config file", []string{"--config", "/nonexistent/x.yaml", "check-config"}, "", 1, "config: open /nonexistent/x.yaml"},
 	}

@@ -587,6 +587,8 @@ func TestDevDefaultsWithoutAConfigFile(t *testing.T) {
 		}},
 		{"takes the admin password from the environment", []string{"AUTHSERVER_ADMIN_PASSWORD=correct horse"},
 			"the password in AUTHSERVER_ADMIN_PASSWORD", func(string) string { return "correct horse" }},
+		{"takes the admin password from AUTHSERVER_ADMIN_PASSWORD_FILE", []string{"AUTHSERVER_ADMIN_PASSWORD_FILE=" + adminPasswordFile(t, "correct horse from a file\n")},
+			"the password in AUTHSERVER_ADMIN_PASSWORD", func(string) string { return "correct horse from a file" }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -627,6 +629,17 @@ func TestDevDefaultsWithoutAConfigFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// adminPasswordFile writes pw to a file (mode 0600, as a mounted secret) and
+// returns its path.
+func adminPasswordFile(t *testing.T, pw string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "admin-password")
+	if err := os.WriteFile(p, []byte(pw), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 var hiddenInput = regexp.MustCompile(`<input type="hidden" name="([a-z_]+)" value="([^"]*)">`)

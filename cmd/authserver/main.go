@@ -10,16 +10,22 @@
 //	serve          run the server (the default when no command is given)
 //	migrate up     apply pending database migrations
 //	migrate status list applied and pending migrations
-//	hash-password  read a password on stdin, print its argon2id hash
+//	hash-password  read a password (prompted twice on a terminal, else one
+//	               line of stdin), print its argon2id hash
 //	keys rotate    add a new signing key and retire the others
 //	gc             one garbage-collection pass (expired records, idle clients)
-//	check-config   validate the configuration and print it, secrets redacted
+//	check-config   validate the configuration, print warnings and the
+//	               configuration with secrets redacted
+//	healthcheck    GET the running server's /readyz (or /healthz), exit 0 or 1
 //	version        print the version
 //
 // The configuration file comes from --config or AUTHSERVER_CONFIG; without
-// one the server runs on development defaults (see the README).
+// one the server runs on development defaults (see the README), on a
+// loopback listen address only unless AUTHSERVER_DEV=1.
 // AUTHSERVER_ISSUER, AUTHSERVER_LISTEN, AUTHSERVER_STORAGE and
-// AUTHSERVER_SECRET override the keys of the same name.
+// AUTHSERVER_SECRET override the keys of the same name; each of them, like
+// AUTHSERVER_ADMIN_PASSWORD and every ${VAR} of the file, may instead be given
+// as a file named by NAME_FILE.
 //
 // This is the only package that reads flags, the environment and files; the
 // libraries (as, dcr, storage backends) take plain config structs.
@@ -32,7 +38,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,6 +51,9 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"unicode/utf8"
+
+	"golang.org/x/term"
 
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
 	"github.com/mcpauth/mcpauth/internal/password"
@@ -83,15 +94,21 @@ const usage = `usage: authserver [--config FILE] [command] [flags]
 commands:
   serve [--no-migrate]   run the authorization server (default)
   migrate up|status      apply or list database migrations
-  hash-password          read a password on stdin, print its argon2id hash
+  hash-password          read a password (twice on a terminal, without echo;
+                         else the first line of stdin), print its argon2id hash
   keys rotate            add a new signing key, retire the others
   gc                     run one garbage-collection pass
-  check-config           validate the configuration, print it with secrets redacted
+  check-config           validate the configuration, print warnings and the
+                         configuration with secrets redacted
+  healthcheck [--url U]  GET the running server's /readyz (or /healthz);
+                         exit 0 when it answers 2xx, 1 otherwise
   version                print the version
 
 The configuration file is --config FILE or $AUTHSERVER_CONFIG; without one the
-server runs on development defaults. AUTHSERVER_ISSUER, AUTHSERVER_LISTEN,
-AUTHSERVER_STORAGE and AUTHSERVER_SECRET override the keys of the same name.
+server runs on development defaults, on loopback only unless AUTHSERVER_DEV=1.
+AUTHSERVER_ISSUER, AUTHSERVER_LISTEN, AUTHSERVER_STORAGE and AUTHSERVER_SECRET
+override the keys of the same name. Every such variable, AUTHSERVER_ADMIN_PASSWORD
+and each ${VAR} in the file may instead be a file named by NAME_FILE.
 `
 
 // run executes one command line and returns the exit status.
@@ -118,6 +135,7 @@ type command struct {
 	args       []string // positional arguments after the command's flags
 	configPath string
 	noMigrate  bool
+	url        string // healthcheck --url
 }
 
 func parseArgs(args []string, e env) (*command, error) {
@@ -139,6 +157,8 @@ func parseArgs(args []string, e env) (*command, error) {
 	switch cmd.name {
 	case "serve":
 		fs.BoolVar(&cmd.noMigrate, "no-migrate", false, "do not apply migrations at start-up")
+	case "healthcheck":
+		fs.StringVar(&cmd.url, "url", "", "URL to GET instead of the configured listen address's /readyz")
 	case "migrate", "hash-password", "keys", "gc", "check-config", "version", "help":
 	default:
 		return nil, usagef("unknown command %q", cmd.name)
@@ -196,6 +216,11 @@ func dispatch(ctx context.Context, args []string, e env) error {
 			return err
 		}
 		return hashPassword(e)
+	case "healthcheck":
+		if err := wantArgs(0, "healthcheck takes no arguments (use --url)"); err != nil {
+			return err
+		}
+		return healthcheck(ctx, cmd, e)
 	}
 
 	switch cmd.name {
@@ -224,6 +249,8 @@ func dispatch(ctx context.Context, args []string, e env) error {
 		if err != nil {
 			return err
 		}
+		// The warnings serve would log at start-up, through the same logger.
+		logWarnings(logger, cfg)
 		_, err = e.stdout.Write(out)
 		return err
 	case "serve":
@@ -238,19 +265,48 @@ func dispatch(ctx context.Context, args []string, e env) error {
 	return usagef("unknown command %q", cmd.name)
 }
 
-// hashPassword reads one password from stdin (a trailing newline is not part
-// of it) and prints its argon2id hash for users[].password_hash.
+// minPasswordLength is the shortest password hash-password accepts, in
+// characters (NIST SP 800-63B §5.1.1.2 asks for at least 8; a password that
+// only a machine types can be longer).
+const minPasswordLength = 12
+
+// maxPasswordBytes bounds a password read by hash-password.
+const maxPasswordBytes = 4096
+
+// hashPassword reads a password and prints its argon2id hash for
+// users[].password_hash. On a terminal it prompts twice on stderr, without
+// echo, and refuses two different answers; otherwise (a pipe, a file) it
+// reads the first line of stdin, without its line ending, for scripts.
 func hashPassword(e env) error {
-	b, err := io.ReadAll(io.LimitReader(e.stdin, 4097))
-	if err != nil {
+	var pw string
+	if f, ok := e.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		first, err := promptPassword(f, e.stderr, "Password: ")
+		if err != nil {
+			return err
+		}
+		if err := checkPasswordLength(first); err != nil {
+			return err
+		}
+		again, err := promptPassword(f, e.stderr, "Repeat the password: ")
+		if err != nil {
+			return err
+		}
+		if subtle.ConstantTimeCompare([]byte(first), []byte(again)) != 1 {
+			return errors.New("hash-password: the two passwords differ")
+		}
+		pw = first
+	} else {
+		line, err := firstLine(e.stdin)
+		if err != nil {
+			return err
+		}
+		if line == "" {
+			return errors.New("hash-password: empty password on stdin")
+		}
+		pw = line
+	}
+	if err := checkPasswordLength(pw); err != nil {
 		return err
-	}
-	if len(b) > 4096 {
-		return errors.New("hash-password: password longer than 4096 bytes")
-	}
-	pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-	if pw == "" {
-		return errors.New("hash-password: empty password on stdin")
 	}
 	h, err := password.Hash(pw)
 	if err != nil {
@@ -258,6 +314,43 @@ func hashPassword(e env) error {
 	}
 	fmt.Fprintln(e.stdout, h)
 	return nil
+}
+
+func checkPasswordLength(pw string) error {
+	if n := utf8.RuneCountInString(pw); n < minPasswordLength {
+		return fmt.Errorf("hash-password: the password has %d characters; at least %d are required", n, minPasswordLength)
+	}
+	return nil
+}
+
+// promptPassword writes prompt to w and reads a line from the terminal f
+// with echo off.
+func promptPassword(f *os.File, w io.Writer, prompt string) (string, error) {
+	fmt.Fprint(w, prompt)
+	b, err := term.ReadPassword(int(f.Fd()))
+	fmt.Fprintln(w)
+	if err != nil {
+		return "", fmt.Errorf("hash-password: reading the password: %w", err)
+	}
+	if len(b) > maxPasswordBytes {
+		return "", fmt.Errorf("hash-password: password longer than %d bytes", maxPasswordBytes)
+	}
+	return string(b), nil
+}
+
+// firstLine reads r up to the first newline and returns what came before
+// it, without a trailing carriage return.
+func firstLine(r io.Reader) (string, error) {
+	br := bufio.NewReaderSize(io.LimitReader(r, maxPasswordBytes+2), maxPasswordBytes+2)
+	line, err := br.ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+	if len(line) > maxPasswordBytes {
+		return "", fmt.Errorf("hash-password: password longer than %d bytes", maxPasswordBytes)
+	}
+	return line, nil
 }
 
 func versionString() string {

@@ -236,7 +236,10 @@ func (s *server) users(e env) ([]loginui.User, error) {
 	if s.cfg.FromFile {
 		return out, nil
 	}
-	pw, fromEnv := e.lookup("AUTHSERVER_ADMIN_PASSWORD")
+	pw, fromEnv, err := config.LookupVar(e.lookup, "AUTHSERVER_ADMIN_PASSWORD")
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	if !fromEnv || pw == "" {
 		pw = secret.Generate()[:22]
 		fromEnv = false
@@ -248,7 +251,7 @@ func (s *server) users(e env) ([]loginui.User, error) {
 	out = append(out, loginui.User{Username: "admin", PasswordHash: h})
 	login := s.cfg.Issuer + "/consents"
 	if fromEnv {
-		s.loginHint = fmt.Sprintf("\n  Development mode (no --config): log in at %s with username \"admin\" and the password in AUTHSERVER_ADMIN_PASSWORD.\n\n", login)
+		s.loginHint = fmt.Sprintf("\n  Development mode (no --config): log in at %s with username \"admin\" and the password in AUTHSERVER_ADMIN_PASSWORD (or its _FILE).\n\n", login)
 	} else {
 		s.loginHint = fmt.Sprintf("\n  Development mode (no --config): log in at %s with\n      username: admin\n      password: %s\n  This password is generated for this run only; set AUTHSERVER_ADMIN_PASSWORD to choose one.\n\n", login, pw)
 	}
@@ -359,9 +362,7 @@ func fetchConfig(m config.CIMD) safehttp.Config {
 // serve runs the server until ctx ends (SIGINT, SIGTERM), then shuts down
 // gracefully.
 func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logger, e env) error {
-	if cfg.IssuerInsecure() {
-		log.Warn("issuer is plain http on a non-loopback host: put TLS in front and use an https issuer", "issuer", cfg.Issuer)
-	}
+	logWarnings(log, cfg)
 	if !cfg.FromFile {
 		log.Info("no configuration file: running on development defaults", "storage", cfg.StorageForLog())
 	}
@@ -412,6 +413,14 @@ func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// logWarnings logs the weak settings of cfg (config.Warnings), one line
+// each; serve calls it at start-up and check-config prints the same lines.
+func logWarnings(log *slog.Logger, cfg *config.Config) {
+	for _, w := range cfg.Warnings() {
+		log.Warn(w.Msg, "field", w.Path)
+	}
 }
 
 // wellKnown is the RFC 8414 §3 metadata URL of issuer (path inserted).

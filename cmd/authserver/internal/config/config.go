@@ -1,8 +1,9 @@
 // Package config reads, checks and prints the configuration of the authserver
 // command: a YAML file whose `${VAR}` references expand from the environment,
-// three environment overrides (AUTHSERVER_ISSUER, AUTHSERVER_LISTEN,
-// AUTHSERVER_STORAGE, plus AUTHSERVER_SECRET), and the development defaults
-// used when there is no file at all.
+// four environment overrides (AUTHSERVER_ISSUER, AUTHSERVER_LISTEN,
+// AUTHSERVER_STORAGE, AUTHSERVER_SECRET), and the development defaults used
+// when there is no file at all. Every variable, in `${VAR}` or as an
+// override, may instead be given as a file named by VAR_FILE (LookupVar).
 //
 // Every error names the field path it is about, for example
 //
@@ -21,11 +22,13 @@ package config
 
 import (
 	"fmt"
-	"net/url"
+	"net"
 	"os"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/mcpauth/mcpauth/internal/redact"
 )
 
 // Config is the whole configuration file. Field tags are the public YAML
@@ -68,6 +71,11 @@ type Config struct {
 	// FromFile is false when no configuration file was given and the
 	// development defaults are in use. Not a YAML key.
 	FromFile bool `yaml:"-"`
+
+	// set holds the field paths ("gc.interval", "clients[0].secret") the
+	// file gives a value, so that an explicit 0 or "" is told apart from a
+	// key left out.
+	set map[string]bool
 }
 
 // Resource is one protected resource (an MCP server).
@@ -257,6 +265,9 @@ func Load(path string, env Lookup) (*Config, error) {
 		if err := c.finish(env); err != nil {
 			return nil, err
 		}
+		if err := devAllowed(c, env); err != nil {
+			return nil, err
+		}
 		return c, nil
 	}
 	data, err := os.ReadFile(path)
@@ -301,22 +312,51 @@ func Dev() *Config {
 	}
 }
 
+// DevOptIn is the environment variable that lets the development defaults
+// (no configuration file) serve on an address other than loopback.
+const DevOptIn = "AUTHSERVER_DEV"
+
+// devAllowed refuses the development defaults (open registration, a
+// generated admin password, SQLite in the working directory) on a listen
+// address that is not loopback, unless AUTHSERVER_DEV=1 asks for them: that
+// is how a container started with no configuration ends up, and it must say
+// what to provide rather than serve a demo to the network.
+func devAllowed(c *Config, env Lookup) error {
+	host, _, _ := net.SplitHostPort(c.Listen)
+	if IsLoopback(host) {
+		return nil
+	}
+	if v, _ := env(DevOptIn); v == "1" {
+		return nil
+	}
+	return fmt.Errorf("config: no configuration file, and listen is %s, not loopback: give one with --config FILE or AUTHSERVER_CONFIG=FILE "+
+		"(in the container image: mount it, for example at /etc/mcpauth/authserver.yaml, and set AUTHSERVER_CONFIG to that path), "+
+		"or set %s=1 to serve the development defaults (open registration, a generated admin password) on this address", c.Listen, DevOptIn)
+}
+
+// Overrides are the environment variables that replace the key of the same
+// name. Each is read with LookupVar, so NAME_FILE works too.
+var Overrides = []string{"AUTHSERVER_ISSUER", "AUTHSERVER_LISTEN", "AUTHSERVER_STORAGE", "AUTHSERVER_SECRET"}
+
 // finish applies the environment overrides and defaults, then validates.
 func (c *Config) finish(env Lookup) error {
-	for _, o := range []struct {
-		name string
-		dst  *string
-	}{
-		{"AUTHSERVER_ISSUER", &c.Issuer},
-		{"AUTHSERVER_LISTEN", &c.Listen},
-		{"AUTHSERVER_STORAGE", &c.Storage},
-		{"AUTHSERVER_SECRET", &c.Secret},
-	} {
-		if v, ok := env(o.name); ok && v != "" {
-			*o.dst = v
+	for i, dst := range []*string{&c.Issuer, &c.Listen, &c.Storage, &c.Secret} {
+		v, ok, err := LookupVar(env, Overrides[i])
+		if err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		if ok && v != "" {
+			*dst = v
 		}
 	}
+	// An explicit 0 or "" that a default would replace is a mistake (a
+	// zero interval, an empty ${VAR}): refuse it instead of running on
+	// something the file does not say.
+	zeros := c.explicitZeros()
 	c.defaults()
+	if err := c.checkZeros(zeros); err != nil {
+		return err
+	}
 	return c.Validate()
 }
 
@@ -360,7 +400,8 @@ func (c *Config) defaults() {
 	if r.Open == nil {
 		r.Open = boolPtr(len(r.InitialAccessTokens) == 0)
 	}
-	if r.RateLimit.PerMinute == 0 && r.RateLimit.Burst == 0 {
+	if r.RateLimit.PerMinute == 0 && r.RateLimit.Burst == 0 &&
+		!c.set["registration.rate_limit.per_minute"] && !c.set["registration.rate_limit.burst"] {
 		r.RateLimit = RateLimit{PerMinute: 20, Burst: 10}
 	}
 	if r.MaxBodyBytes == 0 {
@@ -430,6 +471,7 @@ func (c *Config) Redacted() ([]byte, error) {
 		r.Secret = mark
 	}
 	r.Storage = c.StorageForLog()
+	r.set = nil
 	r.Clients = append([]Client(nil), c.Clients...)
 	for i := range r.Clients {
 		if r.Clients[i].Secret != "" {
@@ -449,27 +491,9 @@ func (c *Config) Redacted() ([]byte, error) {
 	return yaml.Marshal(&r)
 }
 
-// StorageForLog is the storage key with any password in a postgres URL
-// (user info or password parameter) replaced by "[redacted]".
-func (c *Config) StorageForLog() string {
-	kind, _ := storageKind(c.Storage)
-	if kind != "postgres" {
-		return c.Storage
-	}
-	u, err := url.Parse(c.Storage)
-	if err != nil {
-		return "postgres://[unparsable, redacted]"
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "redacted")
-	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "redacted")
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
-}
+// StorageForLog is the storage key with any password (URL user info, a
+// password parameter) replaced by "redacted", also when it does not parse.
+func (c *Config) StorageForLog() string { return redact.DSN(c.Storage) }
 
 // StorageKind returns "memory", "sqlite" or "postgres" and, for sqlite, the
 // database path.

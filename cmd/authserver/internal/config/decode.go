@@ -23,13 +23,22 @@ func decode(data []byte, env Lookup) (*Config, error) {
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		if line := flowReference(data); line > 0 {
+			_, yamlMsg, _ := strings.Cut(msg, ": ")
+			if !strings.HasPrefix(msg, "line ") {
+				yamlMsg = msg
+			}
+			msg = fmt.Sprintf("line %d: a ${VAR} inside a [flow, list] or {flow: mapping} must be quoted, as in [a, \"${X}\"] "+
+				"(YAML reads a bare \"{\" there as the start of a mapping), or write the list as lines starting with \"- \"; the YAML parser says: %s", line, yamlMsg)
+		}
+		return nil, fmt.Errorf("config: %s", msg)
 	}
 	c := &Config{}
 	if root.Kind == 0 { // empty file
 		return c, nil
 	}
-	w := walker{env: env, seen: map[*yaml.Node]bool{}}
+	w := walker{env: env, seen: map[*yaml.Node]bool{}, set: map[string]bool{}}
 	doc := &root
 	if doc.Kind == yaml.DocumentNode {
 		if len(doc.Content) == 0 {
@@ -52,12 +61,14 @@ func decode(data []byte, env Lookup) (*Config, error) {
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
+	c.set = w.set
 	return c, nil
 }
 
 type walker struct {
 	env    Lookup
 	seen   map[*yaml.Node]bool
+	set    map[string]bool // paths of the non-null scalars met
 	visits int
 }
 
@@ -115,6 +126,7 @@ func (w *walker) walk(path string, n *yaml.Node, t reflect.Type) error {
 		if isNull(n) {
 			return nil
 		}
+		w.set[path] = true
 		return checkScalar(path, n, t)
 	case t.Kind() == reflect.Slice:
 		if isNull(n) {
@@ -230,9 +242,11 @@ func (w *walker) expand(path string, n *yaml.Node) error {
 	return nil
 }
 
-// Expand replaces every `${NAME}` in s with env(NAME). NAME is a shell
-// variable name ([A-Za-z_][A-Za-z0-9_]*). It returns an error naming a
-// variable that is not set, or describing a malformed reference.
+// Expand replaces every `${NAME}` in s with the variable NAME as LookupVar
+// reads it: the environment variable NAME, or else the content of the file
+// named by NAME_FILE (one trailing newline removed). NAME is a shell variable
+// name ([A-Za-z_][A-Za-z0-9_]*). It returns an error naming a variable that is
+// not set, or describing a malformed reference.
 func Expand(s string, env Lookup) (string, error) {
 	var b strings.Builder
 	for {
@@ -251,9 +265,12 @@ func Expand(s string, env Lookup) (string, error) {
 		if !validVarName(name) {
 			return "", fmt.Errorf("invalid variable name in ${%s}", name)
 		}
-		v, ok := env(name)
+		v, ok, err := LookupVar(env, name)
+		if err != nil {
+			return "", err
+		}
 		if !ok {
-			return "", fmt.Errorf("environment variable %s is not set", name)
+			return "", fmt.Errorf("environment variable %s is not set (nor %s_FILE)", name, name)
 		}
 		b.WriteString(v)
 		s = s[j+1:]
@@ -273,4 +290,54 @@ func validVarName(s string) bool {
 		}
 	}
 	return true
+}
+
+// flowReference returns the 1-based number of the first line with an
+// unquoted `${` inside a flow collection ([...] or {...}), or 0. There `{`
+// opens a mapping, so `[a, ${X}]` does not parse; decode adds a hint.
+func flowReference(data []byte) int {
+	depth, line := 0, 1
+	var quote byte
+	for i := 0; i < len(data); i++ {
+		b := data[i]
+		switch {
+		case b == '\n':
+			line++
+			if quote == '\'' || quote == '"' {
+				continue // quoted scalars may span lines
+			}
+		case quote != 0:
+			if b == quote {
+				quote = 0
+			} else if b == '\\' && quote == '"' {
+				i++
+			}
+		case b == '#' && (i == 0 || data[i-1] == ' ' || data[i-1] == '\t' || data[i-1] == '\n'):
+			for i+1 < len(data) && data[i+1] != '\n' {
+				i++
+			}
+		case (b == '\'' || b == '"') && depth > 0:
+			quote = b
+		case b == '[' || b == '{':
+			if b == '{' && depth > 0 && i > 0 && data[i-1] == '$' {
+				return line
+			}
+			if depth > 0 || i == 0 || isFlowStart(data[:i]) {
+				depth++
+			}
+		case (b == ']' || b == '}') && depth > 0:
+			depth--
+		}
+	}
+	return 0
+}
+
+// isFlowStart reports whether a '[' or '{' after prefix opens a flow
+// collection: it follows "key: ", "- " or the start of a line.
+func isFlowStart(prefix []byte) bool {
+	j := len(prefix) - 1
+	for j >= 0 && (prefix[j] == ' ' || prefix[j] == '\t') {
+		j--
+	}
+	return j < 0 || prefix[j] == ':' || prefix[j] == '-' || prefix[j] == '\n'
 }

@@ -49,5 +49,5 @@ func ExampleExpand() {
 	fmt.Println(err)
 	// Output:
 	// https://auth.example.com/tenant <nil>
-	// environment variable MISSING is not set
+	// environment variable MISSING is not set (nor MISSING_FILE)
 }

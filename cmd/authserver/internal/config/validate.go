@@ -6,11 +6,13 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mcpauth/mcpauth/internal/clientaddr"
 	"github.com/mcpauth/mcpauth/internal/password"
+	"github.com/mcpauth/mcpauth/internal/redact"
 	"github.com/mcpauth/mcpauth/metadata"
 )
 
@@ -42,8 +44,8 @@ func (c *Config) Validate() error {
 	if err := validateIssuer(c.Issuer); err != nil {
 		return err
 	}
-	if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
-		return errf("listen", "not a host:port address: %q", c.Listen)
+	if err := validateListen(c.Listen); err != nil {
+		return err
 	}
 	for i, p := range c.TrustedProxies {
 		if _, err := clientaddr.ParsePrefix(p); err != nil {
@@ -53,14 +55,16 @@ func (c *Config) Validate() error {
 	kind, path := storageKind(c.Storage)
 	switch kind {
 	case "":
-		return errf("storage", "must be memory, sqlite:PATH or postgres://..., got %q", c.Storage)
+		return errf("storage", "must be memory, sqlite:PATH or postgres://..., got %q", redact.DSN(c.Storage))
 	case "sqlite":
 		if path == "" {
 			return errf("storage", "sqlite: needs a file path, as in sqlite:./authserver.db")
 		}
 	case "postgres":
-		if _, err := url.Parse(c.Storage); err != nil {
-			return errf("storage", "not a valid postgres URL")
+		_, rest, _ := strings.Cut(c.Storage, "://")
+		at := strings.LastIndexByte(rest, '@')
+		if _, err := url.Parse(c.Storage); err != nil || at >= 0 && strings.ContainsAny(rest[:at], "/?#") {
+			return errf("storage", "not a valid postgres URL: %s (percent-encode characters such as @ : / ? # %% in the user name and password)", redact.DSN(c.Storage))
 		}
 		if c.Secret == "" {
 			return errf("secret", "required with postgres storage, so every instance shares it (for example secret: ${AUTHSERVER_SECRET})")
@@ -286,6 +290,10 @@ func (c *Config) validateRegistration(byURI map[string]*Resource, scopes map[str
 	if !c.RegistrationOpen() && len(r.InitialAccessTokens) == 0 && c.RegistrationEnabled() {
 		return errf("registration.initial_access_tokens", "required when registration.open is false")
 	}
+	if r.Open != nil && *r.Open && len(r.InitialAccessTokens) > 0 {
+		return errf("registration.open", "is true, so no initial access token (RFC 7591 §3) is ever asked for and registration.initial_access_tokens do nothing: "+
+			"set open: false to require one of them, or remove them")
+	}
 	for i, t := range r.InitialAccessTokens {
 		if len(t) < 16 {
 			return errf(fmt.Sprintf("registration.initial_access_tokens[%d]", i), "must be at least 16 characters")
@@ -358,6 +366,47 @@ func (c *Config) validateCIMD() error {
 		return errf("cimd.timeout", "must be between 100ms and 1m")
 	}
 	return nil
+}
+
+// validateListen checks a listen address: host:port with a decimal port from
+// 0 to 65535 (0: any free port) and a host that is empty (every interface),
+// an IP literal or a DNS name (RFC 1123 §2.1 labels; the last one not all
+// digits, so a mistyped IP address is not taken for a name).
+func validateListen(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || port == "" {
+		return errf("listen", "not a host:port address: %q", s)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 || port[0] == '+' {
+		return errf("listen", "port %q is not a number from 0 to 65535", port)
+	}
+	if host == "" || net.ParseIP(host) != nil {
+		return nil
+	}
+	if !validHostName(host) {
+		return errf("listen", "host %q is not an IP address or a host name", host)
+	}
+	return nil
+}
+
+func validHostName(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	labels := strings.Split(strings.TrimSuffix(h, "."), ".")
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, r := range l {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	last := labels[len(labels)-1]
+	return strings.ContainsFunc(last, func(r rune) bool { return r < '0' || r > '9' })
 }
 
 func validateIssuer(s string) error {

@@ -1,0 +1,101 @@
+package config
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mcpauth/mcpauth/internal/password"
+)
+
+// Warning is a setting that is accepted but weak. Path is the field path,
+// as in errors.
+type Warning struct {
+	Path string
+	Msg  string
+}
+
+func (w Warning) String() string { return w.Path + ": " + w.Msg }
+
+// Warnings lists the weak settings of a validated configuration, for `serve`
+// to log at start-up and `check-config` to print the same way:
+//
+//   - secret: key material of low entropy (few distinct bytes, a repeated
+//     pattern, or under 80 bits by its own byte frequencies);
+//   - issuer: plain http on a host that is not loopback (RFC 8414 §2 and
+//     OAuth 2.1 §1.5 ask for TLS);
+//   - users[i].password_hash: bcrypt below cost 10, argon2id below the OWASP
+//     minimum (password.Weak).
+func (c *Config) Warnings() []Warning {
+	var out []Warning
+	if c.Secret != "" {
+		if why := weakSecret(c.Secret); why != "" {
+			out = append(out, Warning{"secret", "low-entropy key material (" + why + "): use 32 or more random bytes, for example `openssl rand -base64 32`"})
+		}
+	}
+	if c.IssuerInsecure() {
+		out = append(out, Warning{"issuer", "issuer is plain http on a non-loopback host: put TLS in front and use an https issuer"})
+	}
+	for i, u := range c.Users {
+		if password.Weak(u.PasswordHash) {
+			out = append(out, Warning{fmt.Sprintf("users[%d].password_hash", i),
+				fmt.Sprintf("weak password hash for %q (bcrypt cost below %d or argon2id below the OWASP minimum of 19 MiB, or 46 MiB with one pass): rehash with `authserver hash-password`",
+					u.Username, password.MinBcryptCost)})
+		}
+	}
+	return out
+}
+
+// Thresholds of weakSecret. A random 32-character hex string (128 bits)
+// shows 14-16 distinct bytes (never fewer than 9 in 200000 tries) and about
+// 115 bits by its byte frequencies (never under 88).
+const (
+	minSecretDistinct = 8
+	minSecretBits     = 80
+)
+
+// weakSecret says why s looks like poor key material, or "" when it does
+// not. It cannot prove randomness; it catches the usual mistakes: one byte
+// repeated, a short word or pattern repeated, a handful of distinct bytes.
+func weakSecret(s string) string {
+	var counts [256]int
+	for i := 0; i < len(s); i++ {
+		counts[s[i]]++
+	}
+	distinct := 0
+	bits := 0.0
+	for _, n := range counts {
+		if n == 0 {
+			continue
+		}
+		distinct++
+		p := float64(n) / float64(len(s))
+		bits -= float64(n) * math.Log2(p)
+	}
+	switch {
+	case distinct < minSecretDistinct:
+		return fmt.Sprintf("only %d distinct bytes", distinct)
+	case period(s) > 0:
+		return fmt.Sprintf("a %d-byte pattern repeated", period(s))
+	case bits < minSecretBits:
+		return fmt.Sprintf("about %.0f bits by its byte frequencies", bits)
+	}
+	return ""
+}
+
+// period returns the length of the shortest p <= len(s)/2 such that s
+// repeats its first p bytes (s[i] == s[i-p] for all i >= p), or 0.
+func period(s string) int {
+	for p := 1; p <= len(s)/2; p++ {
+		ok := true
+		for i := p; i < len(s); i++ {
+			if s[i] != s[i-p] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return p
+		}
+	}
+	return 0
+}
