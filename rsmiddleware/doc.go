@@ -12,6 +12,10 @@
 //     puts the Principal in the request context and strips the header.
 //   - SessionBinding binds Mcp-Session-Id values to the principal that opened
 //     the session.
+//   - MCPFilter cuts tools/list (and resources/list, prompts/list) answers
+//     to what the caller's scopes allow, and writes one AuditEvent per
+//     JSON-RPC request with a SHA-256 of the RFC 8785 canonical arguments
+//     instead of the arguments. cmd/mcpgateway uses the same filter.
 //   - Exchanger and its Transport obtain downstream tokens by RFC 8693 token
 //     exchange, and refuse to forward the inbound token.
 //

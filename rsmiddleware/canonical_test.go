@@ -1,0 +1,93 @@
+package rsmiddleware
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"math"
+	"testing"
+)
+
+func TestCanonicalJSONNumbers(t *testing.T) {
+	// RFC 8785 Appendix B: IEEE 754 bit patterns and their canonical text.
+	tests := []struct {
+		bits uint64
+		want string
+	}{
+		{0x0000000000000000, "0"},
+		{0x8000000000000000, "0"},
+		{0x0000000000000001, "5e-324"},
+		{0x8000000000000001, "-5e-324"},
+		{0x7fefffffffffffff, "1.7976931348623157e+308"},
+		{0xffefffffffffffff, "-1.7976931348623157e+308"},
+		{0x4340000000000000, "9007199254740992"},
+		{0xc340000000000000, "-9007199254740992"},
+		{0x4430000000000000, "295147905179352830000"},
+		{0x44b52d02c7e14af5, "9.999999999999997e+22"},
+		{0x44b52d02c7e14af6, "1e+23"},
+		{0x3eb0c6f7a0b5ed8d, "0.000001"},
+		{0x3eb0c6f7a0b5ed8c, "9.999999999999997e-7"},
+		{0x41b3de4355555555, "333333333.3333333"},
+	}
+	for _, tt := range tests {
+		if got := esNumber(math.Float64frombits(tt.bits)); got != tt.want {
+			t.Errorf("esNumber(%#016x) = %s, want %s", tt.bits, got, tt.want)
+		}
+	}
+}
+
+func TestCanonicalJSON(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"sorts members by UTF-16 code units (RFC 8785 §3.2.3)",
+			`{"\u20ac":"Euro Sign","\r":"Carriage Return","\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\ud83d\ude00":"Emoji: Grinning Face","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis"}`,
+			"{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\u0080\":\"Control\",\"\u00f6\":\"Latin Small Letter O With Diaeresis\",\"\u20ac\":\"Euro Sign\",\"\U0001F600\":\"Emoji: Grinning Face\",\"\ufb33\":\"Hebrew Letter Dalet With Dagesh\"}"},
+		{"drops whitespace and respells numbers", " { \"b\" : [ 1.0 , 2e0 , -0 , 1E-7 ] , \"a\" : true } ", `{"a":true,"b":[1,2,0,1e-7]}`},
+		{"escapes only what it must", `"\u0041\u2028\u001f\/\"\\\t"`, "\"A\u2028\\u001f/\\\"\\\\\\t\""},
+		{"nests", `{"z":{"y":null,"x":[{}]}}`, `{"z":{"x":[{}],"y":null}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := CanonicalJSON([]byte(tt.in))
+			if err != nil || string(got) != tt.want {
+				t.Fatalf("CanonicalJSON(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
+			}
+		})
+	}
+	for _, bad := range []string{``, `{`, `{"a":1} {"b":2}`, `1e400`, `[1,]`} {
+		if _, err := CanonicalJSON([]byte(bad)); err == nil {
+			t.Errorf("CanonicalJSON(%q) accepted", bad)
+		}
+	}
+}
+
+func TestArgumentsDigest(t *testing.T) {
+	sum := sha256.Sum256([]byte(`{"a":1,"b":"x"}`))
+	want := hex.EncodeToString(sum[:])
+	for _, in := range []string{`{"b":"x","a":1}`, `{ "a" : 1.0, "b" : "\u0078" }`} {
+		if got, err := ArgumentsDigest([]byte(in)); err != nil || got != want {
+			t.Errorf("ArgumentsDigest(%s) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	empty := sha256.Sum256([]byte(`{}`))
+	for _, in := range []string{``, `null`, ` {} `} {
+		if got, _ := ArgumentsDigest([]byte(in)); got != hex.EncodeToString(empty[:]) {
+			t.Errorf("ArgumentsDigest(%q) = %s, want the digest of {}", in, got)
+		}
+	}
+}
+
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, s := range []string{`{"b":[1,2.5e10,-0.0],"a":"\u00e9"}`, `[]`, `"x"`, `1e-7`, `{"a":{"a":{}}}`, `[true,false,null]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		c, err := CanonicalJSON(in)
+		if err != nil {
+			return
+		}
+		// The canonical form is valid JSON and a fixed point.
+		c2, err := CanonicalJSON(c)
+		if err != nil || string(c2) != string(c) {
+			t.Fatalf("not a fixed point: %s -> %s (%v)", c, c2, err)
+		}
+	})
+}

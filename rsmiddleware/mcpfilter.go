@@ -1,0 +1,634 @@
+package rsmiddleware
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MCPFilterConfig configures an MCPFilter.
+type MCPFilterConfig struct {
+	// Scopes are the Middleware's scopes. They decide what list answers
+	// show: a tools/list entry is kept when the caller holds
+	// Scopes.ForTool(name), the scopes a tools/call of it needs; the entries
+	// of resources/list and resources/templates/list when it holds the
+	// scopes of resources/read; those of prompts/list when it holds the
+	// scopes of prompts/get. A list whose method needs no scopes is not
+	// touched.
+	Scopes Scopes
+	// Audit receives one AuditEvent per JSON-RPC request. Nil: no audit.
+	Audit AuditFunc
+	// TenantClaim names the access token claim copied into
+	// AuditEvent.Tenant (read from the verified JWT; introspected tokens
+	// carry no tenant). Empty: no tenant.
+	TenantClaim string
+	// MaxBodyBytes bounds the request body. Larger bodies get 413.
+	// Zero value: 4 MiB.
+	MaxBodyBytes int64
+	// MaxResponseBytes bounds what is held at once to be filtered: a whole
+	// application/json answer, or one event of a text/event-stream answer.
+	// A larger JSON answer is replaced by a JSON-RPC error (502); a larger
+	// event ends the stream. Zero value: 16 MiB.
+	MaxResponseBytes int64
+	// Now: zero value time.Now.
+	Now func() time.Time
+	// Logger receives filtering failures. Zero value: slog.Default().
+	Logger *slog.Logger
+}
+
+// MCPFilter applies two things to the MCP Streamable HTTP exchanges of a
+// handler, inside Middleware.Wrap (it reads the Principal from the context):
+//
+//   - List answers (tools/list, resources/list, resources/templates/list,
+//     prompts/list) carry only the entries the caller's scopes allow, in
+//     application/json answers and in text/event-stream events alike, on
+//     POST answers and on GET streams (where a resumed stream may replay an
+//     earlier answer; an answer whose request is unknown is recognised by
+//     its "tools", "resources", "resourceTemplates" or "prompts" member).
+//     A tools/call of a hidden tool never reaches the handler: the
+//     Middleware answers it with the 403 insufficient_scope challenge
+//     naming the scopes it needs, so a hidden tool and a forbidden tool
+//     are one rule.
+//   - One AuditEvent per JSON-RPC request message: method, tool, subject,
+//     client, tenant, the SHA-256 of the canonical arguments (never the
+//     arguments), the outcome and the latency.
+//
+// It is safe for concurrent use.
+type MCPFilter struct {
+	scopes      Scopes
+	audit       AuditFunc
+	tenantClaim string
+	maxBody     int64
+	maxResp     int64
+	now         func() time.Time
+	log         *slog.Logger
+	// guarded lists every scope some tool needs beyond the base: a caller
+	// holding them all sees every tool, and tools/list answers are not parsed.
+	toolScopes []string
+}
+
+// NewMCPFilter returns an MCPFilter for cfg.
+func NewMCPFilter(cfg MCPFilterConfig) *MCPFilter {
+	f := &MCPFilter{scopes: cfg.Scopes, audit: cfg.Audit, tenantClaim: cfg.TenantClaim,
+		maxBody: cfg.MaxBodyBytes, maxResp: cfg.MaxResponseBytes, now: cfg.Now, log: cfg.Logger}
+	if f.maxBody <= 0 {
+		f.maxBody = 4 << 20
+	}
+	if f.maxResp <= 0 {
+		f.maxResp = 16 << 20
+	}
+	if f.now == nil {
+		f.now = time.Now
+	}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	add := func(list []string) {
+		for _, s := range list {
+			if !slices.Contains(f.toolScopes, s) {
+				f.toolScopes = append(f.toolScopes, s)
+			}
+		}
+	}
+	add(cfg.Scopes.Methods["tools/call"])
+	for _, sc := range cfg.Scopes.Tools {
+		add(sc)
+	}
+	return f
+}
+
+// rpcRequest is one JSON-RPC message of a request body, with what the
+// audit and the answer's filter need.
+type rpcRequest struct {
+	key    string // canonical JSON of the id; "" for a notification
+	id     string // the id as sent
+	method string
+	tool   string
+	args   string // ArgumentsDigest, tools/call and prompts/get only
+	done   bool
+}
+
+// parseRequests decodes the JSON-RPC messages of body (single or batch).
+// Members are matched by their exact names, as the MCP server (whatever its
+// language) reads them; peekJSONRPC refuses duplicate and case-folded
+// method, params and name members first.
+func parseRequests(body []byte) ([]*rpcRequest, error) {
+	if _, err := peekJSONRPC(body); err != nil {
+		return nil, err
+	}
+	body = bytes.TrimSpace(body)
+	var msgs []json.RawMessage
+	if body[0] == '[' {
+		if err := json.Unmarshal(body, &msgs); err != nil {
+			return nil, errPeek
+		}
+	} else {
+		msgs = []json.RawMessage{body}
+	}
+	var out []*rpcRequest
+	for _, m := range msgs {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(m, &fields); err != nil {
+			return nil, errPeek
+		}
+		rawMethod, ok := fields["method"]
+		if !ok {
+			continue // a response to a request of the server
+		}
+		req := &rpcRequest{}
+		if err := json.Unmarshal(rawMethod, &req.method); err != nil {
+			return nil, errPeek
+		}
+		if id, ok := fields["id"]; ok && string(bytes.TrimSpace(id)) != "null" {
+			key, err := CanonicalJSON(id)
+			if err != nil {
+				return nil, errPeek
+			}
+			req.key, req.id = string(key), string(key)
+		}
+		if req.method == "tools/call" || req.method == "prompts/get" {
+			var params map[string]json.RawMessage
+			if p, ok := fields["params"]; ok && json.Unmarshal(p, &params) == nil {
+				_ = json.Unmarshal(params["name"], &req.tool)
+				d, err := ArgumentsDigest(params["arguments"])
+				if err != nil {
+					return nil, errPeek
+				}
+				req.args = d
+			}
+		}
+		out = append(out, req)
+	}
+	return out, nil
+}
+
+// Wrap returns next with list answers filtered and requests audited.
+func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := PrincipalFromContext(r.Context())
+		if !ok {
+			http.Error(w, "unauthenticated", http.StatusUnauthorized)
+			return
+		}
+		start := f.now()
+		var reqs []*rpcRequest
+		if r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
+			body, err := readBody(r, f.maxBody)
+			if err != nil {
+				http.Error(w, "cannot read request body", http.StatusBadRequest)
+				return
+			}
+			if int64(len(body)) > f.maxBody {
+				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			reqs, err = parseRequests(body)
+			if err != nil {
+				writeRPCError(w, http.StatusBadRequest, "null", -32700, "Parse error")
+				return
+			}
+			r.Body = readCloser{bytes.NewReader(body), r.Body}
+		}
+		fw := &filterWriter{w: w, f: f, p: p, reqs: reqs, start: start, byID: map[string]*rpcRequest{}}
+		for _, q := range reqs {
+			if q.key != "" {
+				fw.byID[q.key] = q
+			}
+		}
+		if f.audit != nil && len(reqs) > 0 {
+			fw.base = AuditEvent{Time: start, Session: r.Header.Get(SessionHeader), Subject: p.Subject, ClientID: p.ClientID}
+			if f.tenantClaim != "" {
+				fw.base.Tenant = claimOf(inboundToken(r.Context()), f.tenantClaim)
+			}
+		}
+		fw.inspect = len(fw.byID) > 0 && f.audit != nil || f.trims(p)
+		next.ServeHTTP(fw, r)
+		fw.finish()
+	})
+}
+
+// trims reports whether some list answer may have to be cut for p.
+func (f *MCPFilter) trims(p *Principal) bool {
+	return len(p.MissingScopes(f.toolScopes)) > 0 ||
+		len(p.MissingScopes(f.scopes.Methods["resources/read"])) > 0 ||
+		len(p.MissingScopes(f.scopes.Methods["prompts/get"])) > 0
+}
+
+// claimOf reads a claim of a JWT the Verifier has already verified.
+func claimOf(token, claim string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var c map[string]json.RawMessage
+	if json.Unmarshal(payload, &c) != nil {
+		return ""
+	}
+	raw, ok := c[claim]
+	if !ok {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+func writeRPCError(w http.ResponseWriter, status int, id string, code int, msg string) {
+	body, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}{JSONRPC: "2.0", ID: json.RawMessage(id), Error: struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}{code, msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// Response modes of filterWriter.
+const (
+	modeUndecided = iota
+	modePass      // written through untouched
+	modeJSON      // held whole, filtered at the end
+	modeSSE       // filtered event by event
+)
+
+var errTooLarge = errors.New("rsmiddleware: response event larger than MaxResponseBytes")
+
+// filterWriter filters the answer of one request.
+type filterWriter struct {
+	w       http.ResponseWriter
+	f       *MCPFilter
+	p       *Principal
+	reqs    []*rpcRequest
+	byID    map[string]*rpcRequest
+	base    AuditEvent
+	start   time.Time
+	inspect bool
+
+	mode   int
+	status int
+	buf    []byte // modeJSON: the body; modeSSE: the incomplete event
+	scan   sseScanner
+	over   bool // modeJSON: the body exceeded maxResp
+	broken bool // modeSSE: the stream was cut
+}
+
+func (fw *filterWriter) Header() http.Header { return fw.w.Header() }
+
+func (fw *filterWriter) WriteHeader(code int) {
+	if fw.mode != modeUndecided {
+		return
+	}
+	fw.status = code
+	mt, _, _ := mime.ParseMediaType(fw.w.Header().Get("Content-Type"))
+	switch {
+	case !fw.inspect || code/100 != 2:
+		fw.mode = modePass
+	case mt == "text/event-stream":
+		fw.mode = modeSSE
+		fw.w.Header().Del("Content-Length")
+	case mt == "application/json":
+		fw.mode = modeJSON
+		return // the header is sent with the filtered body
+	default:
+		fw.mode = modePass
+	}
+	fw.w.WriteHeader(code)
+}
+
+func (fw *filterWriter) Write(b []byte) (int, error) {
+	if fw.mode == modeUndecided {
+		fw.WriteHeader(http.StatusOK)
+	}
+	switch fw.mode {
+	case modeJSON:
+		if !fw.over && int64(len(fw.buf)+len(b)) <= fw.f.maxResp {
+			fw.buf = append(fw.buf, b...)
+		} else {
+			fw.over, fw.buf = true, nil
+		}
+		return len(b), nil
+	case modeSSE:
+		if fw.broken {
+			return 0, errTooLarge
+		}
+		if err := fw.feedSSE(b); err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	}
+	return fw.w.Write(b)
+}
+
+// Flush sends what is complete: for event streams, every whole event.
+func (fw *filterWriter) Flush() {
+	if fw.mode == modeJSON {
+		return
+	}
+	if fl, ok := fw.w.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (fw *filterWriter) Unwrap() http.ResponseWriter { return fw.w }
+
+func (fw *filterWriter) finish() {
+	switch fw.mode {
+	case modeJSON:
+		if fw.over {
+			fw.f.log.Warn("rsmiddleware: JSON answer too large to filter", "limit", fw.f.maxResp)
+			fw.status = http.StatusBadGateway
+			writeRPCError(fw.w, http.StatusBadGateway, fw.singleID(), -32603, "the MCP server's answer is larger than the filter accepts")
+			break
+		}
+		out := fw.buf
+		if nb, changed := fw.filterMessages(fw.buf); changed {
+			out = nb
+		}
+		fw.w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+		fw.w.WriteHeader(fw.status)
+		_, _ = fw.w.Write(out)
+	case modeSSE:
+		// An event cut off by the end of the stream is not dispatched by an
+		// EventSource (WHATWG HTML §9.2.6), so it is dropped, not forwarded.
+		fw.buf = nil
+	}
+	if fw.f.audit == nil {
+		return
+	}
+	status := fw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	for _, q := range fw.reqs {
+		if q.done {
+			continue
+		}
+		res := AuditNoResponse
+		switch {
+		case status >= 400:
+			res = AuditHTTPError
+		case q.key == "" && status == http.StatusAccepted:
+			res = AuditAccepted
+		case q.key == "":
+			res = AuditOK
+		}
+		fw.emit(q, res, 0, false, status)
+	}
+}
+
+// singleID is the id of the only request, for a JSON-RPC error answer.
+func (fw *filterWriter) singleID() string {
+	if len(fw.reqs) == 1 && fw.reqs[0].id != "" {
+		return fw.reqs[0].id
+	}
+	return "null"
+}
+
+func (fw *filterWriter) emit(q *rpcRequest, result string, code int, isError bool, status int) {
+	q.done = true
+	if fw.f.audit == nil {
+		return
+	}
+	e := fw.base
+	e.Event = q.method
+	if q.method == "tools/call" {
+		e.Event = "tool.call"
+	}
+	e.Method, e.Tool, e.RequestID, e.ArgsSHA256 = q.method, q.tool, q.id, q.args
+	e.Result, e.ErrorCode, e.IsError, e.Status = result, code, isError, status
+	e.Latency = fw.f.now().Sub(fw.start)
+	fw.f.audit(e)
+}
+
+// feedSSE forwards every complete event of the stream, filtered.
+func (fw *filterWriter) feedSSE(b []byte) error {
+	fw.buf = append(fw.buf, b...)
+	for {
+		end := fw.scan.eventEnd(fw.buf)
+		if end < 0 {
+			break
+		}
+		out := fw.filterEvent(fw.buf[:end])
+		if _, err := fw.w.Write(out); err != nil {
+			return err
+		}
+		fw.buf = fw.buf[end:]
+		fw.scan = sseScanner{}
+	}
+	if int64(len(fw.buf)) > fw.f.maxResp {
+		fw.f.log.Warn("rsmiddleware: event stream event too large to filter; stream cut", "limit", fw.f.maxResp)
+		fw.broken, fw.buf = true, nil
+		return errTooLarge
+	}
+	if len(fw.buf) == 0 {
+		fw.buf = nil // let a large event's buffer go
+	}
+	return nil
+}
+
+// sseScanner finds the end of an event in a growing buffer without
+// rescanning what it has seen.
+type sseScanner struct {
+	pos       int // next byte to examine
+	lineStart int // start of the current line
+}
+
+// eventEnd returns the index just past the blank line that ends the first
+// event of b (lines end in CRLF, LF or CR: WHATWG HTML §9.2.5), or -1 when
+// b holds no complete event yet.
+func (s *sseScanner) eventEnd(b []byte) int {
+	for i := s.pos; i < len(b); i++ {
+		c := b[i]
+		if c != '\n' && c != '\r' {
+			continue
+		}
+		next := i + 1
+		if c == '\r' {
+			if next == len(b) {
+				s.pos = i // a CRLF may be split across writes
+				return -1
+			}
+			if b[next] == '\n' {
+				next++
+			}
+		}
+		if i == s.lineStart {
+			return next
+		}
+		s.lineStart = next
+		i = next - 1
+	}
+	s.pos = len(b)
+	return -1
+}
+
+// filterEvent returns ev (one event, with its terminating blank line) with
+// the JSON-RPC answers in its data filtered, or ev itself when nothing
+// changed.
+func (fw *filterWriter) filterEvent(ev []byte) []byte {
+	var data [][]byte
+	forEachLine(ev, func(line []byte) {
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		if string(field) == "data" {
+			value, _ = bytes.CutPrefix(value, []byte(" "))
+			data = append(data, value)
+		}
+	})
+	if len(data) == 0 {
+		return ev
+	}
+	nd, changed := fw.filterMessages(bytes.Join(data, []byte("\n")))
+	if !changed {
+		return ev
+	}
+	var out bytes.Buffer
+	wroteData := false
+	forEachLine(ev, func(line []byte) {
+		if len(line) == 0 {
+			return
+		}
+		field, _, _ := bytes.Cut(line, []byte(":"))
+		if string(field) == "data" {
+			if !wroteData {
+				out.WriteString("data: ")
+				out.Write(nd) // compact JSON: no line breaks
+				out.WriteByte('\n')
+				wroteData = true
+			}
+			return
+		}
+		out.Write(line)
+		out.WriteByte('\n')
+	})
+	out.WriteByte('\n')
+	return out.Bytes()
+}
+
+func forEachLine(b []byte, fn func([]byte)) {
+	for len(b) > 0 {
+		i := bytes.IndexAny(b, "\r\n")
+		if i < 0 {
+			fn(b)
+			return
+		}
+		fn(b[:i])
+		if b[i] == '\r' && i+1 < len(b) && b[i+1] == '\n' {
+			i++
+		}
+		b = b[i+1:]
+	}
+}
+
+// filterMessages audits and filters the JSON-RPC message or batch in data.
+func (fw *filterWriter) filterMessages(data []byte) ([]byte, bool) {
+	t := bytes.TrimSpace(data)
+	if len(t) == 0 {
+		return data, false
+	}
+	if t[0] != '[' {
+		return fw.filterMessage(t)
+	}
+	var msgs []json.RawMessage
+	if json.Unmarshal(t, &msgs) != nil {
+		return data, false
+	}
+	changed := false
+	for i, m := range msgs {
+		if nm, ok := fw.filterMessage(m); ok {
+			msgs[i], changed = nm, true
+		}
+	}
+	if !changed {
+		return data, false
+	}
+	out, err := json.Marshal(msgs)
+	if err != nil {
+		return data, false
+	}
+	return out, true
+}
+
+// filterMessage handles one JSON-RPC message: an answer to an audited
+// request is recorded, and a list answer is cut to what the caller may see.
+func (fw *filterWriter) filterMessage(m []byte) ([]byte, bool) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(m, &fields) != nil {
+		return m, false
+	}
+	if _, isRequest := fields["method"]; isRequest {
+		return m, false
+	}
+	rawID, hasID := fields["id"]
+	result, hasResult := fields["result"]
+	rpcErr, hasErr := fields["error"]
+	if !hasID || !hasResult && !hasErr {
+		return m, false
+	}
+	var q *rpcRequest
+	if key, err := CanonicalJSON(rawID); err == nil {
+		q = fw.byID[string(key)]
+	}
+	if q != nil && !q.done {
+		status := fw.status
+		switch {
+		case hasErr:
+			var e struct {
+				Code int `json:"code"`
+			}
+			_ = json.Unmarshal(rpcErr, &e)
+			fw.emit(q, AuditRPCError, e.Code, false, status)
+		case q.method == "tools/call":
+			var r struct {
+				IsError bool `json:"isError"`
+			}
+			_ = json.Unmarshal(result, &r)
+			res := AuditOK
+			if r.IsError {
+				res = AuditToolError
+			}
+			fw.emit(q, res, 0, r.IsError, status)
+		default:
+			fw.emit(q, AuditOK, 0, false, status)
+		}
+	}
+	if !hasResult {
+		return m, false
+	}
+	method := ""
+	if q != nil {
+		method = q.method
+	}
+	nr, changed := fw.f.trimResult(method, result, fw.p)
+	if !changed {
+		return m, false
+	}
+	fields["result"] = nr
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return m, false
+	}
+	return out, true
+}

@@ -1,0 +1,115 @@
+package rsmiddleware
+
+import (
+	"encoding/json"
+)
+
+// listMembers are the result members of the MCP list methods (MCP
+// specification, server features): the member that holds the entries, per
+// method.
+var listMembers = []struct{ method, member string }{
+	{"tools/list", "tools"},
+	{"resources/list", "resources"},
+	{"resources/templates/list", "resourceTemplates"},
+	{"prompts/list", "prompts"},
+}
+
+// visible returns the rule deciding which entries of a list member p may
+// see, or nil when p sees them all.
+func (f *MCPFilter) visible(member string, p *Principal) func(entry map[string]json.RawMessage) bool {
+	switch member {
+	case "tools":
+		if len(p.MissingScopes(f.toolScopes)) == 0 {
+			return nil
+		}
+		return func(e map[string]json.RawMessage) bool {
+			var name string
+			if json.Unmarshal(e["name"], &name) != nil || name == "" {
+				return false // an entry without a name cannot be checked: hidden
+			}
+			return len(p.MissingScopes(f.scopes.ForTool(name))) == 0
+		}
+	case "resources", "resourceTemplates":
+		if len(p.MissingScopes(f.scopes.Methods["resources/read"])) == 0 {
+			return nil
+		}
+		return func(map[string]json.RawMessage) bool { return false }
+	case "prompts":
+		if len(p.MissingScopes(f.scopes.Methods["prompts/get"])) == 0 {
+			return nil
+		}
+		return func(map[string]json.RawMessage) bool { return false }
+	}
+	return nil
+}
+
+// trimResult cuts the list result of method to the entries p may see. With
+// method unknown (an answer whose request this filter did not see, as on a
+// resumed stream) every list member present is cut. It reports whether the
+// result changed; a result it cannot read is left for the client to refuse.
+func (f *MCPFilter) trimResult(method string, result json.RawMessage, p *Principal) (json.RawMessage, bool) {
+	var rules []struct {
+		member string
+		keep   func(map[string]json.RawMessage) bool
+	}
+	for _, lm := range listMembers {
+		if method != "" && method != lm.method {
+			continue
+		}
+		if keep := f.visible(lm.member, p); keep != nil {
+			rules = append(rules, struct {
+				member string
+				keep   func(map[string]json.RawMessage) bool
+			}{lm.member, keep})
+		}
+	}
+	if len(rules) == 0 {
+		return result, false
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(result, &obj) != nil {
+		return result, false
+	}
+	changed := false
+	for _, r := range rules {
+		raw, ok := obj[r.member]
+		if !ok {
+			continue
+		}
+		var entries []json.RawMessage
+		if json.Unmarshal(raw, &entries) != nil {
+			// Not a list: nothing the caller may see can be told apart.
+			obj[r.member] = json.RawMessage("[]")
+			changed = true
+			continue
+		}
+		kept := make([]json.RawMessage, 0, len(entries))
+		for _, e := range entries {
+			var fields map[string]json.RawMessage
+			if json.Unmarshal(e, &fields) != nil || !r.keep(fields) {
+				continue
+			}
+			// Re-encoded from the map: duplicate members collapse to the one
+			// the rule read, so the client cannot read another name.
+			ne, err := json.Marshal(fields)
+			if err != nil {
+				continue
+			}
+			kept = append(kept, ne)
+		}
+		nl, err := json.Marshal(kept)
+		if err != nil {
+			return result, false
+		}
+		obj[r.member] = nl
+		changed = true
+	}
+	if !changed {
+		return result, false
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return result, false
+	}
+	return out, true
+}
