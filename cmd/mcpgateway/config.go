@@ -1,0 +1,370 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/mcpauth/mcpauth/metadata"
+)
+
+// maxConfigSize bounds the configuration file.
+const maxConfigSize = 1 << 20
+
+// Config is the gateway's configuration file. The keys are public interface;
+// README.md documents each.
+type Config struct {
+	Listen      string       `yaml:"listen"`
+	Resource    string       `yaml:"resource"`
+	Issuer      string       `yaml:"issuer"`
+	Upstream    string       `yaml:"upstream"`
+	Scopes      ScopesConfig `yaml:"scopes"`
+	TenantClaim string       `yaml:"tenant_claim"`
+	// UpstreamAuth: how the gateway authenticates to the upstream. Nil:
+	// the upstream gets no Authorization header at all.
+	UpstreamAuth *UpstreamAuth `yaml:"upstream_auth"`
+	Audit        AuditConfig   `yaml:"audit"`
+	// Introspection switches token checks to RFC 7662 with these credentials.
+	Introspection *ClientConfig `yaml:"introspection"`
+	Limits        Limits        `yaml:"limits"`
+}
+
+// ScopesConfig maps requests to the scopes they need (rsmiddleware.Scopes).
+type ScopesConfig struct {
+	Base    []string            `yaml:"base"`
+	Tools   map[string][]string `yaml:"tools"`
+	Methods map[string][]string `yaml:"methods"`
+}
+
+// UpstreamAuth holds exactly one way of obtaining the gateway's own token.
+type UpstreamAuth struct {
+	// Exchange: RFC 8693 token exchange of the caller's token; the upstream
+	// token names the caller as sub and the gateway in act.
+	Exchange *GrantConfig `yaml:"exchange"`
+	// ClientCredentials: an RFC 6749 §4.4 token of the gateway itself.
+	ClientCredentials *GrantConfig `yaml:"client_credentials"`
+}
+
+// GrantConfig is a confidential client of the AS and the upstream's
+// resource URI (RFC 8707), the audience of the tokens it obtains.
+type GrantConfig struct {
+	ClientID     string   `yaml:"client_id"`
+	ClientSecret string   `yaml:"client_secret"`
+	Resource     string   `yaml:"resource"`
+	Scopes       []string `yaml:"scopes"`
+}
+
+// ClientConfig is a client ID and secret.
+type ClientConfig struct {
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret"`
+}
+
+// AuditConfig says where the audit lines go.
+type AuditConfig struct {
+	// Format: json (the default), text, or off.
+	Format string `yaml:"format"`
+	// File, when set, receives the lines (appended); otherwise stderr.
+	File string `yaml:"file"`
+}
+
+// Limits bound what a client or the upstream can make the gateway hold.
+// Zero values are the defaults of DefaultLimits.
+type Limits struct {
+	MaxRequestBytes       int64         `yaml:"max_request_bytes"`
+	MaxResponseBytes      int64         `yaml:"max_response_bytes"`
+	MaxHeaderBytes        int           `yaml:"max_header_bytes"`
+	ReadHeaderTimeout     time.Duration `yaml:"read_header_timeout"`
+	IdleTimeout           time.Duration `yaml:"idle_timeout"`
+	UpstreamDialTimeout   time.Duration `yaml:"upstream_dial_timeout"`
+	UpstreamHeaderTimeout time.Duration `yaml:"upstream_header_timeout"`
+}
+
+// DefaultLimits are the limits used for zero values.
+var DefaultLimits = Limits{
+	MaxRequestBytes:       4 << 20,
+	MaxResponseBytes:      16 << 20,
+	MaxHeaderBytes:        64 << 10,
+	ReadHeaderTimeout:     10 * time.Second,
+	IdleTimeout:           120 * time.Second,
+	UpstreamDialTimeout:   5 * time.Second,
+	UpstreamHeaderTimeout: 60 * time.Second,
+}
+
+// Lookup reads an environment variable.
+type Lookup func(string) (string, bool)
+
+// ParseConfig reads a configuration file: YAML, `${NAME}` in values replaced
+// by environment variables (an unset variable is an error), unknown keys
+// refused, then checked and completed with defaults.
+func ParseConfig(data []byte, env Lookup) (*Config, error) {
+	if len(data) > maxConfigSize {
+		return nil, errors.New("config: file larger than 1 MiB")
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if root.Kind == 0 || len(root.Content) == 0 {
+		return nil, errors.New("config: empty file")
+	}
+	visits := 0
+	if err := expandNode(root.Content[0], env, &visits); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := yaml.NewEncoder(&buf).Encode(root.Content[0]); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c := &Config{}
+	dec := yaml.NewDecoder(&buf)
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := c.check(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return c, nil
+}
+
+// maxNodes bounds the walk, so aliases of aliases cannot blow it up.
+const maxNodes = 100000
+
+// expandNode replaces `${NAME}` in every scalar value (never in keys).
+func expandNode(n *yaml.Node, env Lookup, visits *int) error {
+	if *visits++; *visits > maxNodes {
+		return errors.New("document too large once aliases are expanded")
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		return errors.New("aliases are not supported")
+	case yaml.ScalarNode:
+		if !strings.Contains(n.Value, "${") {
+			return nil
+		}
+		v, err := expand(n.Value, env)
+		if err != nil {
+			return err
+		}
+		n.Value = v
+		if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle|yaml.TaggedStyle) == 0 {
+			n.Tag = "" // a plain scalar: let YAML resolve the expanded value
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i]; k.Kind != yaml.ScalarNode || k.Value == "<<" {
+				return errors.New("merge keys and complex keys are not supported")
+			}
+			if err := expandNode(n.Content[i+1], env, visits); err != nil {
+				return fmt.Errorf("%s: %w", n.Content[i].Value, err)
+			}
+		}
+	default:
+		for _, c := range n.Content {
+			if err := expandNode(c, env, visits); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// expand replaces every `${NAME}` in s (NAME a shell variable name).
+func expand(s string, env Lookup) (string, error) {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		b.WriteString(s[:i])
+		s = s[i+2:]
+		j := strings.IndexByte(s, '}')
+		if j < 0 {
+			return "", errors.New("unterminated ${ in value")
+		}
+		name := s[:j]
+		if !validVarName(name) {
+			return "", fmt.Errorf("invalid variable name in ${%s}", name)
+		}
+		v, ok := env(name)
+		if !ok {
+			return "", fmt.Errorf("environment variable %s is not set", name)
+		}
+		b.WriteString(v)
+		s = s[j+1:]
+	}
+}
+
+func validVarName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// check validates c and fills in defaults.
+func (c *Config) check() error {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8090"
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen: %q is not host:port", c.Listen)
+	}
+	if c.Resource == "" {
+		return errors.New("resource: required (the gateway's canonical URI, the tokens' aud)")
+	}
+	res, err := metadata.CanonicalResource(c.Resource)
+	if err != nil {
+		return fmt.Errorf("resource: %v", err)
+	}
+	c.Resource = res
+	if c.Issuer == "" {
+		return errors.New("issuer: required")
+	}
+	if _, err := metadata.DiscoveryURLs(c.Issuer); err != nil {
+		return fmt.Errorf("issuer: %v", err)
+	}
+	if c.Upstream == "" {
+		return errors.New("upstream: required (the MCP endpoint behind the gateway)")
+	}
+	if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
+		return fmt.Errorf("upstream: %q must be an http(s) URL without credentials or fragment", c.Upstream)
+	}
+	scopeList := func(path string, list []string) error {
+		for _, s := range list {
+			if s == "" || strings.ContainsAny(s, " \"\\") || !printableASCII(s) {
+				return fmt.Errorf("%s: %q is not a scope token (RFC 6749 §3.3)", path, s)
+			}
+		}
+		return nil
+	}
+	if err := scopeList("scopes.base", c.Scopes.Base); err != nil {
+		return err
+	}
+	for _, m := range []struct {
+		path string
+		m    map[string][]string
+	}{{"scopes.tools", c.Scopes.Tools}, {"scopes.methods", c.Scopes.Methods}} {
+		for k, v := range m.m {
+			if k == "" {
+				return fmt.Errorf("%s: empty name", m.path)
+			}
+			if err := scopeList(m.path+"."+k, v); err != nil {
+				return err
+			}
+		}
+	}
+	if a := c.UpstreamAuth; a != nil {
+		switch {
+		case a.Exchange != nil && a.ClientCredentials != nil:
+			return errors.New("upstream_auth: exchange and client_credentials are exclusive")
+		case a.Exchange != nil:
+			if err := a.Exchange.check("upstream_auth.exchange"); err != nil {
+				return err
+			}
+		case a.ClientCredentials != nil:
+			if err := a.ClientCredentials.check("upstream_auth.client_credentials"); err != nil {
+				return err
+			}
+		default:
+			return errors.New("upstream_auth: set exchange or client_credentials")
+		}
+	}
+	switch c.Audit.Format {
+	case "":
+		c.Audit.Format = "json"
+	case "json", "text", "off":
+	default:
+		return fmt.Errorf("audit.format: %q is not json, text or off", c.Audit.Format)
+	}
+	if i := c.Introspection; i != nil && (i.ClientID == "" || i.ClientSecret == "") {
+		return errors.New("introspection: client_id and client_secret are required")
+	}
+	l := &c.Limits
+	if l.MaxRequestBytes < 0 || l.MaxResponseBytes < 0 || l.MaxHeaderBytes < 0 || l.ReadHeaderTimeout < 0 ||
+		l.IdleTimeout < 0 || l.UpstreamDialTimeout < 0 || l.UpstreamHeaderTimeout < 0 {
+		return errors.New("limits: values must not be negative")
+	}
+	def := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxRequestBytes, DefaultLimits.MaxRequestBytes)
+	def(&l.MaxResponseBytes, DefaultLimits.MaxResponseBytes)
+	if l.MaxHeaderBytes == 0 {
+		l.MaxHeaderBytes = DefaultLimits.MaxHeaderBytes
+	}
+	defD(&l.ReadHeaderTimeout, DefaultLimits.ReadHeaderTimeout)
+	defD(&l.IdleTimeout, DefaultLimits.IdleTimeout)
+	defD(&l.UpstreamDialTimeout, DefaultLimits.UpstreamDialTimeout)
+	defD(&l.UpstreamHeaderTimeout, DefaultLimits.UpstreamHeaderTimeout)
+	return nil
+}
+
+func (g *GrantConfig) check(path string) error {
+	if g.ClientID == "" || g.ClientSecret == "" {
+		return fmt.Errorf("%s: client_id and client_secret are required", path)
+	}
+	if g.Resource == "" {
+		return fmt.Errorf("%s: resource is required (the upstream's resource URI)", path)
+	}
+	res, err := metadata.CanonicalResource(g.Resource)
+	if err != nil {
+		return fmt.Errorf("%s.resource: %v", path, err)
+	}
+	g.Resource = res
+	return nil
+}
+
+func printableASCII(s string) bool {
+	return !slices.ContainsFunc([]byte(s), func(b byte) bool { return b < 0x21 || b > 0x7e })
+}
+
+// allScopes lists every configured scope once, for scopes_supported.
+func (c *Config) allScopes() []string {
+	var out []string
+	add := func(list []string) {
+		for _, s := range list {
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	add(c.Scopes.Base)
+	for _, m := range []map[string][]string{c.Scopes.Methods, c.Scopes.Tools} {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			add(m[k])
+		}
+	}
+	return out
+}

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/mcpauth/mcpauth/metadata"
+	"github.com/mcpauth/mcpauth/rsmiddleware"
+)
+
+// Gateway is the authorizing reverse proxy: rsmiddleware's Middleware,
+// SessionBinding and MCPFilter in front of an httputil.ReverseProxy.
+type Gateway struct {
+	cfg     *Config
+	handler http.Handler
+	audit   io.Closer // the audit file, if any
+}
+
+// Options are the parts of a Gateway that tests and the command choose.
+type Options struct {
+	Logger *slog.Logger
+	// HTTPClient reaches the AS (metadata, JWKS, token endpoint). Nil: a
+	// client with a 10 s timeout.
+	HTTPClient *http.Client
+	// AuditWriter overrides the audit destination (audit.file or stderr).
+	AuditWriter io.Writer
+}
+
+// NewGateway wires cfg. It does not contact the AS or the upstream.
+func NewGateway(cfg *Config, o Options) (*Gateway, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	g := &Gateway{cfg: cfg}
+	vcfg := rsmiddleware.Config{Issuer: cfg.Issuer, Resource: cfg.Resource, HTTPClient: o.HTTPClient, Logger: o.Logger}
+	if i := cfg.Introspection; i != nil {
+		vcfg.Introspection = &rsmiddleware.ClientCredentials{ClientID: i.ClientID, ClientSecret: i.ClientSecret}
+	}
+	verifier, err := rsmiddleware.NewVerifier(vcfg)
+	if err != nil {
+		return nil, err
+	}
+	prmURL, err := rsmiddleware.ResourceMetadataURL(cfg.Resource)
+	if err != nil {
+		return nil, err
+	}
+	scopes := rsmiddleware.Scopes{Base: cfg.Scopes.Base, Tools: cfg.Scopes.Tools, Methods: cfg.Scopes.Methods}
+	mw, err := rsmiddleware.NewMiddleware(rsmiddleware.MiddlewareConfig{
+		Verifier: verifier, ResourceMetadataURL: prmURL, Scopes: scopes,
+		MaxBodyBytes: cfg.Limits.MaxRequestBytes, Logger: o.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var audit rsmiddleware.AuditFunc
+	if cfg.Audit.Format != "off" {
+		w := o.AuditWriter
+		if w == nil && cfg.Audit.File != "" {
+			f, err := os.OpenFile(cfg.Audit.File, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+			if err != nil {
+				return nil, fmt.Errorf("audit.file: %w", err)
+			}
+			g.audit, w = f, f
+		}
+		if w == nil {
+			w = os.Stderr
+		}
+		audit = rsmiddleware.AuditLog(w, cfg.Audit.Format)
+	}
+	filter := rsmiddleware.NewMCPFilter(rsmiddleware.MCPFilterConfig{
+		Scopes: scopes, Audit: audit, TenantClaim: cfg.TenantClaim,
+		MaxBodyBytes: cfg.Limits.MaxRequestBytes, MaxResponseBytes: cfg.Limits.MaxResponseBytes, Logger: o.Logger,
+	})
+	// The MCP Go SDK's client registers again (DCR) for a step-up, so its
+	// client ID changes within a session: sessions are bound to the user.
+	binding := &rsmiddleware.SessionBinding{Owner: func(p *rsmiddleware.Principal) string { return p.Subject }}
+
+	proxy, err := newProxy(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := rsmiddleware.NewProtectedResourceMetadata(cfg.Resource, []string{cfg.Issuer}, cfg.allScopes())
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	if err := rsmiddleware.MountPRM(mux, doc, true); err != nil {
+		return nil, err
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	path := "/"
+	if u, _ := url.Parse(cfg.Resource); u.Path != "" {
+		path = u.Path
+	}
+	limit := cfg.Limits.MaxRequestBytes
+	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		mw.Wrap(binding.Wrap(filter.Wrap(proxy))).ServeHTTP(w, r)
+	}))
+	g.handler = mux
+	return g, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
+
+// Close releases the audit file.
+func (g *Gateway) Close() error {
+	if g.audit != nil {
+		return g.audit.Close()
+	}
+	return nil
+}
+
+// Server returns the http.Server of the configured limits.
+func (g *Gateway) Server() *http.Server {
+	l := g.cfg.Limits
+	return &http.Server{
+		Addr:              g.cfg.Listen,
+		Handler:           g,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+		// No read or write timeout: event streams stay open as long as the
+		// client and the upstream keep them.
+	}
+}
+
+type bodyKey struct{}
+
+func newProxy(cfg *Config, o Options) (http.Handler, error) {
+	target, err := url.Parse(cfg.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	base := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: cfg.Limits.UpstreamDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		ResponseHeaderTimeout: cfg.Limits.UpstreamHeaderTimeout,
+		TLSHandshakeTimeout:   cfg.Limits.UpstreamDialTimeout,
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	transport, err := upstreamTransport(cfg, o, base)
+	if err != nil {
+		return nil, err
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			u := *target
+			u.RawQuery = pr.In.URL.RawQuery
+			pr.Out.URL = &u
+			pr.Out.Host = ""
+			// The Middleware has removed the caller's token; this makes sure
+			// of it (MCP: a server must not pass the token through).
+			pr.Out.Header.Del("Authorization")
+			pr.SetXForwarded()
+		},
+		Transport:     transport,
+		FlushInterval: -1, // every write of the upstream goes out at once
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+				// The upstream refused the gateway's own credentials: its
+				// challenge is not the client's business.
+				return errUpstreamRefused
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			o.Logger.Warn("mcpgateway: upstream request failed", "upstream", cfg.Upstream, "err", err)
+			status, msg := http.StatusBadGateway, "mcpgateway: the MCP server behind the gateway is unreachable"
+			var ne net.Error
+			switch {
+			case errors.Is(err, errUpstreamRefused):
+				msg = "mcpgateway: the MCP server refused the gateway's credentials"
+			case errors.Is(err, rsmiddleware.ErrUnavailable), isTokenError(err):
+				msg = "mcpgateway: the gateway could not obtain a token for the MCP server"
+			case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
+				status, msg = http.StatusGatewayTimeout, "mcpgateway: the MCP server did not answer in time"
+			case errors.Is(err, context.Canceled):
+				return // the client went away
+			}
+			body, _ := r.Context().Value(bodyKey{}).(*bodyCopy)
+			writeRPCError(w, status, body.id(), msg)
+		},
+		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Keep the (already bounded and buffered) body, so an error answer
+		// can carry the request's id.
+		if r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, "cannot read request body", http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			r.ContentLength = int64(len(b))
+			r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, &bodyCopy{b: b}))
+		}
+		rp.ServeHTTP(w, r)
+	}), nil
+}
+
+var errUpstreamRefused = errors.New("mcpgateway: upstream answered 401/403")
+
+type bodyCopy struct{ b []byte }
+
+// id returns the id of a single JSON-RPC request, or null.
+func (c *bodyCopy) id() json.RawMessage {
+	if c == nil {
+		return json.RawMessage("null")
+	}
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(c.b, &m) != nil || len(m.ID) == 0 {
+		return json.RawMessage("null")
+	}
+	return m.ID
+}
+
+// writeRPCError answers a JSON-RPC 2.0 error (-32603, internal error: the
+// request was valid, the gateway could not complete it).
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, msg string) {
+	body, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{"code": -32603, "message": msg},
+	})
+	body = append(body, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func isTokenError(err error) bool {
+	var re *oauth2.RetrieveError
+	var ee *rsmiddleware.ExchangeError
+	return errors.As(err, &re) || errors.As(err, &ee) || errors.Is(err, errTokenEndpoint)
+}
+
+var errTokenEndpoint = errors.New("mcpgateway: cannot discover the token endpoint")
+
+// upstreamTransport adds the gateway's own credentials, when configured.
+func upstreamTransport(cfg *Config, o Options, base http.RoundTripper) (http.RoundTripper, error) {
+	a := cfg.UpstreamAuth
+	if a == nil {
+		return base, nil
+	}
+	if g := a.Exchange; g != nil {
+		ex, err := rsmiddleware.NewExchanger(rsmiddleware.ExchangeConfig{
+			Issuer: cfg.Issuer, ClientID: g.ClientID, ClientSecret: g.ClientSecret, Scopes: g.Scopes, HTTPClient: o.HTTPClient,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return ex.Transport(base, g.Resource), nil
+	}
+	g := a.ClientCredentials
+	return &ccTransport{cfg: cfg, g: g, base: base, client: o.HTTPClient}, nil
+}
+
+// ccTransport attaches an RFC 6749 §4.4 client credentials token of the
+// gateway, for the upstream's resource (RFC 8707), reused until it expires.
+type ccTransport struct {
+	cfg    *Config
+	g      *GrantConfig
+	base   http.RoundTripper
+	client *http.Client
+
+	mu  sync.Mutex
+	src oauth2.TokenSource
+}
+
+func (t *ccTransport) source(ctx context.Context) (oauth2.TokenSource, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.src != nil {
+		return t.src, nil
+	}
+	client := t.client
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	m, err := metadata.FetchAuthorizationServerMetadata(ctx, client, t.cfg.Issuer)
+	if err != nil || m.TokenEndpoint == "" {
+		return nil, fmt.Errorf("%w: %v", errTokenEndpoint, err)
+	}
+	cc := &clientcredentials.Config{
+		ClientID: t.g.ClientID, ClientSecret: t.g.ClientSecret, TokenURL: m.TokenEndpoint,
+		Scopes: t.g.Scopes, EndpointParams: url.Values{"resource": {t.g.Resource}}, AuthStyle: oauth2.AuthStyleInHeader,
+	}
+	// The token source outlives this request: it gets a context of its own.
+	t.src = cc.TokenSource(context.WithValue(context.Background(), oauth2.HTTPClient, client))
+	return t.src, nil
+}
+
+func (t *ccTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	src, err := t.source(req.Context())
+	if err == nil {
+		var tok *oauth2.Token
+		if tok, err = src.Token(); err == nil {
+			out := req.Clone(req.Context())
+			out.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+			return t.base.RoundTrip(out)
+		}
+	}
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	return nil, err
+}
+

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func TestGatewayTrimsToolListsAndStepsUpHiddenTools(t *testing.T) {
+	for _, jsonResponse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("json=%v", jsonResponse), func(t *testing.T) {
+			s := newStack(t, jsonResponse, baseConfig)
+			ctx := context.Background()
+			user := s.connect(t, s.token(t, "user-bot"))
+			if got := toolNames(t, user); !slices.Equal(got, []string{"echo"}) {
+				t.Errorf("tools/list for mcp:tools = %v, want [echo]", got)
+			}
+			const secret = "argument-text-that-must-not-be-logged"
+			res, err := user.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": secret}})
+			if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != secret {
+				t.Fatalf("echo: %v %+v", err, res)
+			}
+			if _, err := user.CallTool(ctx, &mcp.CallToolParams{Name: "admin_stats"}); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+				t.Errorf("hidden tool called without mcp:admin: %v", err)
+			}
+
+			admin := s.connect(t, s.token(t, "admin-bot"))
+			if got := toolNames(t, admin); !slices.Equal(got, []string{"admin_stats", "echo"}) {
+				t.Errorf("tools/list for mcp:admin = %v", got)
+			}
+			res, err = admin.CallTool(ctx, &mcp.CallToolParams{Name: "admin_stats"})
+			if err != nil || res.IsError {
+				t.Fatalf("admin_stats: %v %+v", err, res)
+			}
+
+			for i, a := range s.up.seen() {
+				if a != "" {
+					t.Errorf("upstream request %d carried Authorization %q", i, a)
+				}
+			}
+			log := s.audit.String()
+			if strings.Contains(log, secret) {
+				t.Fatalf("the audit holds the argument text:\n%s", log)
+			}
+			if !strings.Contains(log, `"event":"tool.call","method":"tools/call","tool":"echo"`) ||
+				!strings.Contains(log, `"tool":"admin_stats"`) || !strings.Contains(log, `"args_sha256":"`) ||
+				!strings.Contains(log, `"tenant":"user-bot"`) || !strings.Contains(log, `"event":"initialize"`) {
+				t.Errorf("audit:\n%s", log)
+			}
+		})
+	}
+}
+
+func TestGatewayGivesTheUpstreamAnExchangedTokenOfItsOwn(t *testing.T) {
+	s := newStack(t, false, baseConfig+`
+upstream_auth:
+  exchange: {client_id: gw, client_secret: "${GW_SECRET}", resource: UPSTREAM, scopes: [upstream:call]}
+`)
+	caller := s.token(t, "user-bot")
+	cs := s.connect(t, caller)
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	seen := s.up.seen()
+	if len(seen) == 0 {
+		t.Fatal("the upstream saw no request")
+	}
+	upRes := s.cfg.UpstreamAuth.Exchange.Resource
+	for i, a := range seen {
+		tok, ok := strings.CutPrefix(a, "Bearer ")
+		if !ok || tok == caller {
+			t.Fatalf("upstream request %d: Authorization %.30q is not a token of the gateway's", i, a)
+		}
+		c := claims(t, tok)
+		act, _ := c["act"].(map[string]any)
+		if c["aud"] != upRes && !slices.Contains(toStrings(c["aud"]), upRes) || act == nil || (act["sub"] != "gw" && act["client_id"] != "gw") {
+			t.Fatalf("upstream token claims: %v", c)
+		}
+	}
+}
+
+func TestGatewayGivesTheUpstreamAClientCredentialsToken(t *testing.T) {
+	s := newStack(t, false, baseConfig+`
+upstream_auth:
+  client_credentials: {client_id: gw, client_secret: "${GW_SECRET}", resource: UPSTREAM}
+`)
+	caller := s.token(t, "user-bot")
+	cs := s.connect(t, caller)
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	upRes := s.cfg.UpstreamAuth.ClientCredentials.Resource
+	for i, a := range s.up.seen() {
+		tok, ok := strings.CutPrefix(a, "Bearer ")
+		if !ok || tok == caller {
+			t.Fatalf("upstream request %d: Authorization %.30q", i, a)
+		}
+		if c := claims(t, tok); c["client_id"] != "gw" || c["aud"] != upRes && !slices.Contains(toStrings(c["aud"]), upRes) {
+			t.Fatalf("upstream token claims: %v", c)
+		}
+	}
+}
+
+func toStrings(v any) []string {
+	list, _ := v.([]any)
+	var out []string
+	for _, e := range list {
+		s, _ := e.(string)
+		out = append(out, s)
+	}
+	return out
+}
+
+// rawPost sends one JSON-RPC message to the gateway.
+func rawPost(t *testing.T, s *stack, token, session, body string, header map[string]string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.resource, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	client := &http.Client{Timeout: 30 * time.Second} // a hang fails the test instead of stalling it
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`
+
+func rpcError(t *testing.T, resp *http.Response) (id any, code int, msg string) {
+	t.Helper()
+	var m struct {
+		ID    any `json:"id"`
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("not a JSON-RPC answer (%d): %s", resp.StatusCode, body)
+	}
+	return m.ID, m.Error.Code, m.Error.Message
+}
+
+func TestGatewayAnswersAJSONRPCErrorWhenTheUpstreamIsDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close()
+	s := newStack(t, false, strings.Replace(baseConfig, "upstream: UPSTREAM", "upstream: "+dead, 1))
+	resp := rawPost(t, s, s.token(t, "user-bot"), "", strings.Replace(initialize, `"id":1`, `"id":"init-7"`, 1), nil)
+	id, code, msg := rpcError(t, resp)
+	if resp.StatusCode != http.StatusBadGateway || id != "init-7" || code != -32603 || !strings.Contains(msg, "unreachable") {
+		t.Fatalf("%d id=%v code=%d %q", resp.StatusCode, id, code, msg)
+	}
+}
+
+func TestGatewayAnswersAJSONRPCErrorWhenTheUpstreamHangs(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	stuck := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release })
+	s := newStack(t, false, baseConfig+"limits: {upstream_header_timeout: 300ms}\n")
+	s.up.srv.Config.Handler = stuck
+	resp := rawPost(t, s, s.token(t, "user-bot"), "", initialize, nil)
+	id, code, msg := rpcError(t, resp)
+	if resp.StatusCode != http.StatusGatewayTimeout || id != 1.0 || code != -32603 || !strings.Contains(msg, "in time") {
+		t.Fatalf("%d id=%v code=%d %q", resp.StatusCode, id, code, msg)
+	}
+}
+
+func TestGatewayEnforcesItsRequestLimits(t *testing.T) {
+	s := newStack(t, false, baseConfig+"limits: {max_request_bytes: 2000, max_header_bytes: 4096}\n")
+	tok := s.token(t, "user-bot")
+	big := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("a", 3000) + `"}}`
+	if resp := rawPost(t, s, tok, "", big, nil); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("large body: %d, want 413", resp.StatusCode)
+	}
+	if resp := rawPost(t, s, tok, "", initialize, map[string]string{"X-Pad": strings.Repeat("b", 8192)}); resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("large header: %d, want 431", resp.StatusCode)
+	}
+	if resp := rawPost(t, s, tok, "", initialize, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("a request within the limits: %d", resp.StatusCode)
+	}
+}
+
+func TestGatewayPublishesProtectedResourceMetadataAndChallenges(t *testing.T) {
+	s := newStack(t, false, baseConfig)
+	base := strings.TrimSuffix(s.resource, "/mcp")
+	for _, path := range []string{"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Resource string   `json:"resource"`
+			AS       []string `json:"authorization_servers"`
+			Scopes   []string `json:"scopes_supported"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
+		if err != nil || doc.Resource != s.resource || !slices.Equal(doc.AS, []string{s.issuer}) ||
+			!slices.Equal(doc.Scopes, []string{"mcp:tools", "mcp:read", "mcp:admin"}) {
+			t.Errorf("%s: %+v %v", path, doc, err)
+		}
+	}
+	resp := rawPost(t, s, "", "", initialize, nil)
+	if h := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != 401 ||
+		!strings.Contains(h, `resource_metadata="`+base+`/.well-known/oauth-protected-resource/mcp"`) || !strings.Contains(h, `scope="mcp:tools"`) {
+		t.Errorf("no token: %d %q", resp.StatusCode, h)
+	}
+	// A token for another audience (the upstream) is refused.
+	if resp := rawPost(t, s, "not-a-token", "", initialize, nil); resp.StatusCode != 401 ||
+		!strings.Contains(resp.Header.Get("WWW-Authenticate"), `error="invalid_token"`) {
+		t.Errorf("bad token: %d", resp.StatusCode)
+	}
+	if len(s.up.seen()) != 0 {
+		t.Errorf("refused requests reached the upstream: %d", len(s.up.seen()))
+	}
+}
+
+// Sessions: the upstream's Mcp-Session-Id is bound to the user who opened
+// it; notifications get 202, GET opens the server's stream, DELETE ends the
+// session.
+func TestGatewayPassesTheSessionLifecycleThrough(t *testing.T) {
+	s := newStack(t, false, baseConfig)
+	alice, bob := s.token(t, "user-bot"), s.token(t, "admin-bot")
+	resp := rawPost(t, s, alice, "", initialize, nil)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || session == "" {
+		t.Fatalf("initialize: %d session %q", resp.StatusCode, session)
+	}
+	io.ReadAll(resp.Body)
+	if resp := rawPost(t, s, alice, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, map[string]string{"Mcp-Protocol-Version": "2025-06-18"}); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("notification: %d", resp.StatusCode)
+	}
+	if resp := rawPost(t, s, bob, session, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, map[string]string{"Mcp-Protocol-Version": "2025-06-18"}); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("another user's session: %d, want 404", resp.StatusCode)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	get, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.resource, nil)
+	get.Header.Set("Authorization", "Bearer "+alice)
+	get.Header.Set("Accept", "text/event-stream")
+	get.Header.Set("Mcp-Session-Id", session)
+	get.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	gresp, err := http.DefaultClient.Do(get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gresp.StatusCode != 200 || !strings.HasPrefix(gresp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("GET stream: %d %s", gresp.StatusCode, gresp.Header.Get("Content-Type"))
+	}
+	cancel()
+	gresp.Body.Close()
+
+	del, _ := http.NewRequest(http.MethodDelete, s.resource, nil)
+	del.Header.Set("Authorization", "Bearer "+alice)
+	del.Header.Set("Mcp-Session-Id", session)
+	del.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	dresp, err := http.DefaultClient.Do(del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dresp.Body.Close()
+	if dresp.StatusCode/100 != 2 {
+		t.Fatalf("DELETE: %d", dresp.StatusCode)
+	}
+	if resp := rawPost(t, s, alice, session, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, map[string]string{"Mcp-Protocol-Version": "2025-06-18"}); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("deleted session: %d, want 404", resp.StatusCode)
+	}
+}

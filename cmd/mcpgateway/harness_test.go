@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mcpauth/mcpauth/as"
+	"github.com/mcpauth/mcpauth/storage/memory"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const (
+	botSecret = "bot-secret-0123456789abcdef"
+	gwSecret  = "gw-secret-0123456789abcdef"
+)
+
+// syncBuffer collects the audit lines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// upstream is an MCP server of the Go SDK that records the headers of
+// every request it receives.
+type upstream struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	// authorization headers seen, one per request ("" when absent)
+	auth []string
+}
+
+func (u *upstream) seen() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.auth...)
+}
+
+func newUpstream(t testing.TB, jsonResponse bool) *upstream {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "0"}, nil)
+	type echoIn struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "echo", Description: "Echoes text."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "admin_stats", Description: "Statistics for administrators."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "42 sessions"}}}, nil, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{JSONResponse: jsonResponse, Logger: slog.New(slog.DiscardHandler)})
+	u := &upstream{}
+	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.auth = append(u.auth, r.Header.Get("Authorization"))
+		u.mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+// stack is an in-process AS, an upstream, and the gateway between them.
+type stack struct {
+	issuer   string
+	resource string // the gateway's
+	up       *upstream
+	gw       *httptest.Server
+	audit    *syncBuffer
+	cfg      *Config
+}
+
+// newStack starts the AS, the upstream and a gateway whose configuration
+// is configText with ISSUER, RESOURCE and UPSTREAM substituted.
+func newStack(t testing.TB, jsonResponse bool, configText string) *stack {
+	t.Helper()
+	s := &stack{up: newUpstream(t, jsonResponse), audit: &syncBuffer{}}
+	gw := httptest.NewUnstartedServer(nil)
+	s.resource = "http://" + gw.Listener.Addr().String() + "/mcp"
+	upRes := s.up.srv.URL + "/mcp"
+
+	asSrv := httptest.NewUnstartedServer(nil)
+	s.issuer = "http://" + asSrv.Listener.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := as.New(ctx, as.Config{
+		Issuer: s.issuer,
+		Resources: []as.Resource{
+			{URI: s.resource, Scopes: []string{"mcp:tools", "mcp:admin", "mcp:read"}, Default: true},
+			{URI: upRes, Scopes: []string{"upstream:call"}},
+		},
+		Clients: []as.Client{
+			{ID: "user-bot", Secret: botSecret, GrantTypes: []string{"client_credentials"}, Scopes: []string{"mcp:tools"}, Resources: []string{s.resource}},
+			{ID: "admin-bot", Secret: botSecret, GrantTypes: []string{"client_credentials"}, Scopes: []string{"mcp:tools", "mcp:admin"}, Resources: []string{s.resource}},
+			{ID: "gw", Secret: gwSecret, GrantTypes: []string{"client_credentials", "urn:ietf:params:oauth:grant-type:token-exchange"},
+				Scopes: []string{"upstream:call"}, Resources: []string{upRes}},
+		},
+		ExchangePolicy: []as.ExchangeRule{{From: s.resource, To: upRes, Scopes: []string{"upstream:call"}, Clients: []string{"gw"}}},
+		Store:          memory.New(),
+		Secret:         bytes.Repeat([]byte{7}, 32),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asSrv.Config.Handler = srv.Handler()
+	asSrv.Start()
+	t.Cleanup(func() { asSrv.Close(); cancel() })
+
+	text := strings.NewReplacer("ISSUER", s.issuer, "RESOURCE", s.resource, "UPSTREAM", upRes).Replace(configText)
+	cfg, err := ParseConfig([]byte(text), func(k string) (string, bool) {
+		if k == "GW_SECRET" {
+			return gwSecret, true
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cfg = cfg
+	g, err := NewGateway(cfg, Options{Logger: slog.New(slog.DiscardHandler), AuditWriter: s.audit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.Config = g.Server()
+	gw.Config.Addr = ""
+	gw.Start()
+	t.Cleanup(gw.Close)
+	s.gw = gw
+	return s
+}
+
+const baseConfig = `
+listen: 127.0.0.1:0
+resource: RESOURCE
+issuer: ISSUER
+upstream: UPSTREAM
+scopes:
+  base: [mcp:tools]
+  tools: {admin_stats: [mcp:admin]}
+  methods: {resources/read: [mcp:read]}
+tenant_claim: client_id
+audit: {format: json}
+`
+
+// token obtains a client credentials token of client for the gateway.
+func (s *stack) token(t testing.TB, client string) string {
+	t.Helper()
+	form := url.Values{"grant_type": {"client_credentials"}, "resource": {s.resource}}
+	req, _ := http.NewRequest(http.MethodPost, s.issuer+"/token", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(client, botSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tr struct {
+		AccessToken string `json:"access_token"`
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || json.Unmarshal(body, &tr) != nil || tr.AccessToken == "" {
+		t.Fatalf("token for %s: %d %s", client, resp.StatusCode, body)
+	}
+	return tr.AccessToken
+}
+
+// bearer is an http.RoundTripper adding a fixed access token.
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// connect opens an MCP Go SDK client session through the gateway.
+func (s *stack) connect(t testing.TB, token string) *mcp.ClientSession {
+	t.Helper()
+	client := &http.Client{Transport: bearer{token, http.DefaultTransport}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: s.resource, HTTPClient: client}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// claims decodes a JWT's payload (the test reads what the servers verified).
+func claims(t testing.TB, token string) map[string]any {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %.20s", token)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

@@ -1,0 +1,98 @@
+// Command mcpgateway is an authorizing reverse proxy for MCP servers that
+// speak Streamable HTTP, written in any language. In front of such a server
+// it does what rsmiddleware does for a Go server: it publishes the RFC 9728
+// protected resource metadata, answers RFC 6750 / RFC 9728 challenges
+// (401, and 403 insufficient_scope for a step-up), checks the access
+// tokens' issuer, audience and type (RFC 9068), binds MCP sessions to the
+// user who opened them and never forwards the caller's token. It also cuts
+// tools/list (and resources/list, prompts/list) answers to what the caller's
+// scopes allow and writes one audit line per JSON-RPC request, with a
+// SHA-256 of the canonical arguments instead of the arguments. With
+// upstream_auth it presents a token of its own to the upstream: one
+// obtained by RFC 8693 token exchange (the caller as sub, the gateway in
+// act) or by client credentials.
+//
+//	mcpgateway --config FILE [--check]
+//
+// The configuration keys are documented in README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "mcpgateway:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("mcpgateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file (YAML)")
+	check := fs.Bool("check", false, "check the configuration and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *path == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return errors.New("usage: mcpgateway --config FILE [--check]")
+	}
+	data, err := os.ReadFile(*path)
+	if err != nil {
+		return err
+	}
+	cfg, err := ParseConfig(data, os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	if *check {
+		fmt.Fprintf(stdout, "%s: ok (resource %s, upstream %s)\n", *path, cfg.Resource, cfg.Upstream)
+		return nil
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	g, err := NewGateway(cfg, Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	srv := g.Server()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	logger.Info("mcpgateway: listening", "addr", ln.Addr().String(), "resource", cfg.Resource, "upstream", cfg.Upstream)
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		// Event streams do not end by themselves: close what is left.
+		_ = srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
