@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -105,10 +106,19 @@ type Lookup func(string) (string, bool)
 // ParseConfig reads a configuration file: YAML, `${NAME}` in values replaced
 // by environment variables (an unset variable is an error), unknown keys
 // refused, then checked and completed with defaults.
+//
+// A variable's value is never read as YAML: every `${NAME}` is first
+// replaced by a placeholder that is a plain scalar anywhere (so that
+// `{client_secret: ${GW_SECRET}}` is valid flow YAML), the file is parsed,
+// and the placeholders in scalar values are then replaced by the values.
 func ParseConfig(data []byte, env Lookup) (*Config, error) {
 	if len(data) > maxConfigSize {
 		return nil, errors.New("config: file larger than 1 MiB")
 	}
+	if bytes.Contains(data, []byte(placeholderPrefix)) {
+		return nil, errors.New("config: the file contains the reserved text " + placeholderPrefix)
+	}
+	data = varRef.ReplaceAll(data, []byte(placeholderPrefix+"${1}"+placeholderSuffix))
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
@@ -139,6 +149,17 @@ func ParseConfig(data []byte, env Lookup) (*Config, error) {
 // maxNodes bounds the walk, so aliases of aliases cannot blow it up.
 const maxNodes = 100000
 
+// Placeholders of `${NAME}` references while the YAML is parsed.
+const (
+	placeholderPrefix = "__mcpgateway_env_"
+	placeholderSuffix = "_end__"
+)
+
+var (
+	varRef         = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	varPlaceholder = regexp.MustCompile(placeholderPrefix + `([A-Za-z_][A-Za-z0-9_]*?)` + placeholderSuffix)
+)
+
 // expandNode replaces `${NAME}` in every scalar value (never in keys).
 func expandNode(n *yaml.Node, env Lookup, visits *int) error {
 	if *visits++; *visits > maxNodes {
@@ -148,7 +169,10 @@ func expandNode(n *yaml.Node, env Lookup, visits *int) error {
 	case yaml.AliasNode:
 		return errors.New("aliases are not supported")
 	case yaml.ScalarNode:
-		if !strings.Contains(n.Value, "${") {
+		if strings.Contains(n.Value, "${") {
+			return errors.New("malformed ${NAME} reference")
+		}
+		if !strings.Contains(n.Value, placeholderPrefix) {
 			return nil
 		}
 		v, err := expand(n.Value, env)
@@ -178,47 +202,21 @@ func expandNode(n *yaml.Node, env Lookup, visits *int) error {
 	return nil
 }
 
-// expand replaces every `${NAME}` in s (NAME a shell variable name).
+// expand replaces every placeholder of s by its variable's value.
 func expand(s string, env Lookup) (string, error) {
-	var b strings.Builder
-	for {
-		i := strings.Index(s, "${")
-		if i < 0 {
-			b.WriteString(s)
-			return b.String(), nil
-		}
-		b.WriteString(s[:i])
-		s = s[i+2:]
-		j := strings.IndexByte(s, '}')
-		if j < 0 {
-			return "", errors.New("unterminated ${ in value")
-		}
-		name := s[:j]
-		if !validVarName(name) {
-			return "", fmt.Errorf("invalid variable name in ${%s}", name)
-		}
+	var missing string
+	out := varPlaceholder.ReplaceAllStringFunc(s, func(m string) string {
+		name := varPlaceholder.FindStringSubmatch(m)[1]
 		v, ok := env(name)
-		if !ok {
-			return "", fmt.Errorf("environment variable %s is not set", name)
+		if !ok && missing == "" {
+			missing = name
 		}
-		b.WriteString(v)
-		s = s[j+1:]
+		return v
+	})
+	if missing != "" {
+		return "", fmt.Errorf("environment variable %s is not set", missing)
 	}
-}
-
-func validVarName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
-		case r >= '0' && r <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
+	return out, nil
 }
 
 // check validates c and fills in defaults.

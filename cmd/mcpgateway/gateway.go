@@ -336,4 +336,3 @@ func (t *ccTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return nil, err
 }
-

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) Lookup {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// The configuration of the README, key for key.
+const readmeConfig = `
+listen: 127.0.0.1:8090
+resource: https://mcp.acme.example/mcp     # this gateway's canonical URI: the tokens' aud
+issuer: https://auth.acme.example          # the AS whose tokens it accepts
+upstream: http://127.0.0.1:3001/mcp        # the MCP server behind it
+scopes:
+  base: [mcp:tools]                        # needed for every request
+  tools: {admin_stats: [mcp:admin]}        # per tool
+  methods: {resources/read: [mcp:read]}    # per JSON-RPC method
+tenant_claim: tenant                       # optional: where the tenant comes from (never from arguments)
+upstream_auth:                             # optional: how the gateway authenticates upstream
+  exchange: {client_id: gw, client_secret: ${GW_SECRET}, resource: https://api.acme.example}
+audit: {format: json}                      # json lines on stderr; a file path also allowed
+`
+
+func TestParseConfigReadsEveryKey(t *testing.T) {
+	c, err := ParseConfig([]byte(readmeConfig), env(map[string]string{"GW_SECRET": "s3cret: with # signs"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:8090" || c.Resource != "https://mcp.acme.example/mcp" || c.Issuer != "https://auth.acme.example" ||
+		c.Upstream != "http://127.0.0.1:3001/mcp" || c.TenantClaim != "tenant" || c.Audit.Format != "json" {
+		t.Errorf("%+v", c)
+	}
+	if c.Scopes.Base[0] != "mcp:tools" || c.Scopes.Tools["admin_stats"][0] != "mcp:admin" || c.Scopes.Methods["resources/read"][0] != "mcp:read" {
+		t.Errorf("scopes %+v", c.Scopes)
+	}
+	ex := c.UpstreamAuth.Exchange
+	if ex.ClientID != "gw" || ex.ClientSecret != "s3cret: with # signs" || ex.Resource != "https://api.acme.example" {
+		t.Errorf("exchange %+v", ex)
+	}
+	if c.Limits != DefaultLimits {
+		t.Errorf("limits %+v, want the defaults", c.Limits)
+	}
+}
+
+func TestParseConfigLimitsAndAuditFile(t *testing.T) {
+	c, err := ParseConfig([]byte(`resource: http://127.0.0.1:8090/mcp
+issuer: http://127.0.0.1:9000
+upstream: http://127.0.0.1:3001/mcp
+audit: {format: text, file: /var/log/gw.log}
+limits:
+  max_request_bytes: ${MAX}
+  max_header_bytes: 8192
+  idle_timeout: 1m
+  upstream_header_timeout: 2s
+`), env(map[string]string{"MAX": "1000"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limits.MaxRequestBytes != 1000 || c.Limits.MaxHeaderBytes != 8192 || c.Limits.IdleTimeout != time.Minute ||
+		c.Limits.UpstreamHeaderTimeout != 2*time.Second || c.Limits.UpstreamDialTimeout != DefaultLimits.UpstreamDialTimeout ||
+		c.Audit.File != "/var/log/gw.log" || c.Audit.Format != "text" || c.Listen != "127.0.0.1:8090" {
+		t.Errorf("%+v", c)
+	}
+}
+
+func TestParseConfigRefusesMistakes(t *testing.T) {
+	base := "resource: https://mcp.example/mcp\nissuer: https://as.example\nupstream: http://127.0.0.1:3001/mcp\n"
+	tests := []struct{ name, text, want string }{
+		{"names an unset variable", strings.Replace(base, "https://as.example", "${AS}", 1), "AS is not set"},
+		{"refuses an unknown key", base + "upstreams: x\n", "upstreams"},
+		{"refuses a misspelt nested key", base + "scopes: {bases: [a]}\n", "bases"},
+		{"needs a resource", "issuer: https://as.example\nupstream: http://x/mcp\n", "resource"},
+		{"needs an issuer", "resource: https://mcp.example/mcp\nupstream: http://x/mcp\n", "issuer"},
+		{"needs an upstream", "resource: https://mcp.example/mcp\nissuer: https://as.example\n", "upstream"},
+		{"refuses a resource with a fragment", strings.Replace(base, "/mcp\n", "/mcp#x\n", 1), "resource"},
+		{"refuses an upstream that is not http", strings.Replace(base, "http://127.0.0.1:3001/mcp", "ftp://h/mcp", 1), "upstream"},
+		{"refuses both upstream grants", base + "upstream_auth: {exchange: {client_id: a, client_secret: b, resource: https://x}, client_credentials: {client_id: a, client_secret: b, resource: https://x}}\n", "exclusive"},
+		{"refuses an empty upstream_auth", base + "upstream_auth: {}\n", "upstream_auth"},
+		{"needs the exchange's resource", base + "upstream_auth: {exchange: {client_id: a, client_secret: b}}\n", "resource"},
+		{"needs the exchange's secret", base + "upstream_auth: {exchange: {client_id: a, resource: https://x}}\n", "client_secret"},
+		{"refuses an unknown audit format", base + "audit: {format: xml}\n", "audit.format"},
+		{"refuses a scope with a space", base + "scopes: {base: [\"a b\"]}\n", "scope"},
+		{"refuses negative limits", base + "limits: {max_request_bytes: -1}\n", "negative"},
+		{"refuses a bad duration", base + "limits: {idle_timeout: soon}\n", "soon"},
+		{"refuses a listen address without port", base + "listen: localhost\n", "listen"},
+		{"refuses aliases", base + "tenant_claim: &a x\naudit: {file: *a}\n", "aliases"},
+		{"refuses an empty file", "", "empty"},
+		{"refuses a list at the top", "- a\n", "config"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tt.text), env(nil))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// The files shipped in deploy/ parse (the compose service mounts them).
+func TestShippedConfigParses(t *testing.T) {
+	matches, _ := filepath.Glob("../../deploy/mcpgateway*.yaml")
+	if len(matches) == 0 {
+		t.Fatal("no deploy/mcpgateway*.yaml")
+	}
+	for _, m := range matches {
+		data, err := os.ReadFile(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ParseConfig(data, env(map[string]string{"MCPGATEWAY_CLIENT_SECRET": "x"})); err != nil {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add(readmeConfig)
+	f.Add("resource: ${R}\nissuer: https://a\nupstream: http://u/mcp\nlimits: {idle_timeout: ${R}}\n")
+	f.Add("a: &x [*x]\n")
+	f.Add("scopes: {tools: {\"\": [a]}}\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		c, err := ParseConfig([]byte(text), env(map[string]string{"GW_SECRET": "s", "R": "https://r.example/mcp"}))
+		if err != nil {
+			return
+		}
+		// Whatever parses is complete: the gateway can be wired from it.
+		if c.Resource == "" || c.Issuer == "" || c.Upstream == "" || c.Listen == "" || c.Limits.MaxRequestBytes <= 0 ||
+			c.Limits.MaxHeaderBytes <= 0 || c.Audit.Format == "" {
+			t.Fatalf("incomplete config accepted: %+v", c)
+		}
+		if _, err := NewGateway(c, Options{AuditWriter: discard{}}); err != nil {
+			t.Fatalf("config accepted but not wirable: %v\n%s", err, text)
+		}
+	})
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
