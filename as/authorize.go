@@ -121,11 +121,18 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	fq := cloneValues(q)
 	fq.Set("scope", strings.Join(scopes, " "))
 	fq.Del("audience")
+	// fosite refuses a state shorter than its minimum entropy (at least 8
+	// whatever it is configured to), an absent one included. state belongs
+	// to the client and is optional with PKCE (OAuth 2.1 §4.1.1, §7.12): the
+	// check is handed a placeholder and the client's own value, absent or of
+	// any length, is put back on the request it returns (restoreState).
+	fq.Set("state", statePlaceholder)
 	fr := r.Clone(ctx)
 	fr.Form = fq
 	fr.PostForm = url.Values{}
 	fr.Body = http.NoBody
 	ar, err := s.provider.NewAuthorizeRequest(ctx, fr)
+	restoreState(ar, state)
 	if err != nil {
 		if ar == nil || !ar.IsRedirectURIValid() {
 			s.errorPage(w, http.StatusBadRequest, "Invalid request", "The authorization request is not valid.")
@@ -176,7 +183,55 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp.AddParameter("iss", s.issuer)
-	s.provider.WriteAuthorizeResponse(ctx, w, ar, resp)
+	writeAuthorizeResponse(w, ar, resp, state)
+}
+
+// statePlaceholder stands in for the client's state during fosite's request
+// parsing; it is longer than any minimum entropy fosite enforces.
+const statePlaceholder = "mcpauth-state-placeholder-0123456789abcdef"
+
+// restoreState puts the client's state (possibly empty) back on the request
+// fosite parsed with statePlaceholder, so that nothing fosite writes or
+// stores carries the placeholder.
+func restoreState(ar fosite.AuthorizeRequester, state string) {
+	if r, ok := ar.(*fosite.AuthorizeRequest); ok && r != nil {
+		r.State = state
+		if r.Form == nil {
+			return
+		}
+		if state == "" {
+			r.Form.Del("state")
+		} else {
+			r.Form.Set("state", state)
+		}
+	}
+}
+
+// writeAuthorizeResponse redirects with the code (RFC 6749 §4.1.2): the
+// response's parameters added to the redirect URI's own query, and state
+// exactly as the client sent it, or absent when it sent none (fosite would
+// add an empty state= parameter).
+func writeAuthorizeResponse(w http.ResponseWriter, ar fosite.AuthorizeRequester, resp fosite.AuthorizeResponder, state string) {
+	h := w.Header()
+	for k := range resp.GetHeader() {
+		h.Set(k, resp.GetHeader().Get(k))
+	}
+	h.Set("Cache-Control", "no-store")
+	h.Set("Pragma", "no-cache")
+	u := *ar.GetRedirectURI()
+	q := u.Query()
+	for k, v := range resp.GetParameters() {
+		if len(v) > 0 {
+			q.Set(k, v[0])
+		}
+	}
+	q.Del("state")
+	if state != "" {
+		q.Set("state", state)
+	}
+	u.RawQuery = q.Encode()
+	h.Set("Location", u.String())
+	w.WriteHeader(http.StatusSeeOther)
 }
 
 // checkPKCE requires an S256 code challenge (RFC 7636 §4.2-4.3): 43
