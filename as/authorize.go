@@ -105,7 +105,11 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		fail(err)
 		return
 	}
-	scopes := narrowScopes(c, res, fosite.RemoveEmpty(splitSpace(q.Get("scope"))))
+	scopes, err := grantScopes(c, res, fosite.RemoveEmpty(splitSpace(q.Get("scope"))))
+	if err != nil {
+		fail(err)
+		return
+	}
 	prompts := splitSpace(q.Get("prompt"))
 	if slices.Contains(prompts, "none") {
 		fail(&fosite.RFC6749Error{ErrorField: "login_required", DescriptionField: "This server always asks the person; prompt=none is not supported.", CodeField: http.StatusBadRequest})
@@ -174,6 +178,8 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 			ar.GrantScope(sc)
 		}
 	}
+	// What the person granted bounds every refresh of this grant (RFC 6749 §6).
+	sess.Scopes = slices.Clone(ar.GetGrantedScopes())
 	// The PKCE challenge goes into the code's own record (redeem.go).
 	form := ar.GetRequestForm()
 	ctx = withPKCE(ctx, form.Get("code_challenge"), form.Get("code_challenge_method"))

@@ -38,8 +38,8 @@ func TestConvertedClientsFollowTheStoredRecord(t *testing.T) {
 	}{
 		{"redirect URIs changed", func(c *storage.Client) { c.RedirectURIs = []string{"https://two.example/cb"} },
 			func(c *client) bool { return len(c.redirectURIs) == 1 && c.redirectURIs[0] == "https://two.example/cb" }},
-		{"scopes narrowed", func(c *storage.Client) { c.Scopes = []string{"a"} },
-			func(c *client) bool { return len(c.scopes) == 1 && c.scopes[0] == "a" }},
+		{"registered scope narrowed", func(c *storage.Client) { c.Scopes = []string{"a"} },
+			func(c *client) bool { return len(c.defaultScopes) == 1 && c.defaultScopes[0] == "a" }},
 		{"made confidential", func(c *storage.Client) {
 			c.Public, c.TokenEndpointAuthMethod, c.SecretHash = false, "client_secret_basic", []byte("hash")
 		}, func(c *client) bool { return !c.public && string(c.secretHash) == "hash" }},

@@ -45,8 +45,11 @@ type client struct {
 	name            string
 	redirectURIs    []string
 	grantTypes      []string
-	scopes          []string // effective: what the client may be granted
-	resources       []string // effective: canonical resource URIs
+	scopes          []string // effective: what the client may be granted (the ceiling)
+	// defaultScopes are what a registered or CIMD client registered with:
+	// its scopes for a request that names none (see defaultScopes).
+	defaultScopes []string
+	resources     []string // effective: canonical resource URIs
 	// listedResources are the resources listed for the client explicitly
 	// (not by default); introspection shows a caller the tokens for them.
 	listedResources []string
@@ -93,10 +96,15 @@ type clientManager struct {
 	store     storage.Store
 	resolver  ClientResolver
 	resources []resource
-	hasher    *secret.Hasher
-	now       func() time.Time
-	f         *fosite.Fosite // set after construction, for private_key_jwt
-	jwks      *jwksFetcher
+	// regScopes and regResources are the registration policy, the ceiling
+	// of registered and CIMD clients (Config.RegistrationScopes,
+	// Config.RegistrationResources).
+	regScopes    []string
+	regResources []string
+	hasher       *secret.Hasher
+	now          func() time.Time
+	f            *fosite.Fosite // set after construction, for private_key_jwt
+	jwks         *jwksFetcher
 
 	// converted caches fromStorage results of registered and CIMD clients,
 	// so a warm client costs a lookup and a copy rather than a conversion
@@ -252,8 +260,17 @@ func (m *clientManager) fromStorage(sc *storage.Client) (*client, error) {
 		c.authMethod = authNone
 	}
 	c.grantTypes = effectiveGrants(sc.GrantTypes, c.public, len(c.redirectURIs) > 0)
-	c.resources, c.scopes = m.effectiveAccess(sc.Resources, sc.Scopes)
-	c.listedResources = listed(sc.Resources)
+	// The registration policy is the ceiling; the scope the client
+	// registered with is only its default (RFC 7591 §2 leaves the meaning
+	// of scope to the server), so it can step up within the policy.
+	res := sc.Resources
+	if len(m.regResources) > 0 {
+		res = m.regResources
+	}
+	c.resources, c.scopes = m.effectiveAccess(res, m.regScopes)
+	c.scopes = withOffline(c.scopes, c.grantTypes)
+	c.defaultScopes = slices.Clone(sc.Scopes)
+	c.listedResources = listed(res)
 	return c, nil
 }
 
@@ -312,6 +329,16 @@ func (m *clientManager) effectiveAccess(listedRes, listedScopes []string) (resou
 		}
 	}
 	return resources, scopes
+}
+
+// withOffline adds offline_access to the scopes of a client that may
+// refresh: it is granted when asked for (see selectScopes), and fosite
+// checks every granted scope against the client's.
+func withOffline(scopes, grants []string) []string {
+	if slices.Contains(grants, "refresh_token") && !slices.Contains(scopes, offlineAccess) {
+		scopes = append(scopes, offlineAccess)
+	}
+	return scopes
 }
 
 func (m *clientManager) fromConfig(i int, cc Client) (*client, error) {
@@ -379,6 +406,7 @@ func (m *clientManager) fromConfig(i int, cc Client) (*client, error) {
 		}
 	}
 	c.resources, c.scopes = m.effectiveAccess(cc.Resources, cc.Scopes)
+	c.scopes = withOffline(c.scopes, c.grantTypes)
 	c.listedResources = listed(cc.Resources)
 	return c, nil
 }

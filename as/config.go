@@ -38,6 +38,12 @@ type Resource struct {
 	// Scopes are the scopes this resource understands. Requested scopes are
 	// narrowed to them.
 	Scopes []string
+	// DefaultScopes are what a request naming no scope gets on this
+	// resource (RFC 6749 §3.3: the server's documented default), unless the
+	// client registered with a scope of its own. Each must be one of Scopes.
+	// Empty means every scope in Scopes; list the least privileged ones to
+	// keep clients that send no scope away from administrative scopes.
+	DefaultScopes []string
 	// Default marks the resource used when a client sends no `resource`.
 	// At most one resource is the default; with a single resource it is the
 	// default whether marked or not.
@@ -121,6 +127,17 @@ type Config struct {
 	JWKSHTTPClient *http.Client
 	// RegistrationEndpoint is advertised in the metadata when set.
 	RegistrationEndpoint string
+	// RegistrationScopes and RegistrationResources are the registration
+	// policy: the most a client from dynamic registration (RFC 7591) or a
+	// Client ID Metadata Document may be granted. The scope such a client
+	// registered with is only its default for requests that name none
+	// (RFC 7591 §2 leaves its meaning to the server), so it can later ask
+	// for more within the policy (step-up). Empty RegistrationScopes: every
+	// scope of the resources it may use. Empty RegistrationResources: the
+	// resources stored with the client, or every configured resource when
+	// it lists none.
+	RegistrationScopes    []string
+	RegistrationResources []string
 	// ExchangePolicy lists the RFC 8693 token exchanges allowed (see
 	// ExchangeRule). Zero value: no exchange is allowed; the grant is still
 	// advertised, and every exchange request gets invalid_target.
@@ -136,10 +153,11 @@ type Config struct {
 
 // resource is a validated Resource.
 type resource struct {
-	URI     string // canonical
-	Name    string
-	Scopes  []string
-	Default bool
+	URI           string // canonical
+	Name          string
+	Scopes        []string
+	DefaultScopes []string // never empty when Scopes is not
+	Default       bool
 }
 
 func (c *Config) validate() error {
@@ -171,6 +189,21 @@ func (c *Config) validate() error {
 	default:
 		return fmt.Errorf("as: SigningAlg %q: want ES256, RS256 or EdDSA", c.SigningAlg)
 	}
+	for _, sc := range c.RegistrationScopes {
+		if !validScopeToken(sc) {
+			return fmt.Errorf("as: RegistrationScopes: invalid scope %q", sc)
+		}
+	}
+	for _, r := range c.RegistrationResources {
+		cr, err := metadata.CanonicalResource(r)
+		known := err == nil && slices.ContainsFunc(c.Resources, func(x Resource) bool {
+			cx, err := metadata.CanonicalResource(x.URI)
+			return err == nil && cx == cr
+		})
+		if !known {
+			return fmt.Errorf("as: RegistrationResources: %q is not a configured resource", r)
+		}
+	}
 	if _, err := compileExchangePolicy(c.ExchangePolicy, c.Resources); err != nil {
 		return err
 	}
@@ -195,10 +228,19 @@ func buildResources(in []Resource) ([]resource, error) {
 				return nil, fmt.Errorf("as: Resources[%d].Scopes: invalid scope %q", i, s)
 			}
 		}
+		for _, s := range r.DefaultScopes {
+			if !slices.Contains(r.Scopes, s) {
+				return nil, fmt.Errorf("as: Resources[%d].DefaultScopes: %q is not one of its Scopes", i, s)
+			}
+		}
 		if r.Default {
 			defaults++
 		}
-		out = append(out, resource{URI: c, Name: r.Name, Scopes: slices.Clone(r.Scopes), Default: r.Default})
+		def := slices.Clone(r.DefaultScopes)
+		if len(def) == 0 {
+			def = slices.Clone(r.Scopes)
+		}
+		out = append(out, resource{URI: c, Name: r.Name, Scopes: slices.Clone(r.Scopes), DefaultScopes: def, Default: r.Default})
 	}
 	if defaults > 1 {
 		return nil, errors.New("as: more than one Resource is marked Default")

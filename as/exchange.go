@@ -340,15 +340,24 @@ func (h *exchangeHandler) HandleTokenEndpointRequest(ctx context.Context, r fosi
 		return fosite.ErrInvalidGrant.WithHint("The subject_token lacks the scopes the exchange policy requires.")
 	}
 
-	requested := r.GetRequestedScopes()
-	var scopes []string
-	for _, sc := range rule.scopes {
-		if slices.Contains(res.Scopes, sc) && slices.Contains(c.scopes, sc) &&
-			(len(requested) == 0 || slices.Contains(requested, sc)) {
-			scopes = append(scopes, sc)
+	// The one scope rule (scopes.go), with the rule's scopes as a further
+	// bound on the ceiling and the defaults.
+	var ceiling, defaults []string
+	for _, sc := range scopeCeiling(c, res) {
+		if slices.Contains(rule.scopes, sc) {
+			ceiling = append(ceiling, sc)
 		}
 	}
-	if len(scopes) == 0 {
+	for _, sc := range defaultScopes(c, res) {
+		if slices.Contains(rule.scopes, sc) {
+			defaults = append(defaults, sc)
+		}
+	}
+	if len(defaults) == 0 {
+		defaults = ceiling
+	}
+	scopes, err := selectScopes(r.GetRequestedScopes(), ceiling, defaults)
+	if err != nil {
 		return fosite.ErrInvalidScope.WithHint("None of the requested scopes may be granted by this exchange.")
 	}
 

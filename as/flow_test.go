@@ -23,7 +23,7 @@ func TestCodeFlowThroughLoginAndConsentIssuesAudienceBoundJWT(t *testing.T) {
 	if typ != "at+jwt" {
 		t.Errorf("typ = %q, want at+jwt", typ)
 	}
-	want := map[string]any{"iss": h.issuer, "sub": "alice", "aud": mcpURI, "client_id": "demo-app", "scope": "mcp:tools"}
+	want := map[string]any{"iss": h.issuer, "sub": "alice", "aud": mcpURI, "client_id": "demo-app", "scope": "mcp:tools offline_access"}
 	for k, v := range want {
 		if c[k] != v {
 			t.Errorf("claim %s = %v, want %v", k, c[k], v)
@@ -34,8 +34,8 @@ func TestCodeFlowThroughLoginAndConsentIssuesAudienceBoundJWT(t *testing.T) {
 			t.Errorf("claim %s missing", k)
 		}
 	}
-	if got := tok.Extra("scope"); got != "mcp:tools" {
-		t.Errorf("token response scope = %v, want mcp:tools (narrowed)", got)
+	if got := tok.Extra("scope"); got != "mcp:tools offline_access" {
+		t.Errorf("token response scope = %v, want mcp:tools offline_access (other:read is another resource's)", got)
 	}
 }
 

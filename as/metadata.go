@@ -19,6 +19,11 @@ func (s *Server) Metadata() metadata.AuthorizationServerMetadata {
 			}
 		}
 	}
+	// offline_access (OpenID Connect Core §11) is an AS scope: accepted on
+	// every resource, never listed in a resource's own metadata.
+	if !slices.Contains(scopes, offlineAccess) {
+		scopes = append(scopes, offlineAccess)
+	}
 	grants := []string{"authorization_code", "refresh_token", "client_credentials"}
 	for _, g := range grantExtensions {
 		grants = append(grants, g.grantType)

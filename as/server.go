@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -131,13 +132,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 
 	s.clients = &clientManager{
-		static:    map[string]*client{},
-		store:     cfg.Store,
-		resolver:  cfg.ClientResolver,
-		resources: resources,
-		hasher:    hasher,
-		now:       cfg.Now,
-		jwks:      &jwksFetcher{client: cfg.JWKSHTTPClient, now: cfg.Now, cache: map[string]jwksEntry{}},
+		static:       map[string]*client{},
+		store:        cfg.Store,
+		resolver:     cfg.ClientResolver,
+		resources:    resources,
+		regScopes:    slices.Clone(cfg.RegistrationScopes),
+		regResources: slices.Clone(cfg.RegistrationResources),
+		hasher:       hasher,
+		now:          cfg.Now,
+		jwks:         &jwksFetcher{client: cfg.JWKSHTTPClient, now: cfg.Now, cache: map[string]jwksEntry{}},
 	}
 	for i, cc := range cfg.Clients {
 		c, err := s.clients.fromConfig(i, cc)
@@ -184,7 +187,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			SanitationWhiteList:      []string{"redirect_uri", "resource"},
 			// Refresh tokens are not gated on offline_access (clients rarely ask for it).
 			RefreshTokenScopes: []string{},
-			// state belongs to the client and is optional with PKCE (OAuth 2.1 §4.1.1).
+			// state belongs to the client and is optional with PKCE (OAuth
+			// 2.1 §4.1.1). fosite enforces at least 8 characters whatever
+			// this says; serveAuthorize works around it (statePlaceholder).
 			MinParameterEntropy:        -1,
 			RedirectSecureChecker:      func(context.Context, *url.URL) bool { return true },
 			OmitRedirectScopeParam:     false,

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/ory/fosite"
@@ -19,6 +20,11 @@ type session struct {
 	// GrantedAt is when the person approved the grant; refresh tokens never
 	// outlive GrantedAt + Config.GrantLifetime.
 	GrantedAt time.Time `json:"gat,omitempty"`
+	// Scopes are the scopes the person granted at the authorization
+	// endpoint: a refresh may ask for fewer, and one naming none gets these
+	// (RFC 6749 §6). Empty in grants written before it was kept: then the
+	// refreshed token's own scopes are the bound.
+	Scopes []string `json:"gsc,omitempty"`
 	// TokenHash binds an access token record to its exact token (see
 	// signingInputHash).
 	TokenHash string `json:"th,omitempty"`
@@ -48,7 +54,7 @@ func (s *session) Clone() fosite.Session {
 	if s == nil {
 		return nil
 	}
-	return &session{Subject: s.Subject, ExpiresAt: maps.Clone(s.ExpiresAt), Act: maps.Clone(s.Act), GrantedAt: s.GrantedAt, TokenHash: s.TokenHash}
+	return &session{Subject: s.Subject, ExpiresAt: maps.Clone(s.ExpiresAt), Act: maps.Clone(s.Act), GrantedAt: s.GrantedAt, Scopes: slices.Clone(s.Scopes), TokenHash: s.TokenHash}
 }
 
 // storedRequest is the JSON form of a fosite.Requester kept (sealed) in

@@ -153,23 +153,6 @@ func (s *Server) pickResource(c *client, values []string) (*resource, error) {
 	return res, nil
 }
 
-// narrowScopes keeps the requested scopes that the resource offers and the
-// client may have (RFC 6749 §3.3 lets the server issue fewer). No requested
-// scope means every scope the client may have on the resource.
-func narrowScopes(c *client, r *resource, requested []string) []string {
-	var out []string
-	all := len(requested) == 0
-	for _, sc := range r.Scopes {
-		if !slices.Contains(c.scopes, sc) {
-			continue
-		}
-		if all || slices.Contains(requested, sc) {
-			out = append(out, sc)
-		}
-	}
-	return out
-}
-
 // resourcePreHandler runs before fosite's handlers. For client credentials
 // it picks the resource (RFC 8707) and narrows the scopes, then grants them,
 // so fosite's handler checks a request that is already within policy.
@@ -197,7 +180,10 @@ func (h *resourcePreHandler) HandleTokenEndpointRequest(_ context.Context, r fos
 	if err != nil {
 		return err
 	}
-	scopes := narrowScopes(c, res, r.GetRequestedScopes())
+	scopes, err := grantScopes(c, res, r.GetRequestedScopes())
+	if err != nil {
+		return err
+	}
 	r.SetRequestedScopes(scopes)
 	r.SetRequestedAudience(fosite.Arguments{res.URI})
 	for _, sc := range scopes {
@@ -240,10 +226,8 @@ func (h *resourcePostHandler) HandleTokenEndpointRequest(_ context.Context, r fo
 		}
 	}
 	if r.GetGrantTypes().ExactOne("refresh_token") {
-		for _, sc := range fosite.RemoveEmpty(splitSpace(r.GetRequestForm().Get("scope"))) {
-			if !r.GetGrantedScopes().Has(sc) {
-				return fosite.ErrInvalidScope.WithHintf("The scope %q was not granted.", sc)
-			}
+		if err := h.narrowRefresh(r); err != nil {
+			return err
 		}
 		// RFC 9700 §4.14.2: a bounded absolute lifetime. Rotation never
 		// extends a refresh token beyond the grant's end.
@@ -257,6 +241,31 @@ func (h *resourcePostHandler) HandleTokenEndpointRequest(_ context.Context, r fo
 			}
 		}
 	}
+	return nil
+}
+
+// narrowRefresh sets the scopes of a refresh (RFC 6749 §6): fosite granted
+// those of the presented token; the request's `scope` may name fewer of
+// those the person originally granted, and naming none means all of them.
+func (h *resourcePostHandler) narrowRefresh(r fosite.AccessRequester) error {
+	ar, ok := r.(*fosite.AccessRequest)
+	c, cok := r.GetClient().(*client)
+	if !ok || !cok {
+		return fosite.ErrServerError.WithDebug("unexpected request or client type")
+	}
+	original := []string(r.GetGrantedScopes())
+	if sess, ok := r.GetSession().(*session); ok && len(sess.Scopes) > 0 {
+		original = sess.Scopes
+	}
+	var res *resource
+	if aud := r.GetGrantedAudience(); len(aud) == 1 {
+		res = h.s.resourceByURI(aud[0])
+	}
+	scopes, err := refreshScopes(c, res, original, fosite.RemoveEmpty(splitSpace(r.GetRequestForm().Get("scope"))))
+	if err != nil {
+		return err
+	}
+	ar.GrantedScope = fosite.Arguments(scopes)
 	return nil
 }
 

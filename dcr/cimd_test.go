@@ -161,8 +161,10 @@ func TestCIMDClientProfiles(t *testing.T) {
 			if !slices.Equal(c.GrantTypes, tc.wantGrants) {
 				t.Errorf("grant types %q, want %q", c.GrantTypes, tc.wantGrants)
 			}
-			if !slices.Equal(c.Scopes, []string{"mcp:read", "mcp:write"}) || !slices.Equal(c.Resources, []string{"https://mcp.example.com/mcp"}) {
-				t.Errorf("scopes %q resources %q: want the policy's", c.Scopes, c.Resources)
+			// The documents name no scope: no default scope of their own
+			// (the policy bounds what they may be granted).
+			if len(c.Scopes) != 0 || !slices.Equal(c.Resources, []string{"https://mcp.example.com/mcp"}) {
+				t.Errorf("scopes %q resources %q: want none and the policy's", c.Scopes, c.Resources)
 			}
 			if len(c.SecretHash) != 0 {
 				t.Error("a CIMD client has a secret")

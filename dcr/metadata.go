@@ -35,6 +35,11 @@ type ClientMetadata struct {
 	SoftwareID              string          `json:"software_id,omitempty"`
 	SoftwareVersion         string          `json:"software_version,omitempty"`
 	ApplicationType         string          `json:"application_type,omitempty"`
+
+	// scopeDefaulted marks accepted metadata whose scope names none of the
+	// policy's scopes: Scope then lists the policy's (what the client may
+	// use, RFC 7591 §2) and the client has no default scope of its own.
+	scopeDefaulted bool
 }
 
 // Error codes of RFC 7591 §3.2.2 and RFC 6750 §3.1, and the generic ones this
@@ -307,6 +312,7 @@ func (p *compiled) validate(md ClientMetadata, m mode) (ClientMetadata, *Metadat
 	}
 	if len(scopes) == 0 {
 		scopes = append([]string(nil), p.scopes...)
+		out.scopeDefaulted = true
 	}
 	out.Scope = strings.Join(scopes, " ")
 	if len(md.Contacts) > 0 {
@@ -325,7 +331,14 @@ func (p *compiled) applyMetadata(c *storage.Client, md ClientMetadata, metaJSON 
 	c.RedirectURIs = md.RedirectURIs
 	c.GrantTypes = md.GrantTypes
 	c.ResponseTypes = md.ResponseTypes
+	// The stored scopes are the client's default for requests that name
+	// none; what it may be granted is the policy, which the authorization
+	// server applies. A registration naming no policy scope has no default
+	// of its own: the resources' default scopes apply.
 	c.Scopes = strings.Fields(md.Scope)
+	if md.scopeDefaulted {
+		c.Scopes = nil
+	}
 	c.Resources = append([]string(nil), p.resources...)
 	c.TokenEndpointAuthMethod = md.TokenEndpointAuthMethod
 	c.JWKS = md.JWKS

@@ -265,16 +265,19 @@ const publicJWK = `{"kty":"EC","crv":"P-256","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e
 
 func TestRegistrantCannotRaiseItsPrivileges(t *testing.T) {
 	policyScopes := []string{"mcp:read", "mcp:write"}
+	// wantScopes is the echoed scope (what the client may use); wantStored
+	// the client's default scope, none when it named no policy scope.
 	cases := []struct {
 		name       string
 		scope      string
 		wantScopes []string
+		wantStored []string
 	}{
-		{"scope * gets only the policy scopes", "*", policyScopes},
-		{"unknown scopes are dropped", "admin mcp:read offline_access", []string{"mcp:read"}},
-		{"no scope gets the policy scopes", "", policyScopes},
-		{"a subset is kept as asked", "mcp:write", []string{"mcp:write"}},
-		{"duplicates collapse", "mcp:read mcp:read", []string{"mcp:read"}},
+		{"scope * gets only the policy scopes", "*", policyScopes, nil},
+		{"unknown scopes are dropped", "admin mcp:read offline_access", []string{"mcp:read"}, []string{"mcp:read"}},
+		{"no scope gets the policy scopes", "", policyScopes, nil},
+		{"a subset is kept as asked", "mcp:write", []string{"mcp:write"}, []string{"mcp:write"}},
+		{"duplicates collapse", "mcp:read mcp:read", []string{"mcp:read"}, []string{"mcp:read"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -290,8 +293,8 @@ func TestRegistrantCannotRaiseItsPrivileges(t *testing.T) {
 				t.Errorf("scope = %q, want %q", ci.Scope, strings.Join(tc.wantScopes, " "))
 			}
 			c := e.stored(t, ci.ClientID)
-			if !slices.Equal(c.Scopes, tc.wantScopes) {
-				t.Errorf("stored scopes = %q", c.Scopes)
+			if !slices.Equal(c.Scopes, tc.wantStored) {
+				t.Errorf("stored scopes = %q, want %q", c.Scopes, tc.wantStored)
 			}
 			if !slices.Equal(c.Resources, []string{"https://mcp.example.com/mcp"}) {
 				t.Errorf("stored resources = %q, want only the policy's", c.Resources)
@@ -475,8 +478,9 @@ func TestRFC7592Management(t *testing.T) {
 			if got.ClientName != "Cursor 2" || c.Name != "Cursor 2" || !slices.Equal(c.RedirectURIs, []string{"https://x.example/cb"}) {
 				t.Errorf("update not applied: %+v / %+v", got, c)
 			}
-			if !slices.Equal(c.Scopes, []string{"mcp:read", "mcp:write"}) {
-				t.Errorf("scopes after update %q", c.Scopes)
+			// The update names no scope: no default scope of its own.
+			if len(c.Scopes) != 0 {
+				t.Errorf("scopes after update %q, want none", c.Scopes)
 			}
 			if !c.CreatedAt.Equal(e.clock.Now()) || got.ClientIDIssuedAt != e.clock.Now().Unix() {
 				t.Error("update changed the issue time")

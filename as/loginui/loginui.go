@@ -358,18 +358,22 @@ func (u *UI) Authorize(w http.ResponseWriter, r *http.Request, p Prompt) (Result
 		return u.handleConsentPost(w, r, sess, form, bind, p)
 	}
 
+	// Step-up (MCP authorization, scope challenge handling): a remembered
+	// consent covers the scopes it lists, the page asks only about the
+	// others, and the answer covers them all. prompt=consent asks about all.
+	var approved []string
 	if !p.ForceConsent {
-		covered, err := u.consentCovers(r.Context(), sess.Subject, p)
-		if err != nil {
+		var err error
+		if approved, err = u.approvedScopes(r.Context(), sess.Subject, p); err != nil {
 			u.storageError(w, r, "reading consent", err)
 			return Result{}, false
 		}
-		if covered {
+		if covers(approved, p.Scopes) {
 			u.finish(w, sess)
 			return Result{Subject: sess.Subject, Scopes: slices.Clone(p.Scopes), AuthTime: time.Unix(sess.AuthTime, 0)}, true
 		}
 	}
-	u.renderConsent(w, r, sess, bind, p, http.StatusOK, "")
+	u.renderConsent(w, r, sess, bind, p, approved, http.StatusOK, "")
 	return Result{}, false
 }
 
@@ -388,25 +392,34 @@ func (u *UI) userExists(name string) bool {
 	return ok
 }
 
-// consentCovers reports whether a remembered, unexpired consent for this
-// subject, client and resource includes every requested scope.
-func (u *UI) consentCovers(ctx context.Context, subject string, p Prompt) (bool, error) {
+// approvedScopes returns the scopes of the remembered, unexpired consent of
+// subject for this client and resource: what the person already approved,
+// nil when nothing is remembered.
+func (u *UI) approvedScopes(ctx context.Context, subject string, p Prompt) ([]string, error) {
 	c, err := u.cfg.Consents.GetConsent(ctx, subject, p.ClientID, p.Resource)
 	if errors.Is(err, storage.ErrNotFound) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if expired(c, u.now()) {
-		return false, nil
+		return nil, nil
 	}
-	for _, s := range p.Scopes {
-		if !slices.Contains(c.Scopes, s) {
-			return false, nil
+	return c.Scopes, nil
+}
+
+// covers reports whether approved is not nil and includes every scope of requested.
+func covers(approved, requested []string) bool {
+	if approved == nil {
+		return false
+	}
+	for _, s := range requested {
+		if !slices.Contains(approved, s) {
+			return false
 		}
 	}
-	return true, nil
+	return true
 }
 
 func (u *UI) handleConsentPost(w http.ResponseWriter, r *http.Request, sess session, f *submittedForm, bind string, p Prompt) (Result, bool) {
@@ -414,7 +427,8 @@ func (u *UI) handleConsentPost(w http.ResponseWriter, r *http.Request, sess sess
 		u.storageError(w, r, "using flow token", err)
 		return Result{}, false
 	} else if !ok {
-		u.renderConsent(w, r, sess, bind, p, http.StatusForbidden, "This form has expired or was already used. Please review the request again.")
+		approved, _ := u.approvedScopes(r.Context(), sess.Subject, p)
+		u.renderConsent(w, r, sess, bind, p, approved, http.StatusForbidden, "This form has expired or was already used. Please review the request again.")
 		return Result{}, false
 	}
 	switch f.Action {

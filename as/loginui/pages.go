@@ -5,6 +5,7 @@ import (
 	"embed"
 	"html/template"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -62,6 +63,7 @@ type view struct {
 	Resource     string
 	ResourceName string
 	Scopes       []scopeView
+	Approved     []scopeView // already allowed by a remembered consent
 
 	// Consents list.
 	Consents []consentView
@@ -142,7 +144,10 @@ func (u *UI) renderLogin(w http.ResponseWriter, r *http.Request, sess session, b
 	render(w, status, "login.html", v)
 }
 
-func (u *UI) renderConsent(w http.ResponseWriter, r *http.Request, sess session, bind string, p Prompt, status int, msg string) {
+// renderConsent shows the consent page for p. Scopes in approved (a
+// remembered consent) are listed apart as already allowed, so a step-up asks
+// only about the new ones.
+func (u *UI) renderConsent(w http.ResponseWriter, r *http.Request, sess session, bind string, p Prompt, approved []string, status int, msg string) {
 	v := &view{
 		Title:        "Allow access?",
 		Base:         u.cfg.BasePath,
@@ -164,7 +169,12 @@ func (u *UI) renderConsent(w http.ResponseWriter, r *http.Request, sess session,
 		v.ResourceName = p.Resource
 	}
 	for _, s := range p.Scopes {
-		v.Scopes = append(v.Scopes, scopeView{Name: s, Description: u.cfg.ScopeDescriptions[s]})
+		sv := scopeView{Name: s, Description: u.cfg.ScopeDescriptions[s]}
+		if slices.Contains(approved, s) {
+			v.Approved = append(v.Approved, sv)
+		} else {
+			v.Scopes = append(v.Scopes, sv)
+		}
 	}
 	render(w, status, "consent.html", v)
 }

@@ -189,7 +189,11 @@ func (s *server) wire(ctx context.Context, e env) error {
 		ClientResolver:    resolver,
 		JWKSHTTPClient:    jwksClient,
 		ExchangePolicy:    asExchange(cfg),
-		Logger:            s.log.With("component", "as"),
+		// The registration policy is the ceiling of registered and CIMD
+		// clients; the scope a client registered with is its default.
+		RegistrationScopes:    regScopes,
+		RegistrationResources: regResources,
+		Logger:                s.log.With("component", "as"),
 	}
 	if cfg.RegistrationEnabled() {
 		acfg.RegistrationEndpoint = regEndpoint
@@ -261,7 +265,7 @@ func (s *server) users(e env) ([]loginui.User, error) {
 func asResources(cfg *config.Config) []as.Resource {
 	out := make([]as.Resource, 0, len(cfg.Resources))
 	for _, r := range cfg.Resources {
-		out = append(out, as.Resource{URI: r.URI, Name: r.Name, Scopes: r.Scopes, Default: r.Default})
+		out = append(out, as.Resource{URI: r.URI, Name: r.Name, Scopes: r.Scopes, DefaultScopes: r.DefaultScopes, Default: r.Default})
 	}
 	return out
 }

@@ -82,10 +82,14 @@ type Config struct {
 type Resource struct {
 	// URI is the resource indicator; stored in canonical form
 	// (metadata.CanonicalResource) after validation.
-	URI     string   `yaml:"uri"`
-	Name    string   `yaml:"name"`
-	Scopes  []string `yaml:"scopes"`
-	Default bool     `yaml:"default"`
+	URI    string   `yaml:"uri"`
+	Name   string   `yaml:"name"`
+	Scopes []string `yaml:"scopes"`
+	// DefaultScopes are what a request naming no scope gets on this
+	// resource (unless a registered client registered with a scope of its
+	// own); each one of Scopes. Empty: every scope in Scopes.
+	DefaultScopes []string `yaml:"default_scopes"`
+	Default       bool     `yaml:"default"`
 }
 
 // Client is one pre-registered client.
@@ -304,10 +308,11 @@ func Dev() *Config {
 		Listen:  DefaultListen,
 		Storage: DefaultStorage,
 		Resources: []Resource{{
-			URI:     DefaultResource,
-			Name:    "Example MCP server",
-			Scopes:  []string{"mcp:tools", "mcp:admin"},
-			Default: true,
+			URI:           DefaultResource,
+			Name:          "Example MCP server",
+			Scopes:        []string{"mcp:tools", "mcp:admin"},
+			DefaultScopes: []string{"mcp:tools"},
+			Default:       true,
 		}},
 	}
 }

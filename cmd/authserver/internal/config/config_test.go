@@ -102,6 +102,7 @@ func TestParseRejectsBadFields(t *testing.T) {
 		{"rejects an argon2id hash with out-of-range parameters", repl("\"$2b$10$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0\"", "\"$argon2id$v=19$m=0,t=0,p=0$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaA\""), "config: users[0].password_hash: not an argon2id or bcrypt hash"},
 		{"rejects a user without a name", repl("username: alice", "username: \"\""), "config: users[0].username: required"},
 		{"rejects a scope with a space", repl("scopes: [read]", "scopes: [\"read write\"]"), "config: resources[1].scopes[0]: not a scope token"},
+		{"rejects a default scope the resource lacks", repl("    scopes: [read]", "    scopes: [read]\n    default_scopes: [write]"), "config: resources[1].default_scopes[0]: scope \"write\" is not one of this resource's scopes"},
 		{"rejects closed registration without tokens", add("registration:\n  open: false"), "config: registration.initial_access_tokens: required"},
 		{"rejects a registration scope no resource has", add("registration:\n  scopes: [nope]"), "config: registration.scopes[0]:"},
 		{"rejects a negative cap", add("registration:\n  max_redirect_uris: -1"), "config: registration.max_redirect_uris: must not be negative"},

@@ -102,6 +102,14 @@ func (c *Config) Validate() error {
 		for _, s := range r.Scopes {
 			scopes[s] = true
 		}
+		if err := checkScopes(p+".default_scopes", r.DefaultScopes); err != nil {
+			return err
+		}
+		for j, s := range r.DefaultScopes {
+			if !slices.Contains(r.Scopes, s) {
+				return errf(fmt.Sprintf("%s.default_scopes[%d]", p, j), "scope %q is not one of this resource's scopes", s)
+			}
+		}
 		if r.Default {
 			defaults++
 			if defaults > 1 {

@@ -1,0 +1,139 @@
+package as
+
+import (
+	"slices"
+
+	"github.com/ory/fosite"
+)
+
+// One rule decides the scopes of every grant (authorization, client
+// credentials, refresh, token exchange):
+//
+//   - the ceiling is what the client may have on the resource: for a
+//     pre-registered client its configured Scopes, for a registered or CIMD
+//     client the registration policy (Config.RegistrationScopes), always
+//     within the resource's own scopes;
+//   - requested scopes are narrowed to the ceiling and unknown ones dropped
+//     (RFC 6749 §3.3 lets the server grant fewer): clients send openid,
+//     profile, scopes of other servers;
+//   - a request that names no scope gets the defaults: the scope a
+//     registered client registered with (RFC 7591 §2 leaves its meaning to
+//     the server), else the resource's DefaultScopes;
+//   - when nothing requested can be granted the answer is invalid_scope
+//     (RFC 6749 §4.1.2.1, §5.2);
+//   - offline_access (OpenID Connect Core §11) is accepted and granted when
+//     asked for, and never the cause of invalid_scope: refresh tokens are
+//     issued whatever the scope. A request whose only grantable scope is
+//     offline_access is treated as naming no scope of the resource.
+
+// offlineAccess asks for a refresh token (OpenID Connect Core §11).
+const offlineAccess = "offline_access"
+
+// errNoScope is the invalid_scope answer when nothing requested can be granted.
+func errNoScope() error {
+	return fosite.ErrInvalidScope.WithHint("None of the requested scopes can be granted to this client for this resource.")
+}
+
+// selectScopes applies the rule to requested (empty entries ignored):
+// ceiling lists what may be granted, in the order the answer uses, and may
+// include offline_access; defaults (a subset of ceiling without
+// offline_access) is what a request naming no scope gets.
+func selectScopes(requested, ceiling, defaults []string) ([]string, error) {
+	named, offline := namesScope(requested), slices.Contains(requested, offlineAccess)
+	var out []string
+	if named {
+		for _, sc := range ceiling {
+			if sc != offlineAccess && slices.Contains(requested, sc) {
+				out = append(out, sc)
+			}
+		}
+		if len(out) == 0 && !offline {
+			return nil, errNoScope()
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, defaults...)
+	}
+	if offline && slices.Contains(ceiling, offlineAccess) {
+		out = append(out, offlineAccess)
+	}
+	if len(out) == 0 {
+		return nil, errNoScope()
+	}
+	return out, nil
+}
+
+// grantScopes decides the scopes of a new grant of client c on resource res.
+func grantScopes(c *client, res *resource, requested []string) ([]string, error) {
+	return selectScopes(requested, scopeCeiling(c, res), defaultScopes(c, res))
+}
+
+// scopeCeiling is what c may be granted on res: the resource's scopes the
+// client may have, in the resource's order, then offline_access for a
+// client that may refresh.
+func scopeCeiling(c *client, res *resource) []string {
+	out := make([]string, 0, len(res.Scopes)+1)
+	for _, sc := range res.Scopes {
+		if slices.Contains(c.scopes, sc) {
+			out = append(out, sc)
+		}
+	}
+	if slices.Contains(c.grantTypes, "refresh_token") {
+		out = append(out, offlineAccess)
+	}
+	return out
+}
+
+// defaultScopes is what a request of c for res that names no scope gets:
+// the scopes c registered with, when any of them can be granted on res,
+// else the resource's DefaultScopes; always within the ceiling.
+func defaultScopes(c *client, res *resource) []string {
+	pick := func(from []string) []string {
+		var out []string
+		for _, sc := range res.Scopes {
+			if slices.Contains(from, sc) && slices.Contains(c.scopes, sc) {
+				out = append(out, sc)
+			}
+		}
+		return out
+	}
+	if len(c.defaultScopes) > 0 {
+		if out := pick(c.defaultScopes); len(out) > 0 {
+			return out
+		}
+	}
+	return pick(res.DefaultScopes)
+}
+
+// refreshScopes decides the scopes of a refresh (RFC 6749 §6): within the
+// scope the person originally granted (and what the client may still have),
+// which is also what a refresh naming no scope gets. A refresh may narrow,
+// never widen.
+func refreshScopes(c *client, res *resource, original, requested []string) ([]string, error) {
+	ceiling := make([]string, 0, len(original))
+	for _, sc := range original {
+		if sc == offlineAccess || res != nil && slices.Contains(res.Scopes, sc) && slices.Contains(c.scopes, sc) {
+			ceiling = append(ceiling, sc)
+		}
+	}
+	if !namesScope(requested) {
+		return ceiling, nil
+	}
+	defaults := make([]string, 0, len(ceiling))
+	for _, sc := range ceiling {
+		if sc != offlineAccess {
+			defaults = append(defaults, sc)
+		}
+	}
+	return selectScopes(requested, ceiling, defaults)
+}
+
+// namesScope reports whether requested names a scope other than offline_access.
+func namesScope(requested []string) bool {
+	for _, sc := range requested {
+		if sc != "" && sc != offlineAccess {
+			return true
+		}
+	}
+	return false
+}
