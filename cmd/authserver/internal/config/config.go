@@ -266,6 +266,9 @@ func Load(path string, env Lookup) (*Config, error) {
 	}
 	if path == "" {
 		c := Dev()
+		// Without a file the issuer follows listen (AUTHSERVER_LISTEN), unless
+		// AUTHSERVER_ISSUER names it.
+		c.Issuer = ""
 		if err := c.finish(env); err != nil {
 			return nil, err
 		}
@@ -353,6 +356,12 @@ func (c *Config) finish(env Lookup) error {
 		if ok && v != "" {
 			*dst = v
 		}
+	}
+	if c.Issuer == "" && !c.FromFile {
+		if c.Listen == "" {
+			c.Listen = DefaultListen
+		}
+		c.Issuer = issuerForListen(c.Listen)
 	}
 	// An explicit 0 or "" that a default would replace is a mistake (a
 	// zero interval, an empty ${VAR}): refuse it instead of running on

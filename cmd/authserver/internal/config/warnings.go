@@ -22,7 +22,8 @@ func (w Warning) String() string { return w.Path + ": " + w.Msg }
 //   - secret: key material of low entropy (few distinct bytes, a repeated
 //     pattern, or under 80 bits by its own byte frequencies);
 //   - issuer: plain http on a host that is not loopback (RFC 8414 §2 and
-//     OAuth 2.1 §1.5 ask for TLS);
+//     OAuth 2.1 §1.5 ask for TLS), or a loopback issuer on another port than
+//     listen;
 //   - users[i].password_hash: bcrypt below cost 10, argon2id below the OWASP
 //     minimum (password.Weak).
 func (c *Config) Warnings() []Warning {
@@ -34,6 +35,9 @@ func (c *Config) Warnings() []Warning {
 	}
 	if c.IssuerInsecure() {
 		out = append(out, Warning{"issuer", "issuer is plain http on a non-loopback host: put TLS in front and use an https issuer"})
+	}
+	if w := c.issuerPortWarning(); w != "" {
+		out = append(out, Warning{"issuer", w})
 	}
 	for i, u := range c.Users {
 		if password.Weak(u.PasswordHash) {
