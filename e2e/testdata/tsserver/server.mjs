@@ -1,0 +1,96 @@
+// An MCP server written with the TypeScript SDK and nothing of OAuth: the
+// upstream of the mcpgateway end-to-end tests (e2e/gateway_test.go).
+//
+//   PORT=0 JSON_RESPONSE=0 node server.mjs
+//
+// It prints "listening on 127.0.0.1:PORT" once it accepts connections. It
+// serves Streamable HTTP at /mcp (stateful sessions, an in-memory event
+// store so that streams can be resumed with Last-Event-ID) and, for the
+// test, GET /_seen: the method, session and Authorization header of every
+// request /mcp received.
+import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
+import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+
+const jsonResponse = process.env.JSON_RESPONSE === '1';
+const seen = [];
+const transports = new Map();
+
+function newServer() {
+  const server = new McpServer({ name: 'ts-upstream', version: '1.0.0' }, { capabilities: { logging: {} } });
+  server.registerTool('echo', {
+    description: 'Echoes its text.',
+    inputSchema: { text: z.string() },
+  }, async ({ text }) => ({ content: [{ type: 'text', text }] }));
+  server.registerTool('admin_stats', {
+    description: 'Statistics for administrators.',
+  }, async () => ({ content: [{ type: 'text', text: `sessions: ${transports.size}` }] }));
+  server.registerTool('countdown', {
+    description: 'Sends n log messages on the answer stream, then answers.',
+    inputSchema: { n: z.number().int().min(1).max(20) },
+  }, async ({ n }, extra) => {
+    for (let i = n; i > 0; i--) {
+      await extra.sendNotification({ method: 'notifications/message', params: { level: 'info', data: `tick ${i}` } });
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return { content: [{ type: 'text', text: 'liftoff' }] };
+  });
+  return server;
+}
+
+async function readBody(req) {
+  const chunks = [];
+  for await (const c of req) chunks.push(c);
+  const text = Buffer.concat(chunks).toString('utf8');
+  return text === '' ? undefined : JSON.parse(text);
+}
+
+const http = createServer(async (req, res) => {
+  const url = new URL(req.url, 'http://localhost');
+  if (url.pathname === '/_seen') {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(seen));
+    return;
+  }
+  if (url.pathname !== '/mcp') {
+    res.writeHead(404).end();
+    return;
+  }
+  const session = req.headers['mcp-session-id'];
+  seen.push({ method: req.method, session: session ?? '', authorization: req.headers['authorization'] ?? '' });
+  try {
+    const body = req.method === 'POST' ? await readBody(req) : undefined;
+    let transport = session ? transports.get(session) : undefined;
+    if (!transport && req.method === 'POST' && !session && isInitializeRequest(body)) {
+      transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        enableJsonResponse: jsonResponse,
+        eventStore: new InMemoryEventStore(),
+        onsessioninitialized: (id) => transports.set(id, transport),
+      });
+      transport.onclose = () => transport.sessionId && transports.delete(transport.sessionId);
+      await newServer().connect(transport);
+    }
+    if (!transport) {
+      res.writeHead(session ? 404 : 400, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: session ? 'Session not found' : 'No session' } }));
+      return;
+    }
+    await transport.handleRequest(req, res, body);
+  } catch (err) {
+    if (!res.headersSent) {
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32700, message: String(err) } }));
+    }
+  }
+});
+
+http.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
+  const { address, port } = http.address();
+  console.log(`listening on ${address}:${port}`);
+});
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(0));
