@@ -72,10 +72,19 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, http.StatusBadRequest, "Unauthorized client", "This application may not use the authorization code flow.")
 		return
 	}
-	// From here on errors go back to the client, with state and iss.
+	// From here on errors go back to the client, with state and iss: by a
+	// redirect for clients the operator configured, or once the person has
+	// answered one of our pages; otherwise on our own page with a link
+	// back (RFC 9700 §4.11.2: a registered redirect URI alone does not make
+	// the server safe to bounce through).
 	state := q.Get("state")
+	interacted := false
 	fail := func(err error) {
 		e := s.toOAuthError(ctx, err)
+		if c.source != "config" && !interacted {
+			s.clientErrorPage(w, redirectURI, state, e.Code, e.Description)
+			return
+		}
 		s.redirectError(w, r, redirectURI, state, e.Code, e.Description)
 	}
 	for _, p := range singleAuthorizeParams {
@@ -157,6 +166,11 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		Scopes:       scopes,
 		ForceLogin:   slices.Contains(prompts, "login"),
 		ForceConsent: slices.Contains(prompts, "consent"),
+		RedirectURIs: slices.Clone(c.redirectURIs),
+		// RFC 8252 §8.6: a public client on loopback or a private-use
+		// scheme cannot prove which program it is; a remembered consent
+		// still takes one click.
+		ConfirmRemembered: c.public && localRedirect(redirectURI),
 	}
 	if c.source == "cimd" || strings.HasPrefix(c.id, "https://") {
 		prompt.CIMDHost = hostOf(c.id)
@@ -165,8 +179,9 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	interacted = result.Interacted
 	if result.Denied {
-		s.redirectError(w, r, redirectURI, state, "access_denied", "The person denied the request.")
+		fail(&fosite.RFC6749Error{ErrorField: "access_denied", DescriptionField: "The person denied the request.", CodeField: http.StatusForbidden})
 		return
 	}
 	sess := newSession(result.Subject)
@@ -288,13 +303,12 @@ func matchRedirectURI(registered []string, requested string) bool {
 	return false
 }
 
-// redirectError sends the browser back to the client with an error (RFC 6749
+// errorResponseURL is the redirect URI with an error response (RFC 6749
 // §4.1.2.1) and iss (RFC 9207 §2).
-func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, redirectURI, state, code, desc string) {
+func (s *Server) errorResponseURL(redirectURI, state, code, desc string) (string, error) {
 	u, err := url.Parse(redirectURI)
 	if err != nil {
-		s.errorPage(w, http.StatusBadRequest, "Invalid redirect URI", "The redirect URI cannot be used.")
-		return
+		return "", err
 	}
 	q := u.Query()
 	q.Set("error", code)
@@ -306,8 +320,55 @@ func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, redirectU
 	}
 	q.Set("iss", s.issuer)
 	u.RawQuery = q.Encode()
-	w.Header().Set("Location", u.String())
+	return u.String(), nil
+}
+
+// redirectError sends the browser back to the client with an error.
+func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, redirectURI, state, code, desc string) {
+	loc, err := s.errorResponseURL(redirectURI, state, code, desc)
+	if err != nil {
+		s.errorPage(w, http.StatusBadRequest, "Invalid redirect URI", "The redirect URI cannot be used.")
+		return
+	}
+	w.Header().Set("Location", loc)
 	w.WriteHeader(http.StatusSeeOther)
+}
+
+// clientErrorPage shows an authorization error on our own page, naming the
+// client's host, with a link to the error response the client would have
+// got: for clients the operator did not configure, before the person has
+// answered a page (RFC 9700 §4.11.2).
+func (s *Server) clientErrorPage(w http.ResponseWriter, redirectURI, state, code, desc string) {
+	loc, err := s.errorResponseURL(redirectURI, state, code, desc)
+	if err != nil || s.ui == nil {
+		s.errorPage(w, http.StatusBadRequest, "Invalid request", "The authorization request is not valid.")
+		return
+	}
+	detail := "The application's request could not be accepted (" + code + ")."
+	if desc != "" {
+		detail += " " + desc
+	}
+	s.ui.ClientErrorPage(w, http.StatusBadRequest, "The request could not be completed", detail, loc)
+}
+
+// localRedirect reports whether a redirect URI reaches only a program on
+// the person's device: a loopback address (RFC 8252 §7.3), localhost, or a
+// private-use URI scheme (RFC 8252 §7.1).
+func localRedirect(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https":
+		return false
+	case "http":
+		h := u.Hostname()
+		ip := net.ParseIP(h)
+		return strings.EqualFold(h, "localhost") || ip != nil && ip.IsLoopback()
+	default:
+		return true
+	}
 }
 
 func (s *Server) errorPage(w http.ResponseWriter, status int, title, detail string) {

@@ -155,6 +155,17 @@ type Prompt struct {
 	Scopes               []string // requested (already narrowed to what the client may have)
 	ForceLogin           bool     // prompt=login
 	ForceConsent         bool     // prompt=consent
+	// RedirectURIs are all the redirect URIs the client has registered (for
+	// a CIMD client, those of its document). A consent is remembered for
+	// this set: when the client's redirect URIs change, the person is asked
+	// again, since the page told them where codes would go.
+	RedirectURIs []string
+	// ConfirmRemembered makes a remembered consent still take one click
+	// ("Continue to App as alice?") instead of a silent redirect. The AS
+	// sets it for public clients returning to loopback or a private-use
+	// scheme, where any local program could present the client's id
+	// (RFC 8252 §8.6).
+	ConfirmRemembered bool
 }
 
 // Result is the person's answer.
@@ -165,6 +176,10 @@ type Result struct {
 	// AuthTime is when the person last entered their password (OIDC
 	// auth_time); zero when Denied before logging in.
 	AuthTime time.Time
+	// Interacted is true when the person answered a page in this request
+	// (the consent or continue page); false when a remembered consent let
+	// the request through without one.
+	Interacted bool
 }
 
 // UI serves the login, consent, consent-list and log-out pages.
@@ -368,6 +383,10 @@ func (u *UI) Authorize(w http.ResponseWriter, r *http.Request, p Prompt) (Result
 			u.storageError(w, r, "reading consent", err)
 			return Result{}, false
 		}
+		if covers(approved, p.Scopes) && p.ConfirmRemembered {
+			u.renderContinue(w, r, sess, bind, p, http.StatusOK)
+			return Result{}, false
+		}
 		if covers(approved, p.Scopes) {
 			u.finish(w, sess)
 			return Result{Subject: sess.Subject, Scopes: slices.Clone(p.Scopes), AuthTime: time.Unix(sess.AuthTime, 0)}, true
@@ -406,6 +425,10 @@ func (u *UI) approvedScopes(ctx context.Context, subject string, p Prompt) ([]st
 	if expired(c, u.now()) {
 		return nil, nil
 	}
+	if !slices.Equal(c.RedirectURIs, redirectSet(p.RedirectURIs)) {
+		// Given for other redirect URIs: as if nothing were remembered.
+		return nil, nil
+	}
 	return c.Scopes, nil
 }
 
@@ -435,7 +458,7 @@ func (u *UI) handleConsentPost(w http.ResponseWriter, r *http.Request, sess sess
 	case "deny":
 		u.finish(w, sess)
 		u.audit(r.Context(), "consent.denied", "sub", sess.Subject, "client_id", p.ClientID, "resource", p.Resource, "scope", strings.Join(p.Scopes, " "))
-		return Result{Subject: sess.Subject, Denied: true, AuthTime: time.Unix(sess.AuthTime, 0)}, true
+		return Result{Subject: sess.Subject, Denied: true, AuthTime: time.Unix(sess.AuthTime, 0), Interacted: true}, true
 	case "approve":
 	default:
 		u.ErrorPage(w, http.StatusBadRequest, "Bad request", "Please choose Allow or Deny.")
@@ -443,20 +466,22 @@ func (u *UI) handleConsentPost(w http.ResponseWriter, r *http.Request, sess sess
 	}
 	scopes := slices.Clone(p.Scopes)
 	remembered := scopes
+	redirects := redirectSet(p.RedirectURIs)
 	old, err := u.cfg.Consents.GetConsent(r.Context(), sess.Subject, p.ClientID, p.Resource)
 	switch {
-	case err == nil && !expired(old, u.now()):
+	case err == nil && !expired(old, u.now()) && slices.Equal(old.RedirectURIs, redirects):
 		remembered = union(old.Scopes, scopes)
 	case err != nil && !errors.Is(err, storage.ErrNotFound):
 		u.storageError(w, r, "reading consent", err)
 		return Result{}, false
 	}
 	c := &storage.Consent{
-		Subject:   sess.Subject,
-		ClientID:  p.ClientID,
-		Resource:  p.Resource,
-		Scopes:    remembered,
-		GrantedAt: u.now(),
+		Subject:      sess.Subject,
+		ClientID:     p.ClientID,
+		Resource:     p.Resource,
+		Scopes:       remembered,
+		RedirectURIs: redirects,
+		GrantedAt:    u.now(),
 	}
 	if u.cfg.ConsentTTL > 0 {
 		c.ExpiresAt = c.GrantedAt.Add(u.cfg.ConsentTTL)
@@ -467,7 +492,7 @@ func (u *UI) handleConsentPost(w http.ResponseWriter, r *http.Request, sess sess
 	}
 	u.finish(w, sess)
 	u.audit(r.Context(), "consent.granted", "sub", sess.Subject, "client_id", p.ClientID, "resource", p.Resource, "scope", strings.Join(scopes, " "))
-	return Result{Subject: sess.Subject, Scopes: scopes, AuthTime: time.Unix(sess.AuthTime, 0)}, true
+	return Result{Subject: sess.Subject, Scopes: scopes, AuthTime: time.Unix(sess.AuthTime, 0), Interacted: true}, true
 }
 
 // audit writes one audit event in the shape the AS uses: message "audit",
@@ -490,6 +515,17 @@ func digest(v string) string {
 // ExpiresAt never does).
 func expired(c *storage.Consent, now time.Time) bool {
 	return !c.ExpiresAt.IsZero() && !now.Before(c.ExpiresAt)
+}
+
+// redirectSet is the sorted, de-duplicated form of a client's redirect URIs
+// that a consent is stored with; nil for none.
+func redirectSet(uris []string) []string {
+	if len(uris) == 0 {
+		return nil
+	}
+	out := slices.Clone(uris)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func union(a, b []string) []string {

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"html/template"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,6 +71,10 @@ type view struct {
 
 	// Error page.
 	Detail string
+	// Back is a link back to the application, shown on an error page;
+	// BackHost is the host it names.
+	Back     template.URL
+	BackHost string
 }
 
 type scopeView struct{ Name, Description string }
@@ -113,6 +118,42 @@ func (u *UI) ErrorPage(w http.ResponseWriter, status int, title, detail string) 
 	errorPage(w, u.cfg.BasePath, status, title, detail)
 }
 
+// ClientErrorPage is the page shown instead of redirecting an error to a
+// client the operator did not configure, before the person has answered any
+// page of ours (RFC 9700 §4.11.2: otherwise the server is an open
+// redirector). It names the host the link goes to; back is the redirect
+// URI with the error response, followed only if the person chooses to.
+func (u *UI) ClientErrorPage(w http.ResponseWriter, status int, title, detail, back string) {
+	v := &view{Title: title, Base: u.cfg.BasePath, Detail: detail}
+	if link, host := backLink(back); link != "" {
+		v.Back, v.BackHost = link, host
+	}
+	if status < 400 || status > 599 {
+		status = http.StatusBadRequest
+	}
+	render(w, status, "error.html", v)
+}
+
+// backLink vets a registered redirect URI for use as a link: html/template
+// would blank any scheme other than http, https and mailto, but native
+// clients return to private-use schemes (RFC 8252 §7.1), so those are let
+// through here, except schemes that run code or read files.
+func backLink(raw string) (template.URL, string) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return "", ""
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "javascript", "data", "vbscript", "file", "about", "blob":
+		return "", ""
+	}
+	host := u.Host
+	if host == "" {
+		host = u.Scheme + ":"
+	}
+	return template.URL(u.String()), host
+}
+
 func errorPage(w http.ResponseWriter, base string, status int, title, detail string) {
 	if status < 400 || status > 599 {
 		status = http.StatusBadRequest
@@ -142,6 +183,31 @@ func (u *UI) renderLogin(w http.ResponseWriter, r *http.Request, sess session, b
 		v.ClientID, v.ClientName, v.RedirectHost = p.ClientID, displayName(p), p.RedirectHost
 	}
 	render(w, status, "login.html", v)
+}
+
+// renderContinue is the one-click page for a remembered consent that must
+// not be used silently (Prompt.ConfirmRemembered). It posts the consent form
+// with action=approve, so it carries the same CSRF and flow tokens.
+func (u *UI) renderContinue(w http.ResponseWriter, r *http.Request, sess session, bind string, p Prompt, status int) {
+	v := &view{
+		Title:        "Continue?",
+		Base:         u.cfg.BasePath,
+		Action:       authorizeAction(r),
+		Step:         stepConsent,
+		CSRF:         u.csrfToken(sess),
+		Flow:         u.newFlow(sess, stepConsent, bind),
+		Subject:      sess.Subject,
+		ClientID:     p.ClientID,
+		ClientName:   displayName(&p),
+		RedirectHost: p.RedirectHost,
+		LoopbackOnly: p.LoopbackOnly,
+		Resource:     p.Resource,
+		ResourceName: p.ResourceName,
+	}
+	if v.ResourceName == "" {
+		v.ResourceName = p.Resource
+	}
+	render(w, status, "continue.html", v)
 }
 
 // renderConsent shows the consent page for p. Scopes in approved (a
