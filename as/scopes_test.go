@@ -208,8 +208,10 @@ func TestRegisteredClientScopeIsItsDefaultNotItsCeiling(t *testing.T) {
 		t.Errorf("beyond the policy: %q, want mcp:tools", got)
 	}
 	conf.Scopes = []string{"other:read"}
-	u := redirected(t, b.get(conf.AuthCodeURL("state-2", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))))
-	if u.Query().Get("error") != "invalid_scope" || u.Query().Get("iss") != h.issuer {
-		t.Errorf("only a scope outside the policy: redirected to %s, want invalid_scope", u)
+	// A registered client's error is shown on our page (RFC 9700 §4.11.2),
+	// with the error response behind a link back.
+	p := b.get(conf.AuthCodeURL("state-2", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+	if p.StatusCode != http.StatusBadRequest || p.Header.Get("Location") != "" || !strings.Contains(p.Body, `href="`+appRedirect+`?error=invalid_scope&amp;`) {
+		t.Errorf("only a scope outside the policy: %d, want our page linking to an invalid_scope response:\n%s", p.StatusCode, p.Body)
 	}
 }
