@@ -62,22 +62,33 @@ func newFormLogin(username, password, redirectURI string) *formLogin {
 
 // fetch implements auth.AuthorizationCodeFetcher.
 func (f *formLogin) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
-	f.mu.Lock()
-	f.urls = append(f.urls, args.URL)
-	f.mu.Unlock()
-
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args.URL, nil)
+	target, err := f.authorize(ctx, args.URL)
 	if err != nil {
 		return nil, err
 	}
+	return authorizationResponse(target)
+}
+
+// authorize opens authURL, walks the login and consent forms and returns the
+// URL the AS finally redirected to (the client's redirect URI with the
+// authorization response in its query).
+func (f *formLogin) authorize(ctx context.Context, authURL string) (string, error) {
+	f.mu.Lock()
+	f.urls = append(f.urls, authURL)
+	f.mu.Unlock()
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authURL, nil)
+	if err != nil {
+		return "", err
+	}
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	for step := 0; ; step++ {
 		if step > f.maxStep {
 			resp.Body.Close()
-			return nil, errors.New("form driver: too many pages before the redirect")
+			return "", errors.New("form driver: too many pages before the redirect")
 		}
 		if loc := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && strings.HasPrefix(resolve(resp.Request.URL, loc), f.redirectURI) {
 			resp.Body.Close()
@@ -86,22 +97,22 @@ func (f *formLogin) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*a
 				// Hand the response to the client's own loopback listener,
 				// as the browser would.
 				if err := deliver(ctx, target); err != nil {
-					return nil, err
+					return "", err
 				}
 			}
-			return authorizationResponse(target)
+			return target, nil
 		}
 		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
-			return nil, fmt.Errorf("form driver: %s answered %s (%s): %.300s", resp.Request.URL, resp.Status, resp.Header.Get("Content-Type"), body)
+			return "", fmt.Errorf("form driver: %s answered %s (%s): %.300s", resp.Request.URL, resp.Status, resp.Header.Get("Content-Type"), body)
 		}
 		doc, err := html.Parse(strings.NewReader(string(body)))
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		pg := page{URL: resp.Request.URL.String(), Status: resp.StatusCode, Title: title(doc), Text: visibleText(doc)}
 		form, kind := pickForm(doc)
@@ -110,20 +121,20 @@ func (f *formLogin) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*a
 		f.pages = append(f.pages, pg)
 		f.mu.Unlock()
 		if form == nil {
-			return nil, fmt.Errorf("form driver: no login or consent form on %s (%q): %.300s", pg.URL, pg.Title, pg.Text)
+			return "", fmt.Errorf("form driver: no login or consent form on %s (%q): %.300s", pg.URL, pg.Title, pg.Text)
 		}
 		values, action, err := f.fill(form, kind, resp.Request.URL)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		post, err := http.NewRequestWithContext(ctx, http.MethodPost, action, strings.NewReader(values.Encode()))
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		resp, err = f.client.Do(post)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		f.mu.Lock()
 		f.posts = append(f.posts, postStatus(resp))
