@@ -279,9 +279,9 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	bp := s.basePath
 	mux.Handle(bp+"/authorize", http.HandlerFunc(s.serveAuthorize))
-	mux.Handle(bp+"/token", cors(noStore(http.HandlerFunc(s.serveToken))))
-	mux.Handle(bp+"/introspect", noStore(http.HandlerFunc(s.serveIntrospect)))
-	mux.Handle(bp+"/revoke", cors(noStore(http.HandlerFunc(s.serveRevoke))))
+	mux.Handle(bp+"/token", cors(noStore(oneAuthorization(http.HandlerFunc(s.serveToken)))))
+	mux.Handle(bp+"/introspect", noStore(oneAuthorization(http.HandlerFunc(s.serveIntrospect))))
+	mux.Handle(bp+"/revoke", cors(noStore(oneAuthorization(http.HandlerFunc(s.serveRevoke)))))
 	mux.Handle(bp+"/jwks.json", cors(http.HandlerFunc(s.serveJWKS)))
 	md := cors(http.HandlerFunc(s.serveMetadata))
 	mux.Handle("/.well-known/oauth-authorization-server"+bp, md)
@@ -308,6 +308,21 @@ func noStore(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Pragma", "no-cache")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// oneAuthorization answers 400 invalid_request to a request with more than
+// one Authorization header: the client would be authenticated by whichever
+// one the parser happens to read (RFC 6749 §5.2: a request that "includes
+// multiple credentials" is invalid_request; RFC 9110 §5.3 allows repeating a
+// field only when its value is a list, which Authorization's is not).
+func oneAuthorization(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.Header.Values("Authorization")) > 1 {
+			writeJSONError(w, http.StatusBadRequest, "invalid_request", "The request has more than one Authorization header.")
+			return
+		}
 		h.ServeHTTP(w, r)
 	})
 }
