@@ -89,7 +89,10 @@ type ClientStore interface {
 	// stores what it returns. ErrNotFound for an unknown id; an error from
 	// update is returned unchanged and nothing is written.
 	UpdateClient(ctx context.Context, id string, update func(Client) (Client, error)) error
-	// DeleteClient returns ErrNotFound for an unknown id.
+	// DeleteClient returns ErrNotFound for an unknown id. The client's
+	// grants die with it: every code and token issued to it is deactivated
+	// and their status indices recorded StatusInvalid, as RevokeGrants does,
+	// in the same transaction.
 	DeleteClient(ctx context.Context, id string) error
 	// TouchClient sets LastUsedAt. Cheap; called on every token issued.
 	// ErrNotFound for an unknown id. A backend may skip the write when the
@@ -101,7 +104,8 @@ type ClientStore interface {
 	CountClients(ctx context.Context, source string) (int, error)
 	// ReapClients deletes up to limit clients of Source "dcr" or "cimd" that were
 	// created before neverUsedBefore and never used, or last used before
-	// idleBefore. It returns how many it deleted.
+	// idleBefore. It returns how many it deleted. The grants of every
+	// deleted client are revoked as DeleteClient does.
 	ReapClients(ctx context.Context, neverUsedBefore, idleBefore time.Time, limit int) (int, error)
 }
 
@@ -133,6 +137,10 @@ type Token struct {
 	RotatedAt time.Time
 	// Data is the serialized, sealed request; opaque to storage.
 	Data []byte
+	// StatusIndex is the grant's index in the Token Status List
+	// (draft-ietf-oauth-status-list §4): every token of one grant carries
+	// the same one. Zero: none (indices start at 1).
+	StatusIndex int64
 }
 
 // TokenStore keeps codes and tokens. Exactly-once behaviour comes from single
@@ -152,14 +160,85 @@ type TokenStore interface {
 	// grace before now (two racing refreshes); otherwise it returns
 	// ErrInactive. With grace 0 exactly one of concurrent callers succeeds.
 	RotateToken(ctx context.Context, kind TokenKind, signature string, now time.Time, grace time.Duration) error
-	// RevokeTokens deactivates every token of kind with that RequestID. It is
-	// not an error when there is none.
+	// RevokeTokens deactivates every token of kind with that RequestID and
+	// records StatusInvalid for their status indices (see StatusStore). It
+	// is not an error when there is none.
 	RevokeTokens(ctx context.Context, kind TokenKind, requestID string) error
 	// DeleteToken removes one record; ErrNotFound when absent.
 	DeleteToken(ctx context.Context, kind TokenKind, signature string) error
 	// DeleteExpiredTokens removes up to limit records that expired before
 	// before, and returns how many it removed.
 	DeleteExpiredTokens(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// GrantFilter selects grants (the codes and tokens sharing one RequestID).
+// Every field that is set must match; an empty filter matches every grant.
+type GrantFilter struct {
+	Subject   string
+	ClientID  string
+	RequestID string
+}
+
+// IsZero reports whether f matches every grant.
+func (f GrantFilter) IsZero() bool { return f == GrantFilter{} }
+
+// Grant summarises one grant from its stored codes and tokens.
+type Grant struct {
+	RequestID string
+	Subject   string // "" for client credentials
+	ClientID  string
+	// CreatedAt is when its first stored code or token was issued;
+	// LastUsedAt when its latest was (a refresh issues new ones).
+	CreatedAt  time.Time
+	LastUsedAt time.Time
+	// ExpiresAt is the latest expiry among its tokens.
+	ExpiresAt   time.Time
+	StatusIndex int64
+}
+
+// GrantStore lists and revokes grants as a whole.
+type GrantStore interface {
+	// ListGrants returns the grants matching f that still have an active
+	// access or refresh token unexpired at now, newest (LastUsedAt) first,
+	// at most limit of them (limit <= 0: all).
+	ListGrants(ctx context.Context, f GrantFilter, now time.Time, limit int) ([]Grant, error)
+	// RevokeGrants deactivates every code and token of the grants matching
+	// f, records StatusInvalid for their status indices until the last of
+	// their tokens expires, and deletes the remembered consents f names:
+	// with Subject and ClientID, that person's consents for that client;
+	// with ClientID alone, every consent for that client; with Subject
+	// alone, every consent of that person; with RequestID set, none (one
+	// grant is not the consent). It returns how many grants had an active
+	// code or token. An empty filter is refused with ErrInvalidFilter.
+	RevokeGrants(ctx context.Context, f GrantFilter) (int, error)
+}
+
+// ErrInvalidFilter: RevokeGrants was given an empty GrantFilter.
+var ErrInvalidFilter = errors.New("storage: a grant filter needs a subject, client or request id")
+
+// Token statuses of the Token Status List (draft-ietf-oauth-status-list
+// §7.1). Only StatusInvalid is recorded; an index without a record is valid.
+const (
+	StatusValid   uint8 = 0
+	StatusInvalid uint8 = 1
+)
+
+// StatusStore keeps the Token Status List: the indices handed out to grants
+// and the statuses recorded for revoked ones. Several AS instances sharing
+// the store serve the same list.
+type StatusStore interface {
+	// AllocateStatusIndices reserves n (at least 1) consecutive indices and
+	// returns the first. Indices start at 1 and are never handed out twice,
+	// also not to concurrent callers. Call it outside a transaction: a
+	// reservation made inside one that rolls back may be handed out again.
+	AllocateStatusIndices(ctx context.Context, n int) (int64, error)
+	// StatusList returns the highest index handed out so far (0 when none)
+	// and, in increasing order, the indices recorded StatusInvalid whose
+	// record has not expired at now.
+	StatusList(ctx context.Context, now time.Time) (last int64, invalid []int64, err error)
+	// DeleteExpiredStatuses removes up to limit status records that expired
+	// before before (their tokens have all expired), and returns how many.
+	DeleteExpiredStatuses(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // Consent is a person's remembered approval of a client for one resource.
@@ -314,6 +393,8 @@ type Transactional interface {
 type Store interface {
 	ClientStore
 	TokenStore
+	GrantStore
+	StatusStore
 	ConsentStore
 	KeyStore
 	JTIStore

@@ -48,7 +48,11 @@ type Store struct {
 	jtis     map[string]time.Time
 	counters map[string]*storage.Counter
 	sessions map[string]*storage.Session
-	closed   bool
+	// statusLast is the last status index handed out; statuses holds the
+	// expiry of each index recorded StatusInvalid.
+	statusLast int64
+	statuses   map[int64]time.Time
+	closed     bool
 
 	txSem chan struct{} // holds one token while a transaction is open
 }
@@ -65,6 +69,7 @@ func New() *Store {
 		jtis:     map[string]time.Time{},
 		counters: map[string]*storage.Counter{},
 		sessions: map[string]*storage.Session{},
+		statuses: map[int64]time.Time{},
 		txSem:    make(chan struct{}, 1),
 	}
 }
@@ -304,7 +309,11 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 		return err
 	}
 	defer s.mu.Unlock()
-	return deleteEntry(t, s.clients, id)
+	if err := deleteEntry(t, s.clients, id); err != nil {
+		return err
+	}
+	s.revokeLocked(t, storage.GrantFilter{ClientID: id})
+	return nil
 }
 
 // TouchClient implements storage.ClientStore; ErrNotFound for an unknown id.
@@ -366,6 +375,7 @@ func (s *Store) ReapClients(ctx context.Context, neverUsedBefore, idleBefore tim
 	}
 	for _, id := range ids {
 		del(t, s.clients, id)
+		s.revokeLocked(t, storage.GrantFilter{ClientID: id})
 	}
 	return len(ids), nil
 }
@@ -461,12 +471,164 @@ func (s *Store) RevokeTokens(ctx context.Context, kind storage.TokenKind, reques
 	defer s.mu.Unlock()
 	for k, tok := range s.tokens {
 		if k.kind == kind && tok.RequestID == requestID && tok.Active {
-			n := cloneToken(tok)
-			n.Active = false
-			put(t, s.tokens, k, n)
+			s.deactivateLocked(t, k, tok)
 		}
 	}
 	return nil
+}
+
+// deactivateLocked deactivates one token, journalled, and records its
+// status index StatusInvalid until the token expires. Callers hold s.mu.
+func (s *Store) deactivateLocked(t *tx, k tokenKey, tok *storage.Token) {
+	n := cloneToken(tok)
+	n.Active = false
+	put(t, s.tokens, k, n)
+	if tok.StatusIndex > 0 {
+		if old, ok := s.statuses[tok.StatusIndex]; !ok || old.Before(tok.ExpiresAt) {
+			put(t, s.statuses, tok.StatusIndex, tok.ExpiresAt)
+		}
+	}
+}
+
+func (f grantMatch) match(tok *storage.Token) bool {
+	return (f.Subject == "" || tok.Subject == f.Subject) &&
+		(f.ClientID == "" || tok.ClientID == f.ClientID) &&
+		(f.RequestID == "" || tok.RequestID == f.RequestID)
+}
+
+type grantMatch storage.GrantFilter
+
+// revokeLocked deactivates every token of the grants matching f and
+// returns how many grants had an active one. Callers hold s.mu.
+func (s *Store) revokeLocked(t *tx, f storage.GrantFilter) int {
+	revoked := map[string]bool{}
+	for k, tok := range s.tokens {
+		if tok.Active && grantMatch(f).match(tok) {
+			s.deactivateLocked(t, k, tok)
+			revoked[tok.RequestID] = true
+		}
+	}
+	return len(revoked)
+}
+
+// ListGrants implements storage.GrantStore.
+func (s *Store) ListGrants(ctx context.Context, f storage.GrantFilter, now time.Time, limit int) ([]storage.Grant, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	byID := map[string]*storage.Grant{}
+	live := map[string]bool{}
+	for k, tok := range s.tokens {
+		if !grantMatch(f).match(tok) {
+			continue
+		}
+		g := byID[tok.RequestID]
+		if g == nil {
+			g = &storage.Grant{RequestID: tok.RequestID, Subject: tok.Subject, ClientID: tok.ClientID, CreatedAt: tok.CreatedAt}
+			byID[tok.RequestID] = g
+		}
+		if tok.CreatedAt.Before(g.CreatedAt) {
+			g.CreatedAt = tok.CreatedAt
+		}
+		if tok.CreatedAt.After(g.LastUsedAt) {
+			g.LastUsedAt = tok.CreatedAt
+		}
+		if tok.ExpiresAt.After(g.ExpiresAt) {
+			g.ExpiresAt = tok.ExpiresAt
+		}
+		g.StatusIndex = max(g.StatusIndex, tok.StatusIndex)
+		if tok.Active && (k.kind == storage.KindAccessToken || k.kind == storage.KindRefreshToken) && now.Before(tok.ExpiresAt) {
+			live[tok.RequestID] = true
+		}
+	}
+	var out []storage.Grant
+	for id, g := range byID {
+		if live[id] {
+			out = append(out, *g)
+		}
+	}
+	sortGrants(out)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// sortGrants orders newest LastUsedAt first, then by request id.
+func sortGrants(gs []storage.Grant) {
+	slices.SortFunc(gs, func(a, b storage.Grant) int {
+		if c := b.LastUsedAt.Compare(a.LastUsedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.RequestID, b.RequestID)
+	})
+}
+
+// RevokeGrants implements storage.GrantStore.
+func (s *Store) RevokeGrants(ctx context.Context, f storage.GrantFilter) (int, error) {
+	if f.IsZero() {
+		return 0, storage.ErrInvalidFilter
+	}
+	t, err := s.lock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	n := s.revokeLocked(t, f)
+	if f.RequestID == "" {
+		for k := range s.consents {
+			if (f.Subject == "" || k.subject == f.Subject) && (f.ClientID == "" || k.clientID == f.ClientID) {
+				del(t, s.consents, k)
+			}
+		}
+	}
+	return n, nil
+}
+
+// AllocateStatusIndices implements storage.StatusStore.
+func (s *Store) AllocateStatusIndices(ctx context.Context, n int) (int64, error) {
+	if n < 1 {
+		return 0, errors.New("memory: AllocateStatusIndices needs n >= 1")
+	}
+	// Not journalled: a reservation is final even when a transaction in
+	// ctx rolls back, so an index is never handed out twice.
+	if _, err := s.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	first := s.statusLast + 1
+	s.statusLast += int64(n)
+	return first, nil
+}
+
+// StatusList implements storage.StatusStore.
+func (s *Store) StatusList(ctx context.Context, now time.Time) (int64, []int64, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return 0, nil, err
+	}
+	defer s.mu.Unlock()
+	var out []int64
+	for idx, exp := range s.statuses {
+		if exp.IsZero() || !exp.Before(now) {
+			out = append(out, idx)
+		}
+	}
+	slices.Sort(out)
+	return s.statusLast, out, nil
+}
+
+// DeleteExpiredStatuses implements storage.StatusStore. A limit <= 0
+// deletes nothing.
+func (s *Store) DeleteExpiredStatuses(ctx context.Context, before time.Time, limit int) (int, error) {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	return deleteExpired(t, s.statuses, limit, func(exp time.Time) bool {
+		return !exp.IsZero() && exp.Before(before)
+	}), nil
 }
 
 // DeleteToken implements storage.TokenStore.

@@ -393,7 +393,181 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 	if !storable(id) {
 		return storage.ErrNotFound
 	}
-	return s.execOne(ctx, `DELETE FROM clients WHERE id = $1`, id)
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM clients WHERE id = $1`, id)
+		if err != nil {
+			return mapErr(err)
+		}
+		if tag.RowsAffected() == 0 {
+			return storage.ErrNotFound
+		}
+		_, err = revokeWhere(ctx, tx, storage.GrantFilter{ClientID: id})
+		return err
+	})
+}
+
+// inTx runs f in a transaction of its own, or in a savepoint of the one
+// in ctx, committed when f succeeds. f's errors are returned unchanged.
+func (s *Store) inTx(ctx context.Context, f func(tx pgx.Tx) error) error {
+	err := pgx.BeginFunc(ctx, s.q(ctx), func(tx pgx.Tx) error {
+		if err := f(tx); err != nil {
+			return closureErr{err}
+		}
+		return nil
+	})
+	var ce closureErr
+	if errors.As(err, &ce) {
+		return ce.err
+	}
+	return mapErr(err)
+}
+
+// grantWhere is the WHERE clause selecting the tokens of the grants f
+// matches, with placeholders numbered from $1, and its arguments.
+func grantWhere(f storage.GrantFilter) (string, []any) {
+	var conds []string
+	var args []any
+	for _, c := range []struct{ col, v string }{{"client_id", f.ClientID}, {"subject", f.Subject}, {"request_id", f.RequestID}} {
+		if c.v != "" {
+			args = append(args, c.v)
+			conds = append(conds, fmt.Sprintf("%s = $%d", c.col, len(args)))
+		}
+	}
+	if len(conds) == 0 {
+		return "true", nil
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// revokeWhere deactivates the active tokens of the grants f matches and
+// records their status indices StatusInvalid, in one statement, and returns
+// how many grants that touched. It runs the statement twice, for the
+// reason RevokeRefreshToken in as/ gives: a refresh that committed while
+// the first pass waited for its row issued tokens the first pass could not
+// see. tx is a transaction.
+func revokeWhere(ctx context.Context, tx pgx.Tx, f storage.GrantFilter) (int, error) {
+	where, args := grantWhere(f)
+	grants := map[string]bool{}
+	for range 2 {
+		rows, err := tx.Query(ctx, `WITH r AS (
+				UPDATE tokens SET active = false WHERE `+where+` AND active RETURNING request_id, status_idx, expires_at),
+			st AS (
+				INSERT INTO token_status (idx, status, expires_at)
+				SELECT status_idx, 1, max(expires_at) FROM r WHERE status_idx > 0 GROUP BY status_idx
+				ON CONFLICT (idx) DO UPDATE SET expires_at = GREATEST(token_status.expires_at, excluded.expires_at))
+			SELECT DISTINCT request_id FROM r`, args...)
+		if err != nil {
+			return 0, mapErr(err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return 0, mapErr(err)
+			}
+			grants[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, mapErr(err)
+		}
+	}
+	return len(grants), nil
+}
+
+// ListGrants implements storage.GrantStore.
+func (s *Store) ListGrants(ctx context.Context, f storage.GrantFilter, now time.Time, limit int) ([]storage.Grant, error) {
+	if !storable(f.Subject, f.ClientID, f.RequestID) {
+		return nil, nil
+	}
+	where, args := grantWhere(f)
+	args = append(args, now)
+	nowArg := len(args)
+	lim := ""
+	if limit > 0 {
+		args = append(args, limit)
+		lim = fmt.Sprintf(" LIMIT $%d", len(args))
+	}
+	rows, err := s.q(ctx).Query(ctx, fmt.Sprintf(`SELECT request_id, max(subject), max(client_id), min(created_at), max(created_at),
+		max(expires_at), max(status_idx) FROM tokens WHERE %s GROUP BY request_id
+		HAVING bool_or(active AND kind IN ('access', 'refresh') AND expires_at > $%d)
+		ORDER BY max(created_at) DESC, request_id`, where, nowArg)+lim, args...)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	var out []storage.Grant
+	for rows.Next() {
+		var g storage.Grant
+		var created, last, exp *time.Time
+		if err := rows.Scan(&g.RequestID, &g.Subject, &g.ClientID, &created, &last, &exp, &g.StatusIndex); err != nil {
+			return nil, mapErr(err)
+		}
+		g.CreatedAt, g.LastUsedAt, g.ExpiresAt = untime(created), untime(last), untime(exp)
+		out = append(out, g)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// RevokeGrants implements storage.GrantStore in one transaction.
+func (s *Store) RevokeGrants(ctx context.Context, f storage.GrantFilter) (int, error) {
+	if f.IsZero() {
+		return 0, storage.ErrInvalidFilter
+	}
+	if !storable(f.Subject, f.ClientID, f.RequestID) {
+		return 0, nil
+	}
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if n, err = revokeWhere(ctx, tx, f); err != nil {
+			return err
+		}
+		if f.RequestID != "" {
+			return nil
+		}
+		where, args := grantWhere(storage.GrantFilter{Subject: f.Subject, ClientID: f.ClientID})
+		_, err = tx.Exec(ctx, `DELETE FROM consents WHERE `+where, args...)
+		return mapErr(err)
+	})
+	return n, err
+}
+
+// AllocateStatusIndices implements storage.StatusStore with one UPDATE,
+// which serialises concurrent callers on the counter row.
+func (s *Store) AllocateStatusIndices(ctx context.Context, n int) (int64, error) {
+	if n < 1 {
+		return 0, errors.New("postgres: AllocateStatusIndices needs n >= 1")
+	}
+	var last int64
+	err := s.q(ctx).QueryRow(ctx, `UPDATE status_counter SET last = last + $1 WHERE id = 1 RETURNING last`, n).Scan(&last)
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	return last - int64(n) + 1, nil
+}
+
+// StatusList implements storage.StatusStore.
+func (s *Store) StatusList(ctx context.Context, now time.Time) (int64, []int64, error) {
+	var last int64
+	var invalid []int64
+	err := s.q(ctx).QueryRow(ctx, `SELECT (SELECT last FROM status_counter WHERE id = 1),
+		COALESCE((SELECT array_agg(idx ORDER BY idx) FROM token_status
+			WHERE status = 1 AND (expires_at IS NULL OR expires_at >= $1)), '{}')`, now).Scan(&last, &invalid)
+	if err != nil {
+		return 0, nil, mapErr(err)
+	}
+	return last, invalid, nil
+}
+
+// DeleteExpiredStatuses implements storage.StatusStore. A limit <= 0
+// deletes nothing.
+func (s *Store) DeleteExpiredStatuses(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, `DELETE FROM token_status WHERE idx IN (
+		SELECT idx FROM token_status WHERE expires_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, limit)
 }
 
 // TouchClient implements storage.ClientStore; ErrNotFound for an unknown id.
@@ -458,19 +632,37 @@ func (s *Store) ReapClients(ctx context.Context, neverUsedBefore, idleBefore tim
 	if limit <= 0 {
 		return 0, nil
 	}
-	return s.execCount(ctx, `DELETE FROM clients WHERE id IN (
-		SELECT id FROM clients WHERE source IN ('dcr', 'cimd')
-		AND ((last_used_at IS NULL AND created_at < $1) OR last_used_at < $2)
-		ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)`, neverUsedBefore, idleBefore, limit)
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `DELETE FROM clients WHERE id IN (
+			SELECT id FROM clients WHERE source IN ('dcr', 'cimd')
+			AND ((last_used_at IS NULL AND created_at < $1) OR last_used_at < $2)
+			ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED) RETURNING id`, neverUsedBefore, idleBefore, limit)
+		if err != nil {
+			return mapErr(err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return mapErr(err)
+		}
+		for _, id := range ids {
+			if _, err := revokeWhere(ctx, tx, storage.GrantFilter{ClientID: id}); err != nil {
+				return err
+			}
+		}
+		n = len(ids)
+		return nil
+	})
+	return n, err
 }
 
-const tokenCols = `kind, signature, request_id, client_id, subject, active, created_at, expires_at, rotated_at, data`
+const tokenCols = `kind, signature, request_id, client_id, subject, active, created_at, expires_at, rotated_at, data, status_idx`
 
 // CreateToken implements storage.TokenStore.
 func (s *Store) CreateToken(ctx context.Context, t *storage.Token) error {
-	_, err := s.q(ctx).Exec(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
+	_, err := s.q(ctx).Exec(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`,
 		string(t.Kind), t.Signature, t.RequestID, t.ClientID, t.Subject, t.Active,
-		ts(t.CreatedAt), ts(t.ExpiresAt), ts(t.RotatedAt), t.Data)
+		ts(t.CreatedAt), ts(t.ExpiresAt), ts(t.RotatedAt), t.Data, t.StatusIndex)
 	return mapErr(err)
 }
 
@@ -483,7 +675,7 @@ func (s *Store) GetToken(ctx context.Context, kind storage.TokenKind, signature 
 	var k string
 	var created, expires, rotated *time.Time
 	err := s.q(ctx).QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens WHERE kind = $1 AND signature = $2`, string(kind), signature).
-		Scan(&k, &t.Signature, &t.RequestID, &t.ClientID, &t.Subject, &t.Active, &created, &expires, &rotated, &t.Data)
+		Scan(&k, &t.Signature, &t.RequestID, &t.ClientID, &t.Subject, &t.Active, &created, &expires, &rotated, &t.Data, &t.StatusIndex)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, storage.ErrNotFound
 	}
@@ -548,7 +740,11 @@ func (s *Store) RevokeTokens(ctx context.Context, kind storage.TokenKind, reques
 	if !storable(string(kind), requestID) {
 		return nil
 	}
-	_, err := s.execCount(ctx, `UPDATE tokens SET active = false WHERE kind = $1 AND request_id = $2 AND active`, string(kind), requestID)
+	_, err := s.execCount(ctx, `WITH r AS (
+			UPDATE tokens SET active = false WHERE kind = $1 AND request_id = $2 AND active RETURNING status_idx, expires_at)
+		INSERT INTO token_status (idx, status, expires_at)
+		SELECT status_idx, 1, max(expires_at) FROM r WHERE status_idx > 0 GROUP BY status_idx
+		ON CONFLICT (idx) DO UPDATE SET expires_at = GREATEST(token_status.expires_at, excluded.expires_at)`, string(kind), requestID)
 	return err
 }
 

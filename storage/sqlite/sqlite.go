@@ -457,7 +457,175 @@ func (s *Store) execOne(ctx context.Context, query string, args ...any) error {
 
 // DeleteClient implements storage.ClientStore.
 func (s *Store) DeleteClient(ctx context.Context, id string) error {
-	return s.execOne(ctx, `DELETE FROM clients WHERE id = ?`, id)
+	return s.inTx(ctx, func(q querier) error {
+		res, err := q.ExecContext(ctx, `DELETE FROM clients WHERE id = ?`, id)
+		if err != nil {
+			return mapErr(err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return cmpErr(err, storage.ErrNotFound)
+		}
+		_, err = revokeWhere(ctx, q, storage.GrantFilter{ClientID: id})
+		return err
+	})
+}
+
+func cmpErr(err, otherwise error) error {
+	if err != nil {
+		return mapErr(err)
+	}
+	return otherwise
+}
+
+// inTx runs f on the transaction in ctx, or else in a transaction of its
+// own (BEGIN IMMEDIATE on the writer), committed when f succeeds.
+func (s *Store) inTx(ctx context.Context, f func(q querier) error) error {
+	if t := s.txFrom(ctx); t != nil {
+		return f(t.conn)
+	}
+	t, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	err = f(t.conn)
+	if eerr := t.end(err == nil); err == nil {
+		err = eerr
+	}
+	return err
+}
+
+// grantWhere is the WHERE clause selecting the tokens of the grants f
+// matches, and its arguments.
+func grantWhere(f storage.GrantFilter) (string, []any) {
+	var conds []string
+	var args []any
+	for _, c := range []struct{ col, v string }{{"client_id", f.ClientID}, {"subject", f.Subject}, {"request_id", f.RequestID}} {
+		if c.v != "" {
+			conds = append(conds, c.col+" = ?")
+			args = append(args, c.v)
+		}
+	}
+	if len(conds) == 0 {
+		return "1", nil
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// revokeWhere deactivates the active tokens of the grants f matches,
+// recording their status indices StatusInvalid first, and returns how
+// many grants that touched. q is a transaction.
+func revokeWhere(ctx context.Context, q querier, f storage.GrantFilter) (int, error) {
+	where, args := grantWhere(f)
+	if _, err := q.ExecContext(ctx, `INSERT INTO token_status (idx, status, expires_at)
+		SELECT status_idx, 1, MAX(expires_at) FROM tokens WHERE `+where+` AND active AND status_idx > 0 GROUP BY status_idx
+		ON CONFLICT (idx) DO UPDATE SET expires_at = MAX(COALESCE(expires_at, 0), COALESCE(excluded.expires_at, 0))`, args...); err != nil {
+		return 0, mapErr(err)
+	}
+	var n int
+	if err := q.QueryRowContext(ctx, `SELECT COUNT(DISTINCT request_id) FROM tokens WHERE `+where+` AND active`, args...).Scan(&n); err != nil {
+		return 0, mapErr(err)
+	}
+	if _, err := q.ExecContext(ctx, `UPDATE tokens SET active = 0 WHERE `+where+` AND active`, args...); err != nil {
+		return 0, mapErr(err)
+	}
+	return n, nil
+}
+
+// ListGrants implements storage.GrantStore.
+func (s *Store) ListGrants(ctx context.Context, f storage.GrantFilter, now time.Time, limit int) ([]storage.Grant, error) {
+	where, args := grantWhere(f)
+	if limit <= 0 {
+		limit = -1
+	}
+	args = append(args, now.UnixNano(), limit)
+	rows, err := s.rq(ctx).QueryContext(ctx, `SELECT request_id, MAX(subject), MAX(client_id), MIN(created_at), MAX(created_at),
+		MAX(expires_at), MAX(status_idx) FROM tokens WHERE `+where+` GROUP BY request_id
+		HAVING SUM(active AND kind IN ('access', 'refresh') AND expires_at > ?) > 0
+		ORDER BY MAX(created_at) DESC, request_id LIMIT ?`, args...)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	var out []storage.Grant
+	for rows.Next() {
+		var g storage.Grant
+		var created, last, exp sql.NullInt64
+		if err := rows.Scan(&g.RequestID, &g.Subject, &g.ClientID, &created, &last, &exp, &g.StatusIndex); err != nil {
+			return nil, mapErr(err)
+		}
+		g.CreatedAt, g.LastUsedAt, g.ExpiresAt = untime(created), untime(last), untime(exp)
+		out = append(out, g)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// RevokeGrants implements storage.GrantStore in one transaction.
+func (s *Store) RevokeGrants(ctx context.Context, f storage.GrantFilter) (int, error) {
+	if f.IsZero() {
+		return 0, storage.ErrInvalidFilter
+	}
+	var n int
+	err := s.inTx(ctx, func(q querier) error {
+		var err error
+		if n, err = revokeWhere(ctx, q, f); err != nil {
+			return err
+		}
+		if f.RequestID != "" {
+			return nil
+		}
+		where, args := grantWhere(storage.GrantFilter{Subject: f.Subject, ClientID: f.ClientID})
+		_, err = q.ExecContext(ctx, `DELETE FROM consents WHERE `+where, args...)
+		return mapErr(err)
+	})
+	return n, err
+}
+
+// AllocateStatusIndices implements storage.StatusStore with one UPDATE.
+func (s *Store) AllocateStatusIndices(ctx context.Context, n int) (int64, error) {
+	if n < 1 {
+		return 0, errors.New("sqlite: AllocateStatusIndices needs n >= 1")
+	}
+	var last int64
+	err := s.inTx(ctx, func(q querier) error {
+		return mapErr(q.QueryRowContext(ctx, `UPDATE status_counter SET last = last + ? WHERE id = 1 RETURNING last`, n).Scan(&last))
+	})
+	if err != nil {
+		return 0, err
+	}
+	return last - int64(n) + 1, nil
+}
+
+// StatusList implements storage.StatusStore.
+func (s *Store) StatusList(ctx context.Context, now time.Time) (int64, []int64, error) {
+	q := s.rq(ctx)
+	var last int64
+	if err := q.QueryRowContext(ctx, `SELECT last FROM status_counter WHERE id = 1`).Scan(&last); err != nil {
+		return 0, nil, mapErr(err)
+	}
+	rows, err := q.QueryContext(ctx, `SELECT idx FROM token_status WHERE status = 1 AND (expires_at IS NULL OR expires_at >= ?) ORDER BY idx`, now.UnixNano())
+	if err != nil {
+		return 0, nil, mapErr(err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var idx int64
+		if err := rows.Scan(&idx); err != nil {
+			return 0, nil, mapErr(err)
+		}
+		out = append(out, idx)
+	}
+	return last, out, mapErr(rows.Err())
+}
+
+// DeleteExpiredStatuses implements storage.StatusStore. A limit <= 0
+// deletes nothing.
+func (s *Store) DeleteExpiredStatuses(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, `DELETE FROM token_status WHERE idx IN (
+		SELECT idx FROM token_status WHERE expires_at < ? LIMIT ?)`, before.UnixNano(), limit)
 }
 
 // TouchClient implements storage.ClientStore; ErrNotFound for an unknown id.
@@ -494,19 +662,46 @@ func (s *Store) ReapClients(ctx context.Context, neverUsedBefore, idleBefore tim
 	if limit <= 0 {
 		return 0, nil
 	}
-	return s.execCount(ctx, `DELETE FROM clients WHERE id IN (
-		SELECT id FROM clients WHERE source IN ('dcr', 'cimd')
-		AND ((last_used_at IS NULL AND created_at < ?1) OR last_used_at < ?2)
-		ORDER BY id LIMIT ?3)`, neverUsedBefore.UnixNano(), idleBefore.UnixNano(), limit)
+	var n int
+	err := s.inTx(ctx, func(q querier) error {
+		rows, err := q.QueryContext(ctx, `DELETE FROM clients WHERE id IN (
+			SELECT id FROM clients WHERE source IN ('dcr', 'cimd')
+			AND ((last_used_at IS NULL AND created_at < ?1) OR last_used_at < ?2)
+			ORDER BY id LIMIT ?3) RETURNING id`, neverUsedBefore.UnixNano(), idleBefore.UnixNano(), limit)
+		if err != nil {
+			return mapErr(err)
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return mapErr(err)
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return mapErr(err)
+		}
+		for _, id := range ids {
+			if _, err := revokeWhere(ctx, q, storage.GrantFilter{ClientID: id}); err != nil {
+				return err
+			}
+		}
+		n = len(ids)
+		return nil
+	})
+	return n, err
 }
 
-const tokenCols = `kind, signature, request_id, client_id, subject, active, created_at, expires_at, rotated_at, data`
+const tokenCols = `kind, signature, request_id, client_id, subject, active, created_at, expires_at, rotated_at, data, status_idx`
 
 // CreateToken implements storage.TokenStore.
 func (s *Store) CreateToken(ctx context.Context, t *storage.Token) error {
-	_, err := s.execCount(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+	_, err := s.execCount(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
 		string(t.Kind), t.Signature, t.RequestID, t.ClientID, t.Subject, boolInt(t.Active),
-		ts(t.CreatedAt), ts(t.ExpiresAt), ts(t.RotatedAt), t.Data)
+		ts(t.CreatedAt), ts(t.ExpiresAt), ts(t.RotatedAt), t.Data, t.StatusIndex)
 	return err
 }
 
@@ -516,7 +711,7 @@ func (s *Store) GetToken(ctx context.Context, kind storage.TokenKind, signature 
 	var k string
 	var created, expires, rotated sql.NullInt64
 	err := s.rq(ctx).QueryRowContext(ctx, `SELECT `+tokenCols+` FROM tokens WHERE kind = ? AND signature = ?`, string(kind), signature).
-		Scan(&k, &t.Signature, &t.RequestID, &t.ClientID, &t.Subject, &t.Active, &created, &expires, &rotated, &t.Data)
+		Scan(&k, &t.Signature, &t.RequestID, &t.ClientID, &t.Subject, &t.Active, &created, &expires, &rotated, &t.Data, &t.StatusIndex)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, storage.ErrNotFound
 	}
@@ -571,7 +766,16 @@ func (s *Store) RotateToken(ctx context.Context, kind storage.TokenKind, signatu
 }
 
 // RevokeTokens implements storage.TokenStore.
+// The statuses are recorded by a statement of their own, before the
+// tokens are deactivated, so a failure in between leaves the tokens
+// refused by resource servers rather than accepted.
 func (s *Store) RevokeTokens(ctx context.Context, kind storage.TokenKind, requestID string) error {
+	if _, err := s.execCount(ctx, `INSERT INTO token_status (idx, status, expires_at)
+		SELECT status_idx, 1, MAX(expires_at) FROM tokens WHERE kind = ? AND request_id = ? AND active AND status_idx > 0 GROUP BY status_idx
+		ON CONFLICT (idx) DO UPDATE SET expires_at = MAX(COALESCE(expires_at, 0), COALESCE(excluded.expires_at, 0))`,
+		string(kind), requestID); err != nil {
+		return err
+	}
 	_, err := s.execCount(ctx, `UPDATE tokens SET active = 0 WHERE kind = ? AND request_id = ? AND active`, string(kind), requestID)
 	return err
 }

@@ -42,6 +42,8 @@ func RunTests(t *testing.T, newStore func(t *testing.T) storage.Store) {
 	}{
 		{"clients", clientCases},
 		{"tokens", tokenCases},
+		{"grants", grantCases},
+		{"statuses", statusCases},
 		{"consents", consentCases},
 		{"keys", keyCases},
 		{"jtis", jtiCases},
@@ -434,8 +436,9 @@ func fullToken(kind storage.TokenKind, sig, requestID string, at time.Time) *sto
 		Subject:   "alice",
 		Active:    true,
 		CreatedAt: at,
-		ExpiresAt: at.Add(time.Hour),
-		Data:      []byte{0, 1, 2, 3, 0xff},
+		ExpiresAt:   at.Add(time.Hour),
+		Data:        []byte{0, 1, 2, 3, 0xff},
+		StatusIndex: 7,
 	}
 }
 
