@@ -429,13 +429,13 @@ var clientCases = []testCase{
 
 func fullToken(kind storage.TokenKind, sig, requestID string, at time.Time) *storage.Token {
 	return &storage.Token{
-		Kind:      kind,
-		Signature: sig,
-		RequestID: requestID,
-		ClientID:  "client-1",
-		Subject:   "alice",
-		Active:    true,
-		CreatedAt: at,
+		Kind:        kind,
+		Signature:   sig,
+		RequestID:   requestID,
+		ClientID:    "client-1",
+		Subject:     "alice",
+		Active:      true,
+		CreatedAt:   at,
 		ExpiresAt:   at.Add(time.Hour),
 		Data:        []byte{0, 1, 2, 3, 0xff},
 		StatusIndex: 7,
