@@ -93,8 +93,15 @@ type Config struct {
 	// Clients are the pre-registered clients.
 	Clients []Client
 	// UI runs the login and consent pages. Required for the authorization
-	// endpoint; without it /authorize answers with an error page.
+	// endpoint; without it /authorize answers with an error page. New hands
+	// it RevokeGrants for the revocations people make on /consents.
 	UI *loginui.UI
+	// Users says which people may still use their grants: a grant whose
+	// person is no longer configured or is disabled is refused at the token
+	// endpoint (code, refresh, token exchange) and its tokens answer
+	// active:false at introspection. Nil: the UI decides (its users); with
+	// neither, every person may.
+	Users UserDirectory
 	// Store keeps tokens, clients, keys and consents. Required.
 	Store storage.Store
 	// Secret (at least 32 bytes) is the root of every server-side key: the

@@ -66,3 +66,48 @@ func ExampleRotateKey() {
 	fmt.Println(len(keys), keys[0].ID == kid, keys[0].Algorithm)
 	// Output: 1 true EdDSA
 }
+
+// An operator revokes every grant of one client: its tokens stop working
+// at once (refresh, introspection) and their bits are set in the Token
+// Status List that resource servers check.
+func ExampleServer_RevokeGrants() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ts := httptest.NewUnstartedServer(nil)
+	issuer := "http://" + ts.Listener.Addr().String()
+	srv, err := as.New(ctx, as.Config{
+		Issuer:    issuer,
+		Resources: []as.Resource{{URI: "http://127.0.0.1:8080/mcp", Scopes: []string{"mcp:tools"}}},
+		Clients: []as.Client{
+			{ID: "ci-bot", Secret: "a-long-random-secret-for-ci-bot", GrantTypes: []string{"client_credentials"}},
+		},
+		Store:  memory.New(),
+		Secret: bytes.Repeat([]byte{7}, 32),
+	})
+	if err != nil {
+		panic(err)
+	}
+	ts.Config.Handler = srv.Handler()
+	ts.Start()
+	defer ts.Close()
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, issuer+"/token",
+			strings.NewReader(url.Values{"grant_type": {"client_credentials"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth("ci-bot", "a-long-random-secret-for-ci-bot")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		resp.Body.Close()
+	}
+
+	live, _ := srv.ListGrants(ctx, as.GrantFilter{Client: "ci-bot"}, 0)
+	revoked, err := srv.RevokeGrants(ctx, as.GrantFilter{Client: "ci-bot"})
+	left, _ := srv.ListGrants(ctx, as.GrantFilter{Client: "ci-bot"}, 0)
+	fmt.Println(len(live), len(revoked), err, len(left))
+	fmt.Println(srv.StatusListURI() == issuer+"/statuslists/1")
+	// Output:
+	// 2 2 <nil> 0
+	// true
+}

@@ -233,6 +233,7 @@ type subjectGrant struct {
 	act       map[string]any
 	notAfter  time.Time
 	signature string
+	statusIdx int64 // the grant's status index, which the exchanged token shares
 }
 
 var errBadSubject = fosite.ErrInvalidGrant.WithHint("The subject_token is not an active access token issued by this server.")
@@ -262,6 +263,9 @@ func (h *exchangeHandler) verifySubject(ctx context.Context, token string) (*sub
 		len(sr.GrantedAud) != 1 || sr.GrantedAud[0] != claims.Audience {
 		return nil, errBadSubject
 	}
+	if sr.Session.Subject != "" && !h.s.userActive(sr.Session.Subject) {
+		return nil, errBadSubject
+	}
 	if _, err := h.s.clients.get(ctx, sr.ClientID); err != nil {
 		if isUnavailable(err) {
 			return nil, err
@@ -280,6 +284,7 @@ func (h *exchangeHandler) verifySubject(ctx context.Context, token string) (*sub
 		act:       claims.Act,
 		notAfter:  notAfter,
 		signature: sig,
+		statusIdx: sr.Session.StatusIdx,
 	}, nil
 }
 
@@ -371,6 +376,7 @@ func (h *exchangeHandler) HandleTokenEndpointRequest(ctx context.Context, r fosi
 		act["act"] = sub.act
 	}
 	sess.Act = act
+	sess.StatusIdx = sub.statusIdx
 	// Read back (and replaced) by PopulateTokenEndpointResponse as the cap
 	// of the new token's expiry.
 	sess.SetExpiresAt(fosite.AccessToken, sub.notAfter)

@@ -132,6 +132,9 @@ func (s *Server) describe(caller *client, kind storage.TokenKind, token string, 
 	if sr.Session != nil {
 		sub = sr.Session.Subject
 	}
+	if sub != "" && !s.userActive(sub) {
+		return nil // the person can no longer sign in (Config.Users)
+	}
 	if sub == "" {
 		sub = sr.ClientID
 	}

@@ -26,6 +26,9 @@ type accessClaims struct {
 	ID        string `json:"jti"`
 	// Act is the RFC 8693 §4.1 actor claim, set by token exchange.
 	Act map[string]any `json:"act,omitempty"`
+	// Status points into the Token Status List
+	// (draft-ietf-oauth-status-list §6.1; status.go).
+	Status *statusClaim `json:"status,omitempty"`
 }
 
 // tokenStrategy issues RFC 9068 JWT access tokens signed with the keyring,
@@ -37,6 +40,9 @@ type tokenStrategy struct {
 	issuer string
 	ttl    time.Duration
 	now    func() time.Time
+	// status hands out the grant's status index; statusURI is the list's URL.
+	status    *statusIndexer
+	statusURI string
 }
 
 var _ foauth2.CoreStrategy = (*tokenStrategy)(nil)
@@ -70,7 +76,9 @@ var errAudience = errors.New("as: an access token needs exactly one audience")
 
 // GenerateAccessToken signs an RFC 9068 token: header typ at+jwt and kid;
 // claims iss, sub (the client for client credentials), aud (the one
-// canonical resource URI), client_id, scope, iat, exp, jti.
+// canonical resource URI), client_id, scope, iat, exp, jti, and status
+// (the grant's index in the Token Status List, handed out with its first
+// access token and kept in the session for every later one).
 func (t *tokenStrategy) GenerateAccessToken(ctx context.Context, r fosite.Requester) (string, string, error) {
 	aud := r.GetGrantedAudience()
 	if len(aud) != 1 {
@@ -98,8 +106,16 @@ func (t *tokenStrategy) GenerateAccessToken(ctx context.Context, r fosite.Reques
 		ExpiresAt: exp.Unix(),
 		ID:        randomID(),
 	}
-	if s, ok := sess.(*session); ok && s.Act != nil {
+	if s, ok := sess.(*session); ok {
 		c.Act = s.Act
+		if t.status != nil {
+			if s.StatusIdx == 0 {
+				if s.StatusIdx, err = t.status.index(ctx); err != nil {
+					return "", "", err
+				}
+			}
+			c.Status = &statusClaim{StatusList: statusRef{Idx: s.StatusIdx, URI: t.statusURI}}
+		}
 	}
 	payload, err := json.Marshal(c)
 	if err != nil {

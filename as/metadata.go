@@ -48,6 +48,7 @@ func (s *Server) Metadata() metadata.AuthorizationServerMetadata {
 		CodeChallengeMethodsSupported:              []string{"S256"},
 		AuthorizationResponseISSParameterSupported: true,
 		ClientIDMetadataDocumentSupported:          s.cfg.ClientResolver != nil,
+		StatusListAggregationEndpoint:              s.endpoint(statusAggregationPath),
 	}
 }
 

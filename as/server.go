@@ -55,6 +55,9 @@ type Server struct {
 	now       func() time.Time
 	metadata  []byte
 	handler   http.Handler
+	// users decides whether a grant's person may still use it (nil: all may).
+	users      UserDirectory
+	statusList *statusList
 }
 
 // fositeConfig is fosite's Config with the token URLs a client assertion may
@@ -205,7 +208,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		issuer:                    cfg.Issuer,
 		ttl:                       cfg.AccessTokenTTL,
 		now:                       cfg.Now,
+		status:                    &statusIndexer{store: cfg.Store},
+		statusURI:                 s.endpoint(statusListPath),
 	}
+	s.statusList = &statusList{store: cfg.Store, keys: s.keys, issuer: cfg.Issuer, uri: s.endpoint(statusListPath), now: cfg.Now}
+	s.store.revoked = s.statusList.invalidate
 
 	codeHandler := &foauth2.AuthorizeExplicitGrantHandler{
 		AccessTokenStrategy:    s.tokens,
@@ -248,13 +255,21 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		codeRace{gated{codeHandler}, s}, pkceGate{gated{pkceHandler}, s}, gated{refreshHandler}, gated{ccHandler},
 	}
 	th = append(th, s.extensionHandlers()...)
-	th = append(th, &resourcePostHandler{s: s})
+	th = append(th, &resourcePostHandler{s: s}, &userGate{s: s})
 	s.fcfg.TokenEndpointHandlers = th
 	s.fcfg.RevocationHandlers = fosite.RevocationHandlers{revocation}
 	s.provider = &fosite.Fosite{Store: s.clients, Config: s.fcfg}
 	s.clients.f = s.provider
 
 	s.ui = cfg.UI
+	s.users = cfg.Users
+	if s.ui != nil {
+		if s.users == nil {
+			s.users = s.ui
+		}
+		// Revoking a client on /consents revokes its grants (RevokeGrants).
+		s.ui.SetGrantRevoker(consentRevoker{s})
+	}
 	s.metadata, err = s.buildMetadata()
 	if err != nil {
 		return nil, err
@@ -264,7 +279,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 // Handler serves every endpoint. Paths are the issuer's path followed by
-// /authorize, /token, /introspect, /revoke, /jwks.json, /consents, /logout,
+// /authorize, /token, /introspect, /revoke, /jwks.json, /statuslists/1 (the
+// Token Status List), /statuslists (its aggregation), /consents, /logout,
 // /ui/, plus the metadata documents at /.well-known/oauth-authorization-server{path},
 // /.well-known/openid-configuration{path} and {path}/.well-known/openid-configuration.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -283,6 +299,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(bp+"/introspect", noStore(oneAuthorization(http.HandlerFunc(s.serveIntrospect))))
 	mux.Handle(bp+"/revoke", cors(noStore(oneAuthorization(http.HandlerFunc(s.serveRevoke)))))
 	mux.Handle(bp+"/jwks.json", cors(http.HandlerFunc(s.serveJWKS)))
+	mux.Handle(bp+statusListPath, cors(http.HandlerFunc(s.serveStatusList)))
+	mux.Handle(bp+statusAggregationPath, cors(http.HandlerFunc(s.serveStatusAggregation)))
 	md := cors(http.HandlerFunc(s.serveMetadata))
 	mux.Handle("/.well-known/oauth-authorization-server"+bp, md)
 	mux.Handle("/.well-known/openid-configuration"+bp, md)

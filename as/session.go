@@ -28,6 +28,9 @@ type session struct {
 	// TokenHash binds an access token record to its exact token (see
 	// signingInputHash).
 	TokenHash string `json:"th,omitempty"`
+	// StatusIdx is the grant's index in the Token Status List (status.go),
+	// set when its first access token is issued; 0 before.
+	StatusIdx int64 `json:"si,omitempty"`
 }
 
 var _ fosite.Session = (*session)(nil)
@@ -54,7 +57,7 @@ func (s *session) Clone() fosite.Session {
 	if s == nil {
 		return nil
 	}
-	return &session{Subject: s.Subject, ExpiresAt: maps.Clone(s.ExpiresAt), Act: maps.Clone(s.Act), GrantedAt: s.GrantedAt, Scopes: slices.Clone(s.Scopes), TokenHash: s.TokenHash}
+	return &session{Subject: s.Subject, ExpiresAt: maps.Clone(s.ExpiresAt), Act: maps.Clone(s.Act), GrantedAt: s.GrantedAt, Scopes: slices.Clone(s.Scopes), TokenHash: s.TokenHash, StatusIdx: s.StatusIdx}
 }
 
 // storedRequest is the JSON form of a fosite.Requester kept (sealed) in

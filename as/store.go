@@ -27,6 +27,8 @@ type tokenStore struct {
 	now     func() time.Time
 	grace   time.Duration
 	log     logger
+	// revoked is called after tokens were revoked (the status list changed).
+	revoked func()
 
 	// decoded caches opened and decoded payloads for introspection and
 	// token exchange (the subject token), which only read them. A record's payload never changes after creation, so
@@ -88,8 +90,10 @@ func (s *tokenStore) create(ctx context.Context, kind storage.TokenKind, sig str
 		return err
 	}
 	subject := ""
+	var statusIdx int64
 	if sr.Session != nil {
 		subject = sr.Session.Subject
+		statusIdx = sr.Session.StatusIdx
 	}
 	now := s.now()
 	if exp.IsZero() {
@@ -104,7 +108,8 @@ func (s *tokenStore) create(ctx context.Context, kind storage.TokenKind, sig str
 		Active:    true,
 		CreatedAt: now,
 		ExpiresAt: exp,
-		Data:      s.sealer.Seal(raw, []byte(sig)),
+		Data:        s.sealer.Seal(raw, []byte(sig)),
+		StatusIndex: statusIdx,
 	}))
 }
 
@@ -401,7 +406,15 @@ func (s *tokenStore) DeleteAccessTokenSession(ctx context.Context, sig string) e
 }
 
 func (s *tokenStore) RevokeAccessToken(ctx context.Context, requestID string) error {
-	return mapStoreErr(s.store.RevokeTokens(ctx, storage.KindAccessToken, requestID))
+	err := mapStoreErr(s.store.RevokeTokens(ctx, storage.KindAccessToken, requestID))
+	s.notifyRevoked()
+	return err
+}
+
+func (s *tokenStore) notifyRevoked() {
+	if s.revoked != nil {
+		s.revoked()
+	}
 }
 
 // Refresh tokens.
@@ -505,6 +518,7 @@ func (s *tokenStore) refreshRaceLost(ctx context.Context, ar fosite.AccessReques
 // look for new ones); the second pass, a new statement, sees it. A rotation
 // that had not committed by then finds its token inactive and fails.
 func (s *tokenStore) RevokeRefreshToken(ctx context.Context, requestID string) error {
+	defer s.notifyRevoked()
 	for range 2 {
 		if err := s.store.RevokeTokens(ctx, storage.KindRefreshToken, requestID); err != nil {
 			return mapStoreErr(err)

@@ -24,6 +24,9 @@ type AuthorizationServerMetadata struct {
 	AuthorizationResponseISSParameterSupported bool `json:"authorization_response_iss_parameter_supported,omitempty"`
 	// draft-ietf-oauth-client-id-metadata-document.
 	ClientIDMetadataDocumentSupported bool `json:"client_id_metadata_document_supported,omitempty"`
+	// draft-ietf-oauth-status-list §9.1: the Status List Aggregation, which
+	// names every Token Status List the server publishes.
+	StatusListAggregationEndpoint string `json:"status_list_aggregation_endpoint,omitempty"`
 	// OpenID Connect Discovery fields some clients require at the OIDC locations.
 	SubjectTypesSupported            []string `json:"subject_types_supported,omitempty"`
 	IDTokenSigningAlgValuesSupported []string `json:"id_token_signing_alg_values_supported,omitempty"`

@@ -116,8 +116,12 @@ func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 			u.ErrorPage(w, http.StatusForbidden, "Form expired", "This form has expired. Please open the page again.")
 			return
 		}
-		if err := u.cfg.Consents.DeleteConsents(r.Context(), sess.Subject, f.ClientID); err != nil {
-			u.storageError(w, r, "deleting consents", err)
+		revoke := u.cfg.Consents.DeleteConsents
+		if u.revoker != nil {
+			revoke = u.revoker.RevokeConsent
+		}
+		if err := revoke(r.Context(), sess.Subject, f.ClientID); err != nil {
+			u.storageError(w, r, "revoking consents", err)
 			return
 		}
 		u.audit(r.Context(), "consent.revoked", "sub", sess.Subject, "client_id", f.ClientID)

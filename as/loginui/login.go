@@ -96,7 +96,8 @@ func (u *UI) throttleName(username string) string {
 }
 
 // checkPassword compares pw with the user's hash, or with a dummy hash for an
-// unknown user so both answers take about the same time. At most
+// unknown user so both answers take about the same time; a disabled user
+// is refused like a wrong password, after the same work. At most
 // MaxConcurrentChecks run at once.
 func (u *UI) checkPassword(ctx context.Context, username, pw string) (bool, error) {
 	select {
@@ -115,7 +116,8 @@ func (u *UI) checkPassword(ctx context.Context, username, pw string) (bool, erro
 		u.log.ErrorContext(ctx, "loginui: stored password hash unreadable", "err", err)
 		return false, nil
 	}
-	return ok && known, nil
+	// A disabled account gets the answer of a wrong password.
+	return ok && known && !u.disabled[username], nil
 }
 
 func humanSeconds(s int) string {

@@ -47,6 +47,16 @@ type User struct {
 	// PasswordHash is an argon2id PHC string or a bcrypt hash
 	// (internal/password).
 	PasswordHash string
+	// Disabled accounts cannot log in or consent, and the AS refuses the
+	// grants they gave (UI.UserActive).
+	Disabled bool
+}
+
+// GrantRevoker revokes what a person granted a client: their tokens and
+// their remembered consent. The AS installs one (SetGrantRevoker); the
+// /consents page calls it when the person revokes a client.
+type GrantRevoker interface {
+	RevokeConsent(ctx context.Context, subject, clientID string) error
 }
 
 // ConsentStore is the part of storage.ConsentStore the pages use.
@@ -186,6 +196,8 @@ type Result struct {
 type UI struct {
 	cfg         Config
 	users       map[string]string // username -> hash
+	disabled    map[string]bool
+	revoker     GrantRevoker
 	dummyHash   string
 	cookies     *securecookie.SecureCookie
 	csrfKey     []byte
@@ -221,6 +233,7 @@ func New(cfg Config) (*UI, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	users := make(map[string]string, len(cfg.Users))
+	disabled := map[string]bool{}
 	for i, u := range cfg.Users {
 		if u.Username == "" {
 			return nil, fmt.Errorf("loginui: Config.Users[%d].Username is empty", i)
@@ -235,6 +248,9 @@ func New(cfg Config) (*UI, error) {
 			cfg.Logger.Warn("loginui: weak password hash (bcrypt cost below 10 or argon2id below the OWASP minimum); rehash with authserver hash-password", "username", u.Username)
 		}
 		users[u.Username] = u.PasswordHash
+		if u.Disabled {
+			disabled[u.Username] = true
+		}
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -308,6 +324,7 @@ func New(cfg Config) (*UI, error) {
 	return &UI{
 		cfg:         cfg,
 		users:       users,
+		disabled:    disabled,
 		dummyHash:   dummy,
 		cookies:     sc,
 		csrfKey:     csrfKey,
@@ -408,8 +425,17 @@ func (u *UI) finish(w http.ResponseWriter, sess session) {
 
 func (u *UI) userExists(name string) bool {
 	_, ok := u.users[name]
-	return ok
+	return ok && !u.disabled[name]
 }
+
+// UserActive reports whether name is a configured account that is not
+// disabled: the only people who can log in, consent, and keep using what
+// they granted (as.UserDirectory).
+func (u *UI) UserActive(name string) bool { return u.userExists(name) }
+
+// SetGrantRevoker makes revoking a client on /consents call r instead of
+// only forgetting the consent. Call it before serving.
+func (u *UI) SetGrantRevoker(r GrantRevoker) { u.revoker = r }
 
 // approvedScopes returns the scopes of the remembered, unexpired consent of
 // subject for this client and resource: what the person already approved,

@@ -12,6 +12,7 @@ type expirer interface {
 	DeleteExpiredJTIs(ctx context.Context, before time.Time, limit int) (int, error)
 	DeleteExpiredCounters(ctx context.Context, before time.Time, limit int) (int, error)
 	DeleteExpiredSessions(ctx context.Context, before time.Time, limit int) (int, error)
+	DeleteExpiredStatuses(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // reaper deletes registered clients nobody uses (dcr.Handler).
@@ -22,11 +23,12 @@ type reaper interface {
 // gcResult counts what one pass removed.
 type gcResult struct {
 	Tokens, Consents, JTIs, Clients int
-	Counters, Sessions              int
+	Counters, Sessions, Statuses    int
 }
 
 // collect runs one garbage-collection pass: expired codes and tokens,
-// consents, one-time ids, throttle counters and browser sessions are deleted in batches of batch records (each
+// consents, one-time ids, throttle counters, browser sessions and
+// status-list records are deleted in batches of batch records (each
 // batch one short statement, so no long locks), then idle registered clients
 // are reaped. It stops early when ctx ends.
 func collect(ctx context.Context, st expirer, r reaper, now time.Time, batch int) (gcResult, error) {
@@ -40,6 +42,7 @@ func collect(ctx context.Context, st expirer, r reaper, now time.Time, batch int
 		{&res.JTIs, st.DeleteExpiredJTIs},
 		{&res.Counters, st.DeleteExpiredCounters},
 		{&res.Sessions, st.DeleteExpiredSessions},
+		{&res.Statuses, st.DeleteExpiredStatuses},
 	} {
 		for {
 			if err := ctx.Err(); err != nil {

@@ -29,10 +29,15 @@ func TestCollectDeletesExpiredRecordsInBatches(t *testing.T) {
 			exp = now.Add(time.Hour)
 		}
 		err := st.CreateToken(ctx, &storage.Token{Kind: storage.KindAccessToken, Signature: fmt.Sprint("sig", i),
-			RequestID: fmt.Sprint("req", i), ClientID: "c", Active: true, CreatedAt: now.Add(-time.Hour), ExpiresAt: exp})
+			RequestID: fmt.Sprint("req", i), ClientID: "c", Active: true, CreatedAt: now.Add(-time.Hour), ExpiresAt: exp,
+			StatusIndex: int64(i + 1)})
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Revoking every token records 27 statuses; the 23 of expired tokens go.
+	if _, err := st.RevokeGrants(ctx, storage.GrantFilter{ClientID: "c"}); err != nil {
+		t.Fatal(err)
 	}
 	for i := range 4 {
 		exp := now.Add(-time.Minute)
@@ -74,7 +79,7 @@ func TestCollectDeletesExpiredRecordsInBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (gcResult{Tokens: 23, Consents: 3, JTIs: 5, Clients: 2, Counters: 5, Sessions: 5}); res != want || r.calls != 1 {
+	if want := (gcResult{Tokens: 23, Consents: 3, JTIs: 5, Clients: 2, Counters: 5, Sessions: 5, Statuses: 23}); res != want || r.calls != 1 {
 		t.Fatalf("got %+v (reap calls %d), want %+v", res, r.calls, want)
 	}
 	for i := 23; i < 27; i++ {

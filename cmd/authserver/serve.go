@@ -235,7 +235,7 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *server) users(e env) ([]loginui.User, error) {
 	var out []loginui.User
 	for _, u := range s.cfg.Users {
-		out = append(out, loginui.User{Username: u.Username, PasswordHash: u.PasswordHash})
+		out = append(out, loginui.User{Username: u.Username, PasswordHash: u.PasswordHash, Disabled: u.Disabled})
 	}
 	if s.cfg.FromFile {
 		return out, nil

@@ -108,6 +108,8 @@ type Client struct {
 type User struct {
 	Username     string `yaml:"username"`
 	PasswordHash string `yaml:"password_hash"`
+	// Disabled accounts cannot log in, and their grants are refused.
+	Disabled bool `yaml:"disabled"`
 }
 
 // Tokens holds lifetimes (RFC 6749 §4.1.2 codes, §1.5 refresh tokens).

@@ -1,0 +1,194 @@
+package as
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ory/fosite"
+
+	"github.com/mcpauth/mcpauth/storage"
+)
+
+// UserDirectory says whether a person may still use what they granted.
+// *loginui.UI implements it from its configured users.
+type UserDirectory interface {
+	// UserActive reports whether the account exists and is not disabled.
+	UserActive(username string) bool
+}
+
+// GrantFilter selects grants: an authorization a person gave a client (or a
+// client-credentials token), with every code and token issued under it.
+// Fields that are set must all match.
+type GrantFilter struct {
+	User    string // the person (token sub); never matches client credentials when set
+	Client  string // client_id
+	GrantID string // Grant.ID
+}
+
+// Grant is one grant as ListGrants and RevokeGrants report it.
+type Grant struct {
+	ID     string `json:"id"`
+	User   string `json:"user,omitempty"` // "" for client credentials
+	Client string `json:"client_id"`
+	// CreatedAt is when it was granted; LastUsedAt when a token was last
+	// issued under it (a refresh); ExpiresAt when its last token expires.
+	CreatedAt  time.Time `json:"created_at"`
+	LastUsedAt time.Time `json:"last_used_at"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	// StatusIndex is its index in the Token Status List (StatusListURI).
+	StatusIndex int64 `json:"status_index,omitempty"`
+	// Orphaned: its user is no longer configured (or is disabled), or its
+	// client no longer exists. Such a grant is refused at the token
+	// endpoint already; revoking it also makes resource servers refuse its
+	// access tokens (through the status list) before they expire.
+	Orphaned bool `json:"orphaned,omitempty"`
+	// OrphanedBecause says why: "user" or "client".
+	OrphanedBecause string `json:"orphaned_because,omitempty"`
+}
+
+// ErrEmptyFilter is returned by RevokeGrants for a GrantFilter with no
+// field set: revoking everything is never what an operator meant.
+var ErrEmptyFilter = errors.New("as: revoking grants needs a user, a client or a grant id")
+
+// maxGrantList caps ListGrants when no limit is given.
+const maxGrantList = 10000
+
+// ListGrants returns the grants matching f that still have an active,
+// unexpired access or refresh token, most recently used first, at most
+// limit of them (limit <= 0: up to 10000). Each is marked Orphaned when
+// its user is no longer configured or disabled (see Config.Users) or its
+// client no longer exists.
+func (s *Server) ListGrants(ctx context.Context, f GrantFilter, limit int) ([]Grant, error) {
+	if limit <= 0 {
+		limit = maxGrantList
+	}
+	gs, err := s.cfg.Store.ListGrants(ctx, f.storage(), s.now(), limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Grant, 0, len(gs))
+	clients := map[string]bool{}
+	for _, g := range gs {
+		out = append(out, s.describeGrant(ctx, g, clients))
+	}
+	return out, nil
+}
+
+func (s *Server) describeGrant(ctx context.Context, g storage.Grant, clients map[string]bool) Grant {
+	out := Grant{
+		ID: g.RequestID, User: g.Subject, Client: g.ClientID,
+		CreatedAt: g.CreatedAt, LastUsedAt: g.LastUsedAt, ExpiresAt: g.ExpiresAt, StatusIndex: g.StatusIndex,
+	}
+	exists, seen := clients[g.ClientID]
+	if !seen {
+		exists = s.clientExists(ctx, g.ClientID)
+		clients[g.ClientID] = exists
+	}
+	switch {
+	case g.Subject != "" && !s.userActive(g.Subject):
+		out.Orphaned, out.OrphanedBecause = true, "user"
+	case !exists:
+		out.Orphaned, out.OrphanedBecause = true, "client"
+	}
+	return out
+}
+
+// clientExists reports whether id is a configured client or one in
+// storage (registered or CIMD). A storage error counts as existing: an
+// outage must not make grants look orphaned.
+func (s *Server) clientExists(ctx context.Context, id string) bool {
+	if _, ok := s.clients.static[id]; ok {
+		return true
+	}
+	_, err := s.cfg.Store.GetClient(ctx, id)
+	return !errors.Is(err, storage.ErrNotFound)
+}
+
+// RevokeGrants revokes every grant matching f, the one place every
+// revocation of grants as a whole goes through (the /consents page, the
+// admin API and CLI; deleting a client does the same inside storage):
+//
+//   - every code and refresh token of the grant is refused from now on,
+//     and every access token answers active:false at introspection;
+//   - the grant's bit in the Token Status List is set, so resource servers
+//     that check the list (rsmiddleware.Verifier) refuse its access tokens
+//     within their staleness bound;
+//   - remembered consents go too: with User and Client, that person's
+//     consent for that client; with Client alone, every consent for that
+//     client; with User alone, every consent of that person; with GrantID,
+//     none (one grant is not the consent).
+//
+// It returns the grants that were live just before (as ListGrants reports
+// them; a grant issued concurrently may be revoked without being listed)
+// and writes one audit event, "grants.revoked". An empty filter is refused
+// with ErrEmptyFilter; a storage outage is returned (wrapping
+// storage.ErrUnavailable) and may have revoked nothing or everything.
+func (s *Server) RevokeGrants(ctx context.Context, f GrantFilter) ([]Grant, error) {
+	if f == (GrantFilter{}) {
+		return nil, ErrEmptyFilter
+	}
+	listed, err := s.ListGrants(ctx, f, 0)
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.cfg.Store.RevokeGrants(ctx, f.storage())
+	s.statusList.invalidate()
+	if err != nil {
+		return nil, fmt.Errorf("as: revoking grants: %w", err)
+	}
+	s.log.audit(ctx, "grants.revoked", "sub", f.User, "client_id", f.Client, "grant", f.GrantID, "count", n)
+	return listed, nil
+}
+
+func (f GrantFilter) storage() storage.GrantFilter {
+	return storage.GrantFilter{Subject: f.User, ClientID: f.Client, RequestID: f.GrantID}
+}
+
+// userActive reports whether subject may still use its grants: always when
+// no user directory is configured.
+func (s *Server) userActive(subject string) bool {
+	return s.users == nil || s.users.UserActive(subject)
+}
+
+// consentRevoker is what the /consents page calls when a person revokes a
+// client: RevokeGrants for that person and client.
+type consentRevoker struct{ s *Server }
+
+func (c consentRevoker) RevokeConsent(ctx context.Context, subject, clientID string) error {
+	_, err := c.s.RevokeGrants(ctx, GrantFilter{User: subject, Client: clientID})
+	return err
+}
+
+// userGate runs after the grant handlers have loaded the grant of a code
+// or refresh request: a grant whose person is no longer configured, or is
+// disabled, is refused with invalid_grant (RFC 6749 §5.2). Token exchange
+// checks the person of the subject token itself (verifySubject);
+// client-credentials grants have no person.
+type userGate struct{ s *Server }
+
+var _ fosite.TokenEndpointHandler = (*userGate)(nil)
+
+func (g *userGate) CanHandleTokenEndpointRequest(_ context.Context, r fosite.AccessRequester) bool {
+	gt := r.GetGrantTypes()
+	return gt.ExactOne("authorization_code") || gt.ExactOne("refresh_token")
+}
+
+func (g *userGate) CanSkipClientAuth(context.Context, fosite.AccessRequester) bool { return false }
+
+func (g *userGate) HandleTokenEndpointRequest(ctx context.Context, r fosite.AccessRequester) error {
+	sub := ""
+	if sess := r.GetSession(); sess != nil {
+		sub = sess.GetSubject()
+	}
+	if sub == "" || g.s.userActive(sub) {
+		return nil
+	}
+	g.s.log.audit(ctx, "grant.user_inactive", "client_id", r.GetClient().GetID(), "sub", sub, "grant", r.GetID())
+	return fosite.ErrInvalidGrant.WithHint("The person who granted this access can no longer sign in.")
+}
+
+func (g *userGate) PopulateTokenEndpointResponse(context.Context, fosite.AccessRequester, fosite.AccessResponder) error {
+	return nil
+}
