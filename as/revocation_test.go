@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"golang.org/x/oauth2"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +15,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"golang.org/x/oauth2"
 
 	"github.com/mcpauth/mcpauth/as/loginui"
 	"github.com/mcpauth/mcpauth/storage"

@@ -100,14 +100,14 @@ func (s *tokenStore) create(ctx context.Context, kind storage.TokenKind, sig str
 		exp = now.Add(24 * time.Hour)
 	}
 	return mapStoreErr(s.store.CreateToken(ctx, &storage.Token{
-		Kind:      kind,
-		Signature: sig,
-		RequestID: r.GetID(),
-		ClientID:  sr.ClientID,
-		Subject:   subject,
-		Active:    true,
-		CreatedAt: now,
-		ExpiresAt: exp,
+		Kind:        kind,
+		Signature:   sig,
+		RequestID:   r.GetID(),
+		ClientID:    sr.ClientID,
+		Subject:     subject,
+		Active:      true,
+		CreatedAt:   now,
+		ExpiresAt:   exp,
 		Data:        s.sealer.Seal(raw, []byte(sig)),
 		StatusIndex: statusIdx,
 	}))
