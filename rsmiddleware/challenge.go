@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // RFC 6750 §3.1 error codes.
@@ -38,13 +39,14 @@ func (c Challenge) String() string {
 	b.WriteString("Bearer ")
 	sep := ""
 	param := func(k, v string) {
+		v = quote(v)
 		if v == "" {
 			return
 		}
 		b.WriteString(sep)
 		b.WriteString(k)
 		b.WriteString(`="`)
-		b.WriteString(quote(v))
+		b.WriteString(v)
 		b.WriteString(`"`)
 		sep = ", "
 	}
@@ -56,9 +58,10 @@ func (c Challenge) String() string {
 }
 
 // quote escapes a quoted-string (RFC 9110 §5.6.4); control characters
-// are dropped.
+// (every one, not only CR, LF and TAB) are dropped, and invalid UTF-8 is
+// replaced by U+FFFD.
 func quote(s string) string {
-	if !strings.ContainsAny(s, "\"\\\r\n\t") {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return r == '"' || r == '\\' || r < 0x20 || r == 0x7f }) {
 		return s
 	}
 	var b strings.Builder

@@ -140,3 +140,106 @@ func FuzzPeekJSONRPC(f *testing.F) {
 		}
 	})
 }
+
+// parseChallenge reads a Bearer challenge as a client would (RFC 9110
+// §11.6.1: auth-param = token "=" quoted-string, separated by commas).
+func parseChallenge(h string) (map[string]string, bool) {
+	rest, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		return nil, false
+	}
+	params := map[string]string{}
+	for rest != "" {
+		eq := strings.Index(rest, `="`)
+		if eq <= 0 {
+			return nil, false
+		}
+		name := rest[:eq]
+		rest = rest[eq+2:]
+		var v strings.Builder
+		closed := false
+		for i := 0; i < len(rest); i++ {
+			switch c := rest[i]; {
+			case c == '\\' && i+1 < len(rest):
+				i++
+				v.WriteByte(rest[i])
+			case c == '"':
+				rest = rest[i+1:]
+				closed = true
+			default:
+				v.WriteByte(c)
+			}
+			if closed {
+				break
+			}
+		}
+		if !closed {
+			return nil, false
+		}
+		if _, dup := params[name]; dup {
+			return nil, false
+		}
+		params[name] = v.String()
+		if rest == "" {
+			break
+		}
+		if rest, ok = strings.CutPrefix(rest, ", "); !ok {
+			return nil, false
+		}
+	}
+	return params, true
+}
+
+// dropControls is what the header keeps of s: control characters removed.
+func dropControls(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// FuzzChallenge builds WWW-Authenticate challenges from arbitrary values:
+// the header never carries a control character (no header splitting, no
+// NUL), and a client reads back exactly the values given, less their
+// control characters; no value can inject a parameter of its own.
+func FuzzChallenge(f *testing.F) {
+	f.Add("https://h.example/.well-known/oauth-protected-resource/mcp", "mcp:read mcp:write", "invalid_token", "the access token is invalid")
+	f.Add(`a", error="none`, `x\"`, "", "line\r\nSet-Cookie: a=b")
+	f.Add("", "", "insufficient_scope", "\x00\x01\x7f")
+	f.Add("\\", "\"", "\\\"", "é\u202e")
+	f.Fuzz(func(t *testing.T, prm, scopes, code, desc string) {
+		c := Challenge{ResourceMetadata: prm, Scopes: strings.Fields(scopes), Error: code, Description: desc}
+		h := c.String()
+		for i := 0; i < len(h); i++ {
+			if h[i] < 0x20 || h[i] == 0x7f {
+				t.Fatalf("control character %#x in %q", h[i], h)
+			}
+		}
+		got, ok := parseChallenge(h)
+		if !ok {
+			t.Fatalf("a client cannot read %q", h)
+		}
+		want := map[string]string{}
+		for k, v := range map[string]string{"resource_metadata": prm, "scope": strings.Join(c.Scopes, " "), "error": code, "error_description": desc} {
+			if v != "" {
+				want[k] = dropControls(v)
+			}
+		}
+		for k, v := range want {
+			if want[k] == "" {
+				delete(want, k)
+				continue
+			}
+			if got[k] != v {
+				t.Fatalf("%s = %q, want %q; header %q", k, got[k], v, h)
+			}
+		}
+		for k := range got {
+			if _, ok := want[k]; !ok {
+				t.Fatalf("parameter %s injected into %q", k, h)
+			}
+		}
+	})
+}

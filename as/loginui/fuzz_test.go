@@ -1,11 +1,16 @@
 package loginui
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 func FuzzParseFields(f *testing.F) {
@@ -55,6 +60,119 @@ func FuzzAuthorizePost(f *testing.F) {
 		}
 		if rec.Code >= 500 {
 			t.Fatalf("status %d", rec.Code)
+		}
+	})
+}
+
+// fuzzPrompt is the authorization request the form fuzzers post to.
+var fuzzPrompt = Prompt{ClientID: "demo-app", RedirectURI: "https://app.example/callback", RedirectHost: "app.example",
+	Resource: "http://127.0.0.1:8080/mcp", Scopes: []string{"mcp:tools"}, ForceConsent: true}
+
+// postForm posts fields, then the raw extra text, to the authorization
+// request with the session cookie of sess.
+func (h *harness) postForm(sess session, fields url.Values, extra string) (*httptest.ResponseRecorder, Result, bool) {
+	body := fields.Encode()
+	if extra != "" {
+		body += "&" + extra
+	}
+	req := httptest.NewRequest(http.MethodPost, authorizePath(), strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: h.ui.cookie.session, Value: h.encodeSession(sess)})
+	rec := httptest.NewRecorder()
+	res, ok := h.ui.Authorize(rec, req, fuzzPrompt)
+	return rec, res, ok
+}
+
+// binding is the flow binding of the fuzzers' authorization request.
+func (h *harness) binding() string {
+	return authorizeBinding(httptest.NewRequest(http.MethodGet, authorizePath(), nil), fuzzPrompt)
+}
+
+// FuzzLoginForm posts login forms with valid CSRF and flow tokens and fuzzed
+// credentials and extra fields: never a 5xx, never a completed flow, and a
+// signed-in session only for a real user with the right password.
+func FuzzLoginForm(f *testing.F) {
+	hash, err := bcrypt.GenerateFromPassword([]byte(alicePW), bcrypt.MinCost)
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := newHarness(f, func(c *Config) {
+		c.Users = []User{{Username: "alice", PasswordHash: string(hash)}}
+		c.AccountFreeAttempts = 1 << 30
+		c.AddressFreeAttempts = 1 << 30
+	})
+	bind := h.binding()
+	f.Add("alice", alicePW, "")
+	f.Add("alice", "wrong", "")
+	f.Add("ALICE", alicePW, "")
+	f.Add("alice\x00", alicePW, "")
+	f.Add("alice", alicePW, "username=bob")
+	f.Add("alice", alicePW, "mcpauth_step=consent&action=approve")
+	f.Add("", "", "%zz")
+	f.Fuzz(func(t *testing.T, user, pw, extra string) {
+		sess := session{ID: "sid-" + randomID(), Exp: h.clock.Now().Add(time.Hour).Unix()}
+		fields := url.Values{stepField: {stepLogin}, "csrf": {h.ui.csrfToken(sess)}, "flow": {h.ui.newFlow(sess, stepLogin, bind)},
+			"username": {user}, "password": {pw}}
+		rec, res, ok := h.postForm(sess, fields, extra)
+		if ok {
+			t.Fatalf("a login form completed the flow: %+v", res)
+		}
+		if rec.Code >= 500 {
+			t.Fatalf("status %d", rec.Code)
+		}
+		if rec.Code == http.StatusSeeOther {
+			sent, err := url.ParseQuery(fields.Encode() + "&" + extra)
+			if err != nil || len(sent["username"]) != 1 || sent.Get("username") != "alice" || sent.Get("password") != alicePW {
+				t.Fatalf("signed in with username %q password %q", sent["username"], sent["password"])
+			}
+		}
+	})
+}
+
+// FuzzConsentForm posts consent forms of a signed-in user with valid CSRF
+// and flow tokens and a fuzzed action and extra fields: never a 5xx; the
+// flow completes only for action approve (with exactly the requested
+// scopes) or deny, and a consent is stored only on approve.
+func FuzzConsentForm(f *testing.F) {
+	h := newHarness(f, nil)
+	bind := h.binding()
+	f.Add("approve", "")
+	f.Add("deny", "")
+	f.Add("Approve", "")
+	f.Add("approve", "action=deny")
+	f.Add("approve", "scope=mcp:tools+mcp:admin")
+	f.Add("approve", "mcpauth_step=login&username=bob")
+	f.Add("", "%zz")
+	f.Fuzz(func(t *testing.T, action, extra string) {
+		sess := session{ID: "sid-" + randomID(), Subject: "alice", AuthTime: h.clock.Now().Unix(), Exp: h.clock.Now().Add(time.Hour).Unix()}
+		fields := url.Values{stepField: {stepConsent}, "csrf": {h.ui.csrfToken(sess)}, "flow": {h.ui.newFlow(sess, stepConsent, bind)}, "action": {action}}
+		_ = h.store.DeleteConsents(context.Background(), "alice", "demo-app")
+		rec, res, ok := h.postForm(sess, fields, extra)
+		if rec.Code >= 500 {
+			t.Fatalf("status %d", rec.Code)
+		}
+		sent, _ := url.ParseQuery(fields.Encode() + "&" + extra)
+		_, err := h.store.GetConsent(context.Background(), "alice", "demo-app", fuzzPrompt.Resource)
+		stored := err == nil
+		if !ok {
+			if stored {
+				t.Fatal("consent stored by a refused form")
+			}
+			return
+		}
+		switch {
+		case len(sent["action"]) != 1:
+			t.Fatalf("completed with actions %q", sent["action"])
+		case res.Subject != "alice":
+			t.Fatalf("completed for %q", res.Subject)
+		case res.Denied:
+			if sent.Get("action") != "deny" || stored {
+				t.Fatalf("denied with action %q, consent stored %v", sent.Get("action"), stored)
+			}
+		default:
+			if sent.Get("action") != "approve" || !slices.Equal(res.Scopes, fuzzPrompt.Scopes) || !stored {
+				t.Fatalf("approved with action %q, scopes %q, consent stored %v", sent.Get("action"), res.Scopes, stored)
+			}
 		}
 	})
 }
