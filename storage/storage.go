@@ -100,6 +100,10 @@ type ClientStore interface {
 	// only feeds ReapClients' idle rule, measured in days), so that a busy
 	// client's row is not rewritten, and locked, for every token.
 	TouchClient(ctx context.Context, id string, at time.Time) error
+	// ListClients returns up to limit clients whose ID sorts after afterID
+	// (byte order), in ID order: page through all of them by passing the last
+	// ID of the previous page. A limit <= 0 returns none.
+	ListClients(ctx context.Context, afterID string, limit int) ([]Client, error)
 	// CountClients counts clients with the given Source ("" counts all).
 	CountClients(ctx context.Context, source string) (int, error)
 	// ReapClients deletes up to limit clients of Source "dcr" or "cimd" that were

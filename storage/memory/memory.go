@@ -352,6 +352,28 @@ func (s *Store) CountClients(ctx context.Context, source string) (int, error) {
 	return n, nil
 }
 
+// ListClients implements storage.ClientStore.
+func (s *Store) ListClients(ctx context.Context, afterID string, limit int) ([]storage.Client, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := []storage.Client{}
+	if limit <= 0 {
+		return out, nil
+	}
+	for _, c := range s.clients {
+		if c.ID > afterID {
+			out = append(out, *cloneClient(c))
+		}
+	}
+	slices.SortFunc(out, func(a, b storage.Client) int { return strings.Compare(a.ID, b.ID) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
 // ReapClients implements storage.ClientStore. A limit <= 0 deletes nothing.
 func (s *Store) ReapClients(ctx context.Context, neverUsedBefore, idleBefore time.Time, limit int) (int, error) {
 	t, err := s.lock(ctx)

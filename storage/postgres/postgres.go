@@ -625,6 +625,28 @@ func (s *Store) CountClients(ctx context.Context, source string) (int, error) {
 	return n, mapErr(err)
 }
 
+// ListClients implements storage.ClientStore. IDs compare bytewise
+// (COLLATE "C"), as in the other backends.
+func (s *Store) ListClients(ctx context.Context, afterID string, limit int) ([]storage.Client, error) {
+	out := []storage.Client{}
+	if limit <= 0 {
+		return out, nil
+	}
+	rows, err := s.q(ctx).Query(ctx, `SELECT `+clientCols+` FROM clients WHERE id > $1 COLLATE "C" ORDER BY id COLLATE "C" LIMIT $2`, afterID, limit)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		c, err := scanClient(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *c)
+	}
+	return out, mapErr(rows.Err())
+}
+
 // ReapClients implements storage.ClientStore. Rows locked by another reaper
 // are skipped, so concurrent reapers on several instances do not wait for
 // each other. A limit <= 0 deletes nothing.

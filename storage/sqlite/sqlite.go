@@ -341,7 +341,7 @@ func clientArgs(c *storage.Client) []any {
 		c.RegistrationTokenHash, c.Source, c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), ts(c.LastUsedAt)}
 }
 
-func scanClient(row *sql.Row) (*storage.Client, error) {
+func scanClient(row interface{ Scan(...any) error }) (*storage.Client, error) {
 	var c storage.Client
 	var secretExp, lastUsed sql.NullInt64
 	var created, updated int64
@@ -655,6 +655,27 @@ func (s *Store) CountClients(ctx context.Context, source string) (int, error) {
 	var n int
 	err := s.rq(ctx).QueryRowContext(ctx, `SELECT count(*) FROM clients WHERE ?1 = '' OR source = ?1`, source).Scan(&n)
 	return n, mapErr(err)
+}
+
+// ListClients implements storage.ClientStore.
+func (s *Store) ListClients(ctx context.Context, afterID string, limit int) ([]storage.Client, error) {
+	out := []storage.Client{}
+	if limit <= 0 {
+		return out, nil
+	}
+	rows, err := s.rq(ctx).QueryContext(ctx, `SELECT `+clientCols+` FROM clients WHERE id > ? ORDER BY id LIMIT ?`, afterID, limit)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		c, err := scanClient(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *c)
+	}
+	return out, mapErr(rows.Err())
 }
 
 // ReapClients implements storage.ClientStore. A limit <= 0 deletes nothing.

@@ -229,6 +229,41 @@ func getClient(t *testing.T, s storage.Store, id string) storage.Client {
 }
 
 var clientCases = []testCase{
+	{"ListClients pages through every client in ID order", func(t *testing.T, s storage.Store) {
+		ctx := context.Background()
+		at := now()
+		for _, id := range []string{"b", "https://app.example/c", "a", "c2", "Z"} {
+			ok(t, s.CreateClient(ctx, fullClient(id, at)), "CreateClient "+id)
+		}
+		var got []string
+		after := ""
+		for range 10 {
+			page, err := s.ListClients(ctx, after, 2)
+			ok(t, err, "ListClients")
+			if len(page) > 2 {
+				t.Fatalf("ListClients(limit 2) returned %d clients", len(page))
+			}
+			if len(page) == 0 {
+				break
+			}
+			for _, c := range page {
+				got = append(got, c.ID)
+			}
+			after = page[len(page)-1].ID
+		}
+		same(t, "ids", got, []string{"Z", "a", "b", "c2", "https://app.example/c"})
+		page, err := s.ListClients(ctx, "", 1)
+		ok(t, err, "ListClients")
+		if len(page) != 1 {
+			t.Fatalf("ListClients(limit 1) = %d clients", len(page))
+		}
+		same(t, "listed client", normClient(page[0]), normClient(*fullClient("Z", at)))
+		none, err := s.ListClients(ctx, "", 0)
+		ok(t, err, "ListClients limit 0")
+		if len(none) != 0 {
+			t.Fatalf("ListClients(limit 0) = %d clients", len(none))
+		}
+	}},
 	{"a created client reads back with every field", func(t *testing.T, s storage.Store) {
 		ctx := context.Background()
 		c := fullClient("c1", now())
