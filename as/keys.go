@@ -40,6 +40,9 @@ func RotateKey(ctx context.Context, store storage.KeyStore, secret []byte, alg s
 	if err != nil {
 		return "", err
 	}
+	if err := checkSecretOpensKeys(ctx, store, sealer); err != nil {
+		return "", err
+	}
 	return addKey(ctx, store, sealer, alg, time.Now())
 }
 
@@ -165,6 +168,7 @@ type keyring struct {
 	log       logger
 
 	mu         sync.RWMutex
+	unloadable []string // kids of stored keys the secret does not unseal, from the last reload
 	keys       map[string]*signingKey
 	current    *signingKey
 	jwks       []byte
@@ -179,8 +183,14 @@ func (k *keyring) ensure(ctx context.Context) error {
 		return err
 	}
 	k.mu.RLock()
-	cur := k.current
+	cur, loaded, bad := k.current, len(k.keys), slices.Clone(k.unloadable)
 	k.mu.RUnlock()
+	if loaded == 0 && len(bad) > 0 {
+		// Every stored key was sealed under another secret: this instance
+		// has the wrong one. Writing a key now would publish it next to the
+		// others and make the healthy instances fail to load it.
+		return unsealableError(bad)
+	}
 	if cur != nil && cur.alg == k.alg {
 		return nil
 	}
@@ -212,6 +222,7 @@ func (k *keyring) reload(ctx context.Context) error {
 	}
 	keys := map[string]*signingKey{}
 	var current *signingKey
+	var unloadable []string
 	for _, rec := range recs {
 		if rec.ID != newest && !rec.RetiredAt.IsZero() && now.Sub(rec.RetiredAt) > k.retention {
 			if err := k.store.DeleteKey(ctx, rec.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
@@ -222,6 +233,7 @@ func (k *keyring) reload(ctx context.Context) error {
 		sk, err := loadKey(k.sealer, rec)
 		if err != nil {
 			k.log.error(ctx, "signing key does not load (wrong secret?)", "kid", rec.ID, "err", err)
+			unloadable = append(unloadable, rec.ID)
 			continue
 		}
 		keys[sk.kid] = sk
@@ -253,7 +265,7 @@ func (k *keyring) reload(ctx context.Context) error {
 		return err
 	}
 	k.mu.Lock()
-	k.keys, k.current, k.jwks, k.lastReload = keys, current, doc, now
+	k.keys, k.current, k.jwks, k.lastReload, k.unloadable = keys, current, doc, now, unloadable
 	k.mu.Unlock()
 	return nil
 }

@@ -161,7 +161,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		store:     cfg.Store,
 		sealer:    keySealer,
 		alg:       cfg.SigningAlg,
-		retention: cfg.AccessTokenTTL + 2*cfg.KeyReloadInterval + time.Minute,
+		retention: KeyRetention(cfg.AccessTokenTTL, cfg.KeyReloadInterval),
 		now:       cfg.Now,
 		log:       log,
 	}

@@ -82,10 +82,27 @@ type CIMDConfig struct {
 	// created or updated) so that tokens, consents, TouchClient and Reap work
 	// for it. Nil: clients live only in the cache.
 	Store storage.ClientStore `yaml:"-"`
+	// Metrics, when set, is told of every document fetch and of every
+	// answer from the cache.
+	Metrics CIMDMetrics `yaml:"-"`
 	// Logger: nil means slog.Default(). Now: nil means time.Now.
 	Logger *slog.Logger     `yaml:"-"`
 	Now    func() time.Time `yaml:"-"`
 }
+
+// CIMDMetrics counts what a CIMDResolver does (internal/metrics implements it).
+type CIMDMetrics interface {
+	// CIMDFetched is called after each fetch of a document, with the
+	// reason it was refused or nil.
+	CIMDFetched(err error)
+	// CIMDCacheHit is called when a document is answered from the cache.
+	CIMDCacheHit()
+}
+
+type noMetrics struct{}
+
+func (noMetrics) CIMDFetched(error) {}
+func (noMetrics) CIMDCacheHit()     {}
 
 // CIMDResolver resolves client ids that are Client ID Metadata Document URLs
 // (draft-ietf-oauth-client-id-metadata-document §3-§4). It implements the
@@ -99,6 +116,7 @@ type CIMDResolver struct {
 	allow   []string
 	deny    []string
 	store   storage.ClientStore
+	metrics CIMDMetrics
 	log     *slog.Logger
 	now     func() time.Time
 	mu      sync.Mutex
@@ -133,12 +151,15 @@ func NewCIMDResolver(cfg CIMDConfig) (*CIMDResolver, error) {
 	}
 	r := &CIMDResolver{client: cfg.HTTPClient, policy: comp, max: cfg.MaxBytes,
 		minTTL: cfg.MinCacheTTL, maxTTL: cfg.MaxCacheTTL, size: cfg.CacheSize,
-		allow: dom.hostAllow, deny: dom.hostDeny, store: cfg.Store, log: cfg.Logger, now: cfg.Now,
+		allow: dom.hostAllow, deny: dom.hostDeny, store: cfg.Store, metrics: cfg.Metrics, log: cfg.Logger, now: cfg.Now,
 		lru: list.New(), entries: map[string]*list.Element{}, flights: map[string]*flight{}}
 	if r.client == nil {
 		if r.client, err = safehttp.NewClient(cfg.Fetch); err != nil {
 			return nil, err
 		}
+	}
+	if r.metrics == nil {
+		r.metrics = noMetrics{}
 	}
 	if r.max <= 0 {
 		r.max = 5 << 10
@@ -221,6 +242,7 @@ func (r *CIMDResolver) ResolveClient(ctx context.Context, id string) (*storage.C
 			r.lru.MoveToFront(el)
 			c := cloneClient(e.client)
 			r.mu.Unlock()
+			r.metrics.CIMDCacheHit()
 			return c, nil
 		}
 		r.lru.Remove(el)
@@ -240,6 +262,7 @@ func (r *CIMDResolver) ResolveClient(ctx context.Context, id string) (*storage.C
 	if el, ok := r.entries[id]; ok { // filled meanwhile
 		c := cloneClient(el.Value.(*cacheEntry).client)
 		r.mu.Unlock()
+		r.metrics.CIMDCacheHit()
 		return c, nil
 	}
 	if f, ok := r.flights[id]; ok {
@@ -259,6 +282,7 @@ func (r *CIMDResolver) ResolveClient(ctx context.Context, id string) (*storage.C
 	r.mu.Unlock()
 
 	c, ttl, err := r.fetch(ctx, id, now)
+	r.metrics.CIMDFetched(err)
 	r.mu.Lock()
 	delete(r.flights, id)
 	if err == nil {

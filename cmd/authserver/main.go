@@ -13,6 +13,10 @@
 //	hash-password  read a password (prompted twice on a terminal, else one
 //	               line of stdin), print its argon2id hash
 //	keys rotate    add a new signing key and retire the others
+//	keys list|retire KID|prune [--unloadable]
+//	               list signing keys, retire one, delete retired or unloadable ones
+//	clients list|show ID|create|delete ID
+//	               manage stored clients
 //	gc             one garbage-collection pass (expired records, idle clients)
 //	check-config   validate the configuration, print warnings and the
 //	               configuration with secrets redacted
@@ -96,13 +100,19 @@ commands:
   migrate up|status      apply or list database migrations
   hash-password          read a password (twice on a terminal, without echo;
                          else the first line of stdin), print its argon2id hash
-  keys rotate            add a new signing key, retire the others
+  keys list|retire KID|prune [--unloadable]|rotate
+                         list, retire, delete or add signing keys
+  clients list|show ID|create --name N --redirect-uri U [--public]|delete ID
+                         manage clients in storage
   gc                     run one garbage-collection pass
   check-config           validate the configuration, print warnings and the
                          configuration with secrets redacted
   healthcheck [--url U]  GET the running server's /readyz (or /healthz);
                          exit 0 when it answers 2xx, 1 otherwise
   version                print the version
+
+Every command has its own --help; commands that print records take
+--format json|table.
 
 The configuration file is --config FILE or $AUTHSERVER_CONFIG; without one the
 server runs on development defaults, on loopback only unless AUTHSERVER_DEV=1.
@@ -114,12 +124,20 @@ and each ${VAR} in the file may instead be a file named by NAME_FILE.
 // run executes one command line and returns the exit status.
 func run(ctx context.Context, args []string, e env) int {
 	err := dispatch(ctx, args, e)
+	var help *helpError
+	var sub *subcommandError
 	switch {
 	case err == nil:
+		return 0
+	case errors.As(err, &help):
+		fmt.Fprint(e.stdout, help.text)
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(e.stdout, usage)
 		return 0
+	case errors.As(err, &sub):
+		fmt.Fprintf(e.stderr, "authserver: %v\n\n%s", err, sub.usage)
+		return 2
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(e.stderr, "authserver: %v\n\n%s", err, usage)
 		return 2
@@ -132,10 +150,19 @@ func run(ctx context.Context, args []string, e env) int {
 // command is one parsed command line.
 type command struct {
 	name       string   // serve, migrate, ...
+	verb       string   // the subcommand of migrate, keys, clients, grants
 	args       []string // positional arguments after the command's flags
 	configPath string
 	noMigrate  bool
 	url        string // healthcheck --url
+	format     string // json or table, for commands that print records
+
+	clientName   string
+	redirectURIs multiFlag
+	public       bool
+	user, client string
+	grant        string
+	unloadable   bool
 }
 
 func parseArgs(args []string, e env) (*command, error) {
@@ -151,30 +178,13 @@ func parseArgs(args []string, e env) (*command, error) {
 	if len(rest) > 0 {
 		cmd.name, rest = rest[0], rest[1:]
 	}
-	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&cmd.configPath, "config", cmd.configPath, "configuration file")
-	switch cmd.name {
-	case "serve":
-		fs.BoolVar(&cmd.noMigrate, "no-migrate", false, "do not apply migrations at start-up")
-	case "healthcheck":
-		fs.StringVar(&cmd.url, "url", "", "URL to GET instead of the configured listen address's /readyz")
-	case "migrate", "hash-password", "keys", "gc", "check-config", "version", "help":
-	default:
-		return nil, usagef("unknown command %q", cmd.name)
+	if _, ok := specs[cmd.name]; !ok {
+		if _, ok := verbs[cmd.name]; !ok {
+			return nil, usagef("unknown command %q", cmd.name)
+		}
 	}
-	// Flags may come before, between or after positional arguments
-	// (`keys rotate --config f`, `migrate --config f up`).
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return nil, usageErr(err)
-		}
-		rest = fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		cmd.args = append(cmd.args, rest[0])
-		rest = rest[1:]
+	if err := parseCommand(&cmd, rest); err != nil {
+		return nil, err
 	}
 	if cmd.configPath == "" {
 		if v, ok := e.lookup("AUTHSERVER_CONFIG"); ok {
@@ -196,46 +206,16 @@ func dispatch(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	wantArgs := func(n int, what string) error {
-		if len(cmd.args) != n {
-			return usagef("%s", what)
-		}
-		return nil
-	}
 	switch cmd.name {
 	case "help":
 		return flag.ErrHelp
 	case "version":
-		if err := wantArgs(0, "version takes no arguments"); err != nil {
-			return err
-		}
 		fmt.Fprintln(e.stdout, "authserver", versionString())
 		return nil
 	case "hash-password":
-		if err := wantArgs(0, "hash-password reads the password from stdin and takes no arguments"); err != nil {
-			return err
-		}
 		return hashPassword(e)
 	case "healthcheck":
-		if err := wantArgs(0, "healthcheck takes no arguments (use --url)"); err != nil {
-			return err
-		}
 		return healthcheck(ctx, cmd, e)
-	}
-
-	switch cmd.name {
-	case "migrate":
-		if len(cmd.args) != 1 || (cmd.args[0] != "up" && cmd.args[0] != "status") {
-			return usagef("migrate needs up or status")
-		}
-	case "keys":
-		if len(cmd.args) != 1 || cmd.args[0] != "rotate" {
-			return usagef("keys needs rotate")
-		}
-	default:
-		if err := wantArgs(0, cmd.name+" takes no arguments"); err != nil {
-			return err
-		}
 	}
 
 	cfg, err := config.Load(cmd.configPath, e.lookup)
@@ -254,11 +234,16 @@ func dispatch(ctx context.Context, args []string, e env) error {
 		_, err = e.stdout.Write(out)
 		return err
 	case "serve":
-		return serve(ctx, cfg, !cmd.noMigrate && cfg.MigrateEnabled(), logger, e)
+		return serve(ctx, cfg, !cmd.noMigrate && cfg.MigrateEnabled(), logger, e, cmd.configPath)
 	case "migrate":
-		return migrate(ctx, cfg, cmd.args[0], e)
+		return migrate(ctx, cfg, cmd.verb, e)
 	case "keys":
-		return rotateKey(ctx, cfg, e)
+		if cmd.verb == "rotate" {
+			return rotateKey(ctx, cfg, e)
+		}
+		return operate(ctx, cfg, cmd, logger, e)
+	case "clients":
+		return operate(ctx, cfg, cmd, logger, e)
 	case "gc":
 		return gcOnce(ctx, cfg, logger, e)
 	}

@@ -29,7 +29,7 @@ func (s *server) gcLoop(ctx context.Context) {
 }
 
 func (s *server) gcPass(ctx context.Context) (gcResult, error) {
-	res, err := collect(ctx, s.store, s.dcr, time.Now(), s.cfg.GC.BatchSize)
+	res, err := collect(ctx, s.store, s.current().dcr, time.Now(), s.cfg.GC.BatchSize)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.log.Warn("garbage collection failed", "err", err)
 	} else {

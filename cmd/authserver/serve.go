@@ -8,14 +8,22 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/signal"
+	"slices"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mcpauth/mcpauth/as"
 	"github.com/mcpauth/mcpauth/as/loginui"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/ops"
 	"github.com/mcpauth/mcpauth/dcr"
+	"github.com/mcpauth/mcpauth/internal/accesslog"
 	"github.com/mcpauth/mcpauth/internal/clientaddr"
+	"github.com/mcpauth/mcpauth/internal/metrics"
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/internal/safehttp"
 	"github.com/mcpauth/mcpauth/internal/secret"
@@ -35,21 +43,35 @@ const (
 )
 
 // server is everything serve and the maintenance commands build from a
-// configuration.
+// configuration. What SIGHUP reloads (clients, users, resources, policy)
+// lives in a generation, swapped atomically; the rest is fixed at start.
 type server struct {
 	// loginHint is the development-mode message telling the person how to
 	// log in; serve prints it once the server listens.
 	loginHint string
-	cfg       *config.Config
+	cfg       *config.Config // as started; a reload keeps its fixed keys
 	store     storage.Store
 	secret    []byte
-	as        *as.Server
-	dcr       *dcr.Handler // nil-safe for Reap: built even when registration is off
-	handler   http.Handler
+	metrics   *metrics.Metrics
+	gen       atomic.Pointer[generation]
+	handler   http.Handler // the main listener's: access log, metrics, then the current generation
 	log       *slog.Logger
+}
+
+// generation is what one configuration builds: the AS, the login pages,
+// registration and their routes.
+type generation struct {
+	cfg     *config.Config
+	as      *as.Server
+	dcr     *dcr.Handler // nil-safe for Reap: built even when registration is off
+	handler http.Handler
+	ops     *ops.Ops
 	// addrs finds a request's client address behind trusted_proxies.
 	addrs *clientaddr.Resolver
+	stop  context.CancelFunc // ends this generation's key reload loop
 }
+
+func (s *server) current() *generation { return s.gen.Load() }
 
 // build wires storage, the AS, the login pages and registration into one
 // handler.
@@ -58,35 +80,51 @@ func build(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	m := metrics.New()
+	log = slog.New(m.AuditHandler(log.Handler()))
 	log.Info("server secret", "source", source)
 	st, err := openStore(ctx, cfg, migrate, log)
 	if err != nil {
 		return nil, err
 	}
-	s := &server{cfg: cfg, store: st, secret: key, log: log}
-	if err := s.wire(ctx, e); err != nil {
+	s := &server{cfg: cfg, store: st, secret: key, log: log, metrics: m}
+	g, err := s.wire(ctx, cfg, e)
+	if err != nil {
 		st.Close()
 		return nil, err
 	}
+	g.ops = s.newOps(g)
+	s.gen.Store(g)
+	s.handler = accesslog.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.current().handler.ServeHTTP(w, r)
+	}), s.accessConfig(cfg, classifier(cfg)))
 	return s, nil
 }
 
-func (s *server) wire(ctx context.Context, e env) error {
-	cfg := s.cfg
+// wire builds a generation from cfg. Its key reload loop runs until ctx
+// ends or the generation is replaced.
+func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *generation, err error) {
+	ctx, stop := context.WithCancel(ctx)
+	g = &generation{cfg: cfg, stop: stop}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
 	issuer, err := url.Parse(cfg.Issuer)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	basePath := strings.TrimSuffix(issuer.Path, "/")
 
-	users, err := s.users(e)
+	users, err := s.users(cfg, e)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// One view of the client address for every component.
-	s.addrs, err = clientaddr.New(cfg.Proxies())
+	g.addrs, err = clientaddr.New(cfg.Proxies())
 	if err != nil {
-		return fmt.Errorf("config: trusted_proxies: %w", err)
+		return nil, fmt.Errorf("config: trusted_proxies: %w", err)
 	}
 	ui, err := loginui.New(loginui.Config{
 		Users:    users,
@@ -97,20 +135,20 @@ func (s *server) wire(ctx context.Context, e env) error {
 		BasePath: basePath,
 		Logger:   s.log.With("component", "loginui"),
 
-		ClientAddr: s.addrs.Key,
-		ClientIP:   s.addrs.String,
+		ClientAddr: g.addrs.Key,
+		ClientIP:   g.addrs.String,
 		// The throttle counts in the configured storage, so instances
 		// sharing a database share it.
 		Counters: s.store,
 	})
 	if err != nil {
-		return fmt.Errorf("login pages: %w", err)
+		return nil, fmt.Errorf("login pages: %w", err)
 	}
 
 	fetch := fetchConfig(cfg.CIMD)
 	jwksClient, err := safehttp.NewClient(fetch)
 	if err != nil {
-		return fmt.Errorf("config: cimd.allow_hosts: %w", err)
+		return nil, fmt.Errorf("config: cimd.allow_hosts: %w", err)
 	}
 
 	reg := cfg.Registration
@@ -118,32 +156,9 @@ func (s *server) wire(ctx context.Context, e env) error {
 	// What a registered or CIMD client may be granted.
 	regScopes := orAll(reg.Scopes, allScopes(cfg))
 	regResources := orAll(reg.Resources, allResources(cfg))
-	s.dcr, err = dcr.New(dcr.Config{
-		Endpoint: regEndpoint,
-		Store:    s.store,
-		Secret:   s.secret,
-		Policy: dcr.Policy{
-			Open:                   cfg.RegistrationEnabled() && cfg.RegistrationOpen(),
-			InitialAccessTokens:    reg.InitialAccessTokens,
-			Scopes:                 regScopes,
-			Resources:              regResources,
-			AllowClientCredentials: reg.AllowClientCredentials,
-			RedirectHostAllow:      reg.AllowedRedirectHosts,
-			RedirectHostDeny:       reg.DeniedRedirectHosts,
-			RateLimit:              dcr.RateLimit{PerMinute: perMinute(reg.RateLimit), Burst: reg.RateLimit.Burst},
-			MaxBodyBytes:           int64(reg.MaxBodyBytes),
-			MaxRedirectURIs:        reg.MaxRedirectURIs,
-			MaxStringLength:        reg.MaxStringLength,
-			SecretLifetime:         reg.SecretLifetime.D(),
-			ReapNeverUsedAfter:     offIfZero(reg.ReapNeverUsedAfter),
-			ReapIdleAfter:          offIfZero(reg.ReapIdleAfter),
-		},
-		Logger:     s.log.With("component", "dcr"),
-		ClientAddr: s.addrs.Key,
-		Counters:   s.store,
-	})
+	g.dcr, err = newRegistrar(cfg, s.store, s.secret, s.log, g.addrs)
 	if err != nil {
-		return fmt.Errorf("registration: %w", err)
+		return nil, err
 	}
 
 	var resolver as.ClientResolver
@@ -152,7 +167,7 @@ func (s *server) wire(ctx context.Context, e env) error {
 		fetch.Timeout = m.Timeout.D()
 		cimdClient, err := safehttp.NewClient(fetch)
 		if err != nil {
-			return fmt.Errorf("config: cimd.allow_hosts: %w", err)
+			return nil, fmt.Errorf("config: cimd.allow_hosts: %w", err)
 		}
 		r, err := dcr.NewCIMDResolver(dcr.CIMDConfig{
 			HTTPClient:        cimdClient,
@@ -165,10 +180,11 @@ func (s *server) wire(ctx context.Context, e env) error {
 			Scopes:            regScopes,
 			Resources:         regResources,
 			Store:             s.store,
+			Metrics:           s.metrics,
 			Logger:            s.log.With("component", "cimd"),
 		})
 		if err != nil {
-			return fmt.Errorf("cimd: %w", err)
+			return nil, fmt.Errorf("cimd: %w", err)
 		}
 		resolver = r
 	}
@@ -198,19 +214,60 @@ func (s *server) wire(ctx context.Context, e env) error {
 	if cfg.RegistrationEnabled() {
 		acfg.RegistrationEndpoint = regEndpoint
 	}
-	s.as, err = as.New(ctx, acfg)
+	g.as, err = as.New(ctx, acfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	mux := http.NewServeMux()
-	mux.Handle("/", s.as.Handler())
+	mux.Handle("/", g.as.Handler())
 	if cfg.RegistrationEnabled() {
-		s.dcr.Mount(mux)
+		g.dcr.Mount(mux)
 	}
 	mux.HandleFunc(basePath+"/healthz", s.healthz)
-	s.handler = mux
-	return nil
+	mux.HandleFunc(basePath+"/livez", livez)
+	mux.HandleFunc(basePath+"/readyz", g.readyz)
+	if cfg.AdminEnabled() {
+		if err := mountAdminPRM(mux, cfg); err != nil {
+			return nil, err
+		}
+	}
+	g.handler = mux
+	return g, nil
+}
+
+// newRegistrar builds the registration handler (RFC 7591/7592) with the
+// configured policy; `clients create` uses it too.
+func newRegistrar(cfg *config.Config, st storage.Store, key []byte, log *slog.Logger, addrs *clientaddr.Resolver) (*dcr.Handler, error) {
+	reg := cfg.Registration
+	h, err := dcr.New(dcr.Config{
+		Endpoint: cfg.Issuer + "/register",
+		Store:    st,
+		Secret:   key,
+		Policy: dcr.Policy{
+			Open:                   cfg.RegistrationEnabled() && cfg.RegistrationOpen(),
+			InitialAccessTokens:    reg.InitialAccessTokens,
+			Scopes:                 orAll(reg.Scopes, allScopes(cfg)),
+			Resources:              orAll(reg.Resources, allResources(cfg)),
+			AllowClientCredentials: reg.AllowClientCredentials,
+			RedirectHostAllow:      reg.AllowedRedirectHosts,
+			RedirectHostDeny:       reg.DeniedRedirectHosts,
+			RateLimit:              dcr.RateLimit{PerMinute: perMinute(reg.RateLimit), Burst: reg.RateLimit.Burst},
+			MaxBodyBytes:           int64(reg.MaxBodyBytes),
+			MaxRedirectURIs:        reg.MaxRedirectURIs,
+			MaxStringLength:        reg.MaxStringLength,
+			SecretLifetime:         reg.SecretLifetime.D(),
+			ReapNeverUsedAfter:     offIfZero(reg.ReapNeverUsedAfter),
+			ReapIdleAfter:          offIfZero(reg.ReapIdleAfter),
+		},
+		Logger:     log.With("component", "dcr"),
+		ClientAddr: addrs.Key,
+		Counters:   st,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registration: %w", err)
+	}
+	return h, nil
 }
 
 // healthz answers 200 when storage answers, 503 otherwise.
@@ -232,12 +289,12 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 // development account "admin", whose password comes from
 // AUTHSERVER_ADMIN_PASSWORD or is generated and printed once on stderr (not
 // through the log: passwords never go to logs).
-func (s *server) users(e env) ([]loginui.User, error) {
+func (s *server) users(cfg *config.Config, e env) ([]loginui.User, error) {
 	var out []loginui.User
-	for _, u := range s.cfg.Users {
+	for _, u := range cfg.Users {
 		out = append(out, loginui.User{Username: u.Username, PasswordHash: u.PasswordHash, Disabled: u.Disabled})
 	}
-	if s.cfg.FromFile {
+	if cfg.FromFile {
 		return out, nil
 	}
 	pw, fromEnv, err := config.LookupVar(e.lookup, "AUTHSERVER_ADMIN_PASSWORD")
@@ -253,7 +310,7 @@ func (s *server) users(e env) ([]loginui.User, error) {
 		return nil, err
 	}
 	out = append(out, loginui.User{Username: "admin", PasswordHash: h})
-	login := s.cfg.Issuer + "/consents"
+	login := cfg.Issuer + "/consents"
 	if fromEnv {
 		s.loginHint = fmt.Sprintf("\n  Development mode (no --config): log in at %s with username \"admin\" and the password in AUTHSERVER_ADMIN_PASSWORD (or its _FILE).\n\n", login)
 	} else {
@@ -262,10 +319,15 @@ func (s *server) users(e env) ([]loginui.User, error) {
 	return out, nil
 }
 
+// asResources maps resources: to as.Resource, plus, when the admin API is
+// on, the admin resource with its single scope.
 func asResources(cfg *config.Config) []as.Resource {
-	out := make([]as.Resource, 0, len(cfg.Resources))
+	out := make([]as.Resource, 0, len(cfg.Resources)+1)
 	for _, r := range cfg.Resources {
 		out = append(out, as.Resource{URI: r.URI, Name: r.Name, Scopes: r.Scopes, DefaultScopes: r.DefaultScopes, Default: r.Default})
+	}
+	if cfg.AdminEnabled() {
+		out = append(out, as.Resource{URI: cfg.AdminResource(), Name: "mcpauth admin API", Scopes: []string{config.AdminScope}})
 	}
 	return out
 }
@@ -279,17 +341,31 @@ func asExchange(cfg *config.Config) []as.ExchangeRule {
 	return out
 }
 
+// asClients maps clients: to as.Client. When the admin API is on, only
+// admin.clients may get tokens for the admin resource: every other client's
+// resources are spelled out (the configured ones, never the admin one), and
+// the admin clients get the admin resource and scope on top of theirs.
 func asClients(cfg *config.Config) []as.Client {
 	out := make([]as.Client, 0, len(cfg.Clients))
 	for _, c := range cfg.Clients {
+		resources, scopes := c.Resources, c.Scopes
+		if cfg.AdminEnabled() {
+			resources = slices.Clone(orAll(resources, allResources(cfg)))
+			if cfg.IsAdminClient(c.ID) {
+				resources = append(resources, cfg.AdminResource())
+				if len(scopes) > 0 {
+					scopes = append(slices.Clone(scopes), config.AdminScope)
+				}
+			}
+		}
 		out = append(out, as.Client{
 			ID:           c.ID,
 			Secret:       c.Secret,
 			Public:       c.Public,
 			RedirectURIs: c.RedirectURIs,
 			GrantTypes:   c.GrantTypes,
-			Scopes:       c.Scopes,
-			Resources:    c.Resources,
+			Scopes:       scopes,
+			Resources:    resources,
 			Name:         c.Name,
 		})
 	}
@@ -364,24 +440,109 @@ func fetchConfig(m config.CIMD) safehttp.Config {
 }
 
 // serve runs the server until ctx ends (SIGINT, SIGTERM), then shuts down
-// gracefully.
-func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logger, e env) error {
+// gracefully. SIGHUP reloads the configuration file (see reload).
+func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logger, e env, configPath string) error {
 	logWarnings(log, cfg)
 	if !cfg.FromFile {
 		log.Info("no configuration file: running on development defaults", "storage", cfg.StorageForLog())
 	}
+	// Caught from the start, so a SIGHUP during start-up does not kill the
+	// process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	s, err := build(ctx, cfg, migrate, log, e)
 	if err != nil {
 		return err
 	}
 	defer s.store.Close()
+	log = s.log
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{
-		Handler:           s.handler,
+	servers := []*http.Server{newHTTPServer(ctx, s.handler, log)}
+	listeners := []net.Listener{ln}
+	if cfg.AdminEnabled() {
+		h, err := s.adminHandler()
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		aln, err := net.Listen("tcp", cfg.Admin.Listen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("admin.listen: %w", err)
+		}
+		servers = append(servers, newHTTPServer(ctx, h, log))
+		listeners = append(listeners, aln)
+	}
+	gcCtx, stopGC := context.WithCancel(ctx)
+	defer stopGC()
+	go s.gcLoop(gcCtx)
+
+	errc := make(chan error, len(servers))
+	for i, hs := range servers {
+		go func() { errc <- hs.Serve(listeners[i]) }()
+	}
+	log.Info("authserver listening", "addr", ln.Addr().String(), "issuer", cfg.Issuer, "storage", cfg.StorageForLog(),
+		"metadata", wellKnown(cfg.Issuer), "version", versionString())
+	if len(listeners) > 1 {
+		log.Info("admin API listening", "addr", listeners[1].Addr().String(), "metrics", "http://"+listeners[1].Addr().String()+"/metrics",
+			"admin_resource", cfg.AdminResource(), "admin_clients", cfg.Admin.Clients)
+	}
+	// Printed on stderr, never through the log: it may hold a password.
+	fmt.Fprint(e.stderr, s.loginHint)
+
+	var serveErr error
+loop:
+	for {
+		select {
+		case serveErr = <-errc:
+			break loop
+		case <-hup:
+			if err := s.reload(ctx, configPath, e); err != nil {
+				log.Error("reload refused; the running configuration stays", "err", err)
+				continue
+			}
+			log.Info("configuration reloaded", "file", configPath)
+		case <-ctx.Done():
+			break loop
+		}
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	for _, hs := range servers {
+		if err := hs.Shutdown(sctx); err != nil {
+			return fmt.Errorf("shutdown: %w", err)
+		}
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	for range len(servers) - btoi(serveErr != nil) {
+		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	s.current().stop()
+	log.Info("stopped")
+	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func newHTTPServer(ctx context.Context, h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -390,33 +551,6 @@ func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	gcCtx, stopGC := context.WithCancel(ctx)
-	defer stopGC()
-	go s.gcLoop(gcCtx)
-
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	log.Info("authserver listening", "addr", ln.Addr().String(), "issuer", cfg.Issuer, "storage", cfg.StorageForLog(),
-		"metadata", wellKnown(cfg.Issuer), "version", versionString())
-	// Printed on stderr, never through the log: it may hold a password.
-	fmt.Fprint(e.stderr, s.loginHint)
-
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	log.Info("stopped")
-	return nil
 }
 
 // logWarnings logs the weak settings of cfg (config.Warnings), one line

@@ -67,6 +67,7 @@ type Config struct {
 	GC             GC             `yaml:"gc"`
 	MigrateOnStart *bool          `yaml:"migrate_on_start"`
 	Log            Log            `yaml:"log"`
+	Admin          Admin          `yaml:"admin"`
 
 	// FromFile is false when no configuration file was given and the
 	// development defaults are in use. Not a YAML key.
@@ -212,6 +213,9 @@ type GC struct {
 type Log struct {
 	Level  string `yaml:"level"`  // debug, info, warn, error
 	Format string `yaml:"format"` // text, json
+	// Access writes one line per HTTP request (message "access", level
+	// info). Default true.
+	Access *bool `yaml:"access"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("15m", "1h").
@@ -464,6 +468,9 @@ func (c *Config) defaults() {
 	}
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
+	}
+	if c.Log.Access == nil {
+		c.Log.Access = boolPtr(true)
 	}
 	for i := range c.Clients {
 		cl := &c.Clients[i]

@@ -224,7 +224,7 @@ func (c *Config) Validate() error {
 	default:
 		return errf("log.format", "must be text or json, got %q", c.Log.Format)
 	}
-	return nil
+	return c.validateAdmin()
 }
 
 func (c *Config) validateClient(i int, byURI map[string]*Resource, scopes, ids map[string]bool) error {

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// spec describes one command or subcommand: its flags, its positional
+// arguments and the usage `<command> --help` prints.
+type spec struct {
+	name  string // "serve", "clients create"
+	args  string // positional arguments, for the usage line ("ID")
+	nargs int    // how many positional arguments it takes
+	help  string // what it does
+	flags func(fs *flag.FlagSet, c *command)
+	// format: the command prints records and takes --format json|table.
+	format bool
+	// argsErr replaces the message for a wrong number of arguments.
+	argsErr string
+}
+
+// verbs lists the subcommands of commands that have them, in usage order.
+var verbs = map[string][]string{
+	"migrate": {"up", "status"},
+	"keys":    {"list", "retire", "prune", "rotate"},
+	"clients": {"list", "show", "create", "delete"},
+}
+
+var specs = map[string]*spec{
+	"serve": {name: "serve", help: "Run the authorization server (the default command).", flags: func(fs *flag.FlagSet, c *command) {
+		fs.BoolVar(&c.noMigrate, "no-migrate", false, "do not apply migrations at start-up")
+	}},
+	"migrate up":     {name: "migrate up", help: "Apply pending database migrations."},
+	"migrate status": {name: "migrate status", help: "List applied and pending migration versions."},
+	"hash-password":  {name: "hash-password", help: "Read a password on stdin, print its argon2id hash for users[].password_hash.", argsErr: "hash-password reads the password from stdin and takes no arguments"},
+	"healthcheck": {name: "healthcheck", help: "GET the running server's /readyz (or /healthz); exit 0 when it answers 2xx, 1 otherwise.",
+		argsErr: "healthcheck takes no arguments (use --url)",
+		flags: func(fs *flag.FlagSet, c *command) {
+			fs.StringVar(&c.url, "url", "", "URL to GET instead of the configured listen address's /readyz")
+		}},
+	"gc":           {name: "gc", help: "Run one garbage-collection pass, then exit."},
+	"check-config": {name: "check-config", help: "Validate the configuration and print it with defaults filled in and secrets redacted."},
+	"version":      {name: "version", help: "Print the version."},
+	"help":         {name: "help", help: "Print the usage."},
+
+	"keys list": {name: "keys list", format: true,
+		help: "List the stored signing keys, newest first: kid, algorithm, created, retired, whether it signs and whether this server's secret unseals it."},
+	"keys retire": {name: "keys retire", args: "KID", nargs: 1,
+		help: "Retire signing key KID: it stops signing and stays in the JWKS until its tokens expire. Retiring the key that signs first adds a new one (signing.algorithm)."},
+	"keys prune": {name: "keys prune", format: true,
+		help: "Delete keys retired longer than their tokens live. --unloadable also deletes every key this server's secret cannot unseal (keys written by an instance started with a wrong secret); refused when the secret unseals no key at all.",
+		flags: func(fs *flag.FlagSet, c *command) {
+			fs.BoolVar(&c.unloadable, "unloadable", false, "also delete keys the configured secret cannot unseal")
+		}},
+	"keys rotate": {name: "keys rotate", help: "Add a new signing key (signing.algorithm) and retire the others."},
+
+	"clients list": {name: "clients list", format: true, help: "List the configured clients, then the stored ones (registered, CIMD, created here)."},
+	"clients show": {name: "clients show", args: "ID", nargs: 1, format: true, help: "Show one client."},
+	"clients create": {name: "clients create", format: true,
+		help: "Create a client for the authorization code grant. Confidential unless --public; a confidential client's secret is printed once.",
+		flags: func(fs *flag.FlagSet, c *command) {
+			fs.StringVar(&c.clientName, "name", "", "client name shown on the consent page (required)")
+			fs.Var(&c.redirectURIs, "redirect-uri", "redirect URI (required; repeat for several)")
+			fs.BoolVar(&c.public, "public", false, "public client: no secret, PKCE only")
+		}},
+	"clients delete": {name: "clients delete", args: "ID", nargs: 1, help: "Delete a stored client. Clients of the configuration file are changed there."},
+}
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// helpError asks run to print text on stdout and exit 0.
+type helpError struct{ text string }
+
+func (e *helpError) Error() string        { return "help requested" }
+func (e *helpError) Is(target error) bool { return target == flag.ErrHelp }
+
+// usageOf is the usage text of a command (with verbs: of each of them).
+func usageOf(name string, s *spec) string {
+	var b strings.Builder
+	if s == nil {
+		fmt.Fprintf(&b, "usage: authserver [--config FILE] %s <subcommand> [flags]\n\nsubcommands:\n", name)
+		for _, v := range verbs[name] {
+			sp := specs[name+" "+v]
+			fmt.Fprintf(&b, "  %-8s %s\n", v+strings.TrimSuffix(" "+sp.args, " "), sp.help)
+		}
+		fmt.Fprintf(&b, "\n`authserver %s <subcommand> --help` describes one.\n", name)
+		return b.String()
+	}
+	line := "usage: authserver [--config FILE] " + s.name + " [flags]"
+	if s.args != "" {
+		line += " " + s.args
+	}
+	fmt.Fprintf(&b, "%s\n\n%s\n\nflags:\n", line, s.help)
+	fs, _ := newFlagSet(s, &command{})
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	return b.String()
+}
+
+func newFlagSet(s *spec, c *command) (*flag.FlagSet, *command) {
+	fs := flag.NewFlagSet(s.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.configPath, "config", c.configPath, "configuration file (default $AUTHSERVER_CONFIG, else development defaults)")
+	if s.format {
+		fs.StringVar(&c.format, "format", "table", "output format: json or table")
+	}
+	if s.flags != nil {
+		s.flags(fs, c)
+	}
+	return fs, c
+}
+
+// findVerb returns the first positional argument of args (the subcommand)
+// and args without it. Flags may come before it; --config takes a value.
+func findVerb(args []string) (verb string, rest []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		if strings.HasPrefix(a, "-") {
+			if (a == "--config" || a == "-config") && i+1 < len(args) {
+				i++
+			}
+			continue
+		}
+		return a, append(append([]string{}, args[:i]...), args[i+1:]...)
+	}
+	return "", args
+}
+
+// subcommandError is a command-line mistake in one subcommand: its usage
+// is printed instead of the global one.
+type subcommandError struct {
+	msg, usage string
+}
+
+func (e *subcommandError) Error() string        { return e.msg }
+func (e *subcommandError) Is(target error) bool { return target == errUsage }
+
+func hasHelpFlag(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help", "-h=true", "--help=true":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
+}
+
+// parseCommand parses what follows the command name.
+func parseCommand(cmd *command, rest []string) error {
+	key := cmd.name
+	if vs, ok := verbs[cmd.name]; ok {
+		verb, r := findVerb(rest)
+		if verb == "" {
+			if hasHelpFlag(rest) {
+				return &helpError{usageOf(cmd.name, nil)}
+			}
+			return &subcommandError{fmt.Sprintf("%s needs %s", cmd.name, orList(vs)), usageOf(cmd.name, nil)}
+		}
+		if _, ok := specs[cmd.name+" "+verb]; !ok {
+			return &subcommandError{fmt.Sprintf("%s needs %s, not %q", cmd.name, orList(vs), verb), usageOf(cmd.name, nil)}
+		}
+		cmd.verb, key, rest = verb, cmd.name+" "+verb, r
+	}
+	s, ok := specs[key]
+	if !ok {
+		return usagef("unknown command %q", cmd.name)
+	}
+	fs, _ := newFlagSet(s, cmd)
+	// Flags may come before, between or after positional arguments
+	// (`keys rotate --config f`, `migrate --config f up`).
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return &helpError{usageOf(key, s)}
+			}
+			return &subcommandError{err.Error(), usageOf(key, s)}
+		}
+		rest = fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		cmd.args = append(cmd.args, rest[0])
+		rest = rest[1:]
+	}
+	if len(cmd.args) != s.nargs {
+		want := "no arguments"
+		if s.nargs > 0 {
+			want = s.args
+		}
+		msg := fmt.Sprintf("%s takes %s, got %d argument(s)", key, want, len(cmd.args))
+		if s.argsErr != "" {
+			msg = s.argsErr
+		}
+		return &subcommandError{msg, usageOf(key, s)}
+	}
+	if s.format && cmd.format != "json" && cmd.format != "table" {
+		return &subcommandError{fmt.Sprintf("--format must be json or table, got %q", cmd.format), usageOf(key, s)}
+	}
+	return nil
+}
+
+func orList(vs []string) string {
+	if len(vs) == 1 {
+		return vs[0]
+	}
+	return strings.Join(vs[:len(vs)-1], ", ") + " or " + vs[len(vs)-1]
+}

@@ -1,0 +1,256 @@
+// Package admin is the authorization server's admin HTTP API: REST and JSON
+// under /admin/v1/ (clients, consents, keys), on a listener of its own.
+//
+// It is a resource server of the authorization server it manages: every
+// request carries a Bearer access token (RFC 6750 §2.1) that the server
+// issued by client credentials to one of admin.clients, for the admin
+// resource ({issuer}/admin, RFC 8707) with scope "admin". The token check
+// is rsmiddleware's, as for any MCP server; this package adds the check that
+// the token's client is an admin client, and writes an audit event naming
+// that client for every change.
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/mcpauth/mcpauth/as"
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/ops"
+	"github.com/mcpauth/mcpauth/internal/accesslog"
+	"github.com/mcpauth/mcpauth/rsmiddleware"
+	"github.com/mcpauth/mcpauth/storage"
+)
+
+// Prefix is the path every endpoint lives under.
+const Prefix = "/admin/v1/"
+
+// Config configures New.
+type Config struct {
+	// Guard checks the Bearer token: audience the admin resource, scope
+	// admin (an rsmiddleware.Middleware). Required.
+	Guard *rsmiddleware.Middleware
+	// Ops returns the operations of the current configuration (it changes
+	// on reload). Required.
+	Ops func() *ops.Ops
+	// IsAdminClient reports whether a client id is one of admin.clients,
+	// in the current configuration. Required.
+	IsAdminClient func(clientID string) bool
+	// Logger receives internal errors. Nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// maxBody caps request bodies.
+const maxBody = 64 << 10
+
+type api struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns the handler of every endpoint under Prefix.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Guard == nil || cfg.Ops == nil || cfg.IsAdminClient == nil {
+		return nil, errors.New("admin: Guard, Ops and IsAdminClient are required")
+	}
+	a := &api{cfg: cfg, log: cfg.Logger}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+Prefix+"clients", a.listClients)
+	mux.HandleFunc("POST "+Prefix+"clients", a.createClient)
+	mux.HandleFunc("GET "+Prefix+"clients/{id...}", a.showClient)
+	mux.HandleFunc("DELETE "+Prefix+"clients/{id...}", a.deleteClient)
+	mux.HandleFunc("GET "+Prefix+"consents", a.listConsents)
+	mux.HandleFunc("DELETE "+Prefix+"consents", a.revokeConsents)
+	mux.HandleFunc("GET "+Prefix+"keys", a.listKeys)
+	mux.HandleFunc("POST "+Prefix+"keys", a.rotateKey)
+	mux.HandleFunc("POST "+Prefix+"keys/prune", a.pruneKeys)
+	mux.HandleFunc("POST "+Prefix+"keys/{kid}/retire", a.retireKey)
+	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such admin endpoint")
+	})
+	return cfg.Guard.Wrap(a.requireAdminClient(mux)), nil
+}
+
+// requireAdminClient refuses tokens of clients that are not (or no longer)
+// in admin.clients, whatever their audience and scope say.
+func (a *api) requireAdminClient(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := rsmiddleware.PrincipalFromContext(r.Context())
+		if !ok || p.ClientID == "" {
+			writeError(w, http.StatusForbidden, "access_denied", "the token names no client")
+			return
+		}
+		accesslog.SetClientID(r.Context(), p.ClientID)
+		if !a.cfg.IsAdminClient(p.ClientID) {
+			writeError(w, http.StatusForbidden, "access_denied", "the token's client is not one of admin.clients")
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func actor(r *http.Request) string {
+	p, _ := rsmiddleware.PrincipalFromContext(r.Context())
+	return p.ClientID
+}
+
+func (a *api) listClients(w http.ResponseWriter, r *http.Request) {
+	cs, err := a.cfg.Ops().ListClients(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"clients": cs})
+}
+
+func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
+	c, err := a.cfg.Ops().GetClient(r.Context(), r.PathValue("id"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+func (a *api) createClient(w http.ResponseWriter, r *http.Request) {
+	var nc ops.NewClient
+	if !readJSON(w, r, &nc) {
+		return
+	}
+	c, err := a.cfg.Ops().CreateClient(r.Context(), actor(r), nc)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, c)
+}
+
+func (a *api) deleteClient(w http.ResponseWriter, r *http.Request) {
+	if err := a.cfg.Ops().DeleteClient(r.Context(), actor(r), r.PathValue("id")); err != nil {
+		a.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *api) listConsents(w http.ResponseWriter, r *http.Request) {
+	cs, err := a.cfg.Ops().ListConsents(r.Context(), r.URL.Query().Get("user"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"consents": cs})
+}
+
+func (a *api) revokeConsents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if err := a.cfg.Ops().RevokeConsents(r.Context(), actor(r), q.Get("user"), q.Get("client")); err != nil {
+		a.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *api) listKeys(w http.ResponseWriter, r *http.Request) {
+	ks, err := a.cfg.Ops().ListKeys(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": ks})
+}
+
+func (a *api) rotateKey(w http.ResponseWriter, r *http.Request) {
+	kid, err := a.cfg.Ops().RotateKey(r.Context(), actor(r))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"signing_kid": kid})
+}
+
+func (a *api) retireKey(w http.ResponseWriter, r *http.Request) {
+	kid, err := a.cfg.Ops().RetireKey(r.Context(), actor(r), r.PathValue("kid"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"retired_kid": r.PathValue("kid"), "signing_kid": kid})
+}
+
+func (a *api) pruneKeys(w http.ResponseWriter, r *http.Request) {
+	unloadable := false
+	if v := r.URL.Query().Get("unloadable"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", "unloadable must be true or false")
+			return
+		}
+		unloadable = b
+	}
+	deleted, err := a.cfg.Ops().PruneKeys(r.Context(), actor(r), unloadable)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": deleted})
+}
+
+// fail maps an operation's error to its answer; internal causes are logged,
+// never sent.
+func (a *api) fail(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, ops.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, ops.ErrConfigured):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, ops.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "invalid_request", strings.TrimPrefix(err.Error(), ops.ErrInvalid.Error()+": "))
+	case errors.Is(err, as.ErrUnsealableKeys):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, storage.ErrUnavailable):
+		a.log.Error("admin: storage unavailable", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "storage is unavailable; try again later")
+	default:
+		a.log.Error("admin: internal error", "err", err)
+		writeError(w, http.StatusInternalServerError, "server_error", "the server encountered an unexpected condition")
+	}
+}
+
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		writeError(w, http.StatusUnsupportedMediaType, "invalid_request", "send application/json")
+		return false
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody+1))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "the body is not the expected JSON object: "+err.Error())
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "invalid_request", "one JSON object expected")
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, desc string) {
+	writeJSON(w, status, map[string]string{"error": code, "error_description": desc})
+}

@@ -1,0 +1,80 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+)
+
+// Admin configures the admin HTTP API and /metrics, served on a listener of
+// their own, off unless Listen is set.
+type Admin struct {
+	// Listen is the admin listener's host:port (127.0.0.1:9001). Empty:
+	// no admin API and no /metrics.
+	Listen string `yaml:"listen"`
+	// Clients are the configured confidential clients that may call the
+	// admin API, with client-credentials tokens for the admin resource
+	// (AdminResource) and scope AdminScope.
+	Clients []string `yaml:"clients"`
+}
+
+// AdminScope is the scope the admin API requires.
+const AdminScope = "admin"
+
+// AdminEnabled reports whether the admin listener is configured.
+func (c *Config) AdminEnabled() bool { return c.Admin.Listen != "" }
+
+// AdminResource is the resource indicator (RFC 8707) of the admin API:
+// {issuer}/admin. When the admin API is on, the server registers it with the
+// single scope AdminScope, grantable only to admin.clients.
+func (c *Config) AdminResource() string { return c.Issuer + "/admin" }
+
+// IsAdminClient reports whether id is one of admin.clients.
+func (c *Config) IsAdminClient(id string) bool {
+	return c.AdminEnabled() && slices.Contains(c.Admin.Clients, id)
+}
+
+func (c *Config) validateAdmin() error {
+	a := c.Admin
+	if a.Listen == "" {
+		if len(a.Clients) > 0 {
+			return errf("admin.listen", "required when admin.clients is set")
+		}
+		return nil
+	}
+	host, port, err := net.SplitHostPort(a.Listen)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+		return errf("admin.listen", "not a host:port address: %q", a.Listen)
+	}
+	if a.Listen == c.Listen {
+		return errf("admin.listen", "must differ from listen (%s): the admin API has a listener of its own", c.Listen)
+	}
+	_ = host
+	if len(a.Clients) == 0 {
+		return errf("admin.clients", "at least one client is required when admin.listen is set")
+	}
+	for i, r := range c.Resources {
+		if r.URI == c.AdminResource() {
+			return errf(fmt.Sprintf("resources[%d].uri", i), "%s is the admin API's resource, registered automatically when admin.listen is set", r.URI)
+		}
+	}
+	for i, id := range a.Clients {
+		p := fmt.Sprintf("admin.clients[%d]", i)
+		j := slices.IndexFunc(c.Clients, func(cl Client) bool { return cl.ID == id })
+		if j < 0 {
+			return errf(p, "%q is not a configured client (clients[].id)", id)
+		}
+		cl := c.Clients[j]
+		if cl.Public {
+			return errf(p, "%q is a public client; the admin API needs a confidential one", id)
+		}
+		if !slices.Contains(cl.GrantTypes, "client_credentials") {
+			return errf(p, "%q does not have the client_credentials grant (clients[%d].grant_types)", id, j)
+		}
+		if slices.Contains(a.Clients[:i], id) {
+			return errf(p, "duplicate client %q", id)
+		}
+	}
+	return nil
+}

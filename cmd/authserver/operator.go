@@ -1,0 +1,442 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mcpauth/mcpauth/as"
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/admin"
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/ops"
+	"github.com/mcpauth/mcpauth/internal/accesslog"
+	"github.com/mcpauth/mcpauth/internal/clientaddr"
+	"github.com/mcpauth/mcpauth/internal/metrics"
+	"github.com/mcpauth/mcpauth/rsmiddleware"
+)
+
+// accessConfig is the access log and request metrics of a listener.
+func (s *server) accessConfig(cfg *config.Config, classify func(string) metrics.Endpoint) accesslog.Config {
+	c := accesslog.Config{Metrics: s.metrics, Classify: classify, ClientAddr: func(r *http.Request) string {
+		if g := s.current(); g != nil && g.addrs != nil {
+			return g.addrs.String(r)
+		}
+		return ""
+	}}
+	if cfg.Log.Access == nil || *cfg.Log.Access {
+		c.Logger = s.log.With("component", "http")
+	}
+	return c
+}
+
+// classifier names the endpoint of a main-listener path for the metrics.
+func classifier(cfg *config.Config) func(string) metrics.Endpoint {
+	base := ""
+	if u, err := url.Parse(cfg.Issuer); err == nil {
+		base = strings.TrimSuffix(u.Path, "/")
+	}
+	fixed := map[string]metrics.Endpoint{
+		"/authorize": metrics.Authorize, "/token": metrics.Token, "/introspect": metrics.Introspect,
+		"/revoke": metrics.Revoke, "/jwks.json": metrics.JWKS, "/register": metrics.Register,
+		"/consents": metrics.Consents, "/logout": metrics.Logout,
+		"/healthz": metrics.Health, "/livez": metrics.Health, "/readyz": metrics.Health,
+	}
+	return func(p string) metrics.Endpoint {
+		if strings.Contains(p, "/.well-known/") {
+			return metrics.Metadata
+		}
+		rel, ok := strings.CutPrefix(p, base)
+		if !ok {
+			return metrics.Other
+		}
+		if e, ok := fixed[rel]; ok {
+			return e
+		}
+		switch {
+		case strings.HasPrefix(rel, "/register/"):
+			return metrics.RegisterClient
+		case strings.HasPrefix(rel, "/ui/"):
+			return metrics.UI
+		}
+		return metrics.Other
+	}
+}
+
+func adminClassifier(p string) metrics.Endpoint {
+	if p == "/metrics" {
+		return metrics.MetricsEndpoint
+	}
+	if strings.HasPrefix(p, admin.Prefix) {
+		return metrics.Admin
+	}
+	return metrics.Other
+}
+
+// livez answers 200 while the process serves HTTP at all.
+func livez(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintln(w, "ok")
+}
+
+// readyz answers 200 when the server can issue tokens: storage answers and
+// a signing key is loaded; 503 naming what is missing otherwise.
+func (g *generation) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if err := g.as.Ready(ctx); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		if strings.HasPrefix(err.Error(), "storage") {
+			fmt.Fprintln(w, "not ready: storage unavailable")
+			return
+		}
+		fmt.Fprintln(w, "not ready:", err)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// mountAdminPRM serves the admin resource's RFC 9728 metadata on the main
+// listener, where its path-inserted URL points.
+func mountAdminPRM(mux *http.ServeMux, cfg *config.Config) error {
+	doc, err := rsmiddleware.NewProtectedResourceMetadata(cfg.AdminResource(), []string{cfg.Issuer}, []string{config.AdminScope})
+	if err != nil {
+		return err
+	}
+	return rsmiddleware.MountPRM(mux, doc, false)
+}
+
+// configuredClients are the clients of cfg as the operator sees them, with
+// their defaults filled in.
+func configuredClients(cfg *config.Config) []ops.Client {
+	all := asClients(cfg)
+	out := make([]ops.Client, 0, len(all))
+	for _, c := range all {
+		resources := orAll(c.Resources, allResources(cfg))
+		scopes := c.Scopes
+		if len(scopes) == 0 {
+			for _, r := range asResources(cfg) {
+				for _, res := range resources {
+					if r.URI == res {
+						scopes = append(scopes, r.Scopes...)
+					}
+				}
+			}
+		}
+		method := "client_secret_basic"
+		if c.Public {
+			method = "none"
+		}
+		out = append(out, ops.Client{ID: c.ID, Name: c.Name, Source: "config", Public: c.Public, TokenEndpointAuthMethod: method,
+			RedirectURIs: orAll(c.RedirectURIs, []string{}), GrantTypes: c.GrantTypes, Scopes: orAll(scopes, []string{}), Resources: resources})
+	}
+	return out
+}
+
+// newOps is the operator's view of one configuration on store.
+func (s *server) newOps(g *generation) *ops.Ops {
+	return &ops.Ops{
+		Store:        s.store,
+		Configured:   configuredClients(g.cfg),
+		Registrar:    g.dcr,
+		Secret:       s.secret,
+		SigningAlg:   g.cfg.Signing.Algorithm,
+		KeyRetention: as.KeyRetention(g.cfg.Tokens.AccessTTL.D(), g.cfg.Signing.KeyReload.D()),
+		Log:          s.log.With("component", "admin"),
+	}
+}
+
+// inProcess serves the admin API's verifier its AS metadata and JWKS from
+// the current generation's handler, without a network round trip (the
+// issuer's public URL may not be reachable from inside).
+type inProcess struct{ s *server }
+
+func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := &bufferedResponse{header: http.Header{}}
+	t.s.current().handler.ServeHTTP(rec, r)
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	return &http.Response{
+		StatusCode: rec.status, Status: http.StatusText(rec.status), Header: rec.header,
+		Body: io.NopCloser(bytes.NewReader(rec.body.Bytes())), ContentLength: int64(rec.body.Len()),
+		Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+	}, nil
+}
+
+type bufferedResponse struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedResponse) Header() http.Header { return b.header }
+func (b *bufferedResponse) WriteHeader(s int) {
+	if b.status == 0 {
+		b.status = s
+	}
+}
+func (b *bufferedResponse) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	return b.body.Write(p)
+}
+
+// adminHandler is the admin listener's: /metrics and the admin API.
+func (s *server) adminHandler() (http.Handler, error) {
+	log := s.log.With("component", "admin")
+	verifier, err := rsmiddleware.NewVerifier(rsmiddleware.Config{
+		Issuer:     s.cfg.Issuer,
+		Resource:   s.cfg.AdminResource(),
+		HTTPClient: &http.Client{Transport: inProcess{s}, Timeout: 10 * time.Second},
+		Logger:     log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	prm, err := rsmiddleware.ResourceMetadataURL(s.cfg.AdminResource())
+	if err != nil {
+		return nil, err
+	}
+	guard, err := rsmiddleware.NewMiddleware(rsmiddleware.MiddlewareConfig{
+		Verifier:            verifier,
+		ResourceMetadataURL: prm,
+		Scopes:              rsmiddleware.Scopes{Base: []string{config.AdminScope}},
+		Logger:              log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	api, err := admin.New(admin.Config{
+		Guard:         guard,
+		Ops:           func() *ops.Ops { return s.current().ops },
+		IsAdminClient: func(id string) bool { return s.current().cfg.IsAdminClient(id) },
+		Logger:        log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(admin.Prefix, api)
+	mux.Handle("GET /metrics", s.metrics.Handler())
+	return accesslog.Wrap(mux, s.accessConfig(s.cfg, adminClassifier)), nil
+}
+
+// reload reads the configuration file again and, when it is valid, swaps in
+// what it configures: clients, users, resources, registration, CIMD and
+// exchange policy, token lifetimes, admin.clients. Keys that need a restart
+// (issuer, listen, storage, secret, signing, admin.listen, log, gc,
+// migrate_on_start) keep their running values, with a warning. A bad file is
+// refused with its field path and the running configuration stays.
+func (s *server) reload(ctx context.Context, path string, e env) error {
+	if path == "" {
+		return fmt.Errorf("no configuration file to reload (running on development defaults)")
+	}
+	cfg, err := config.Load(path, e.lookup)
+	if err != nil {
+		return err
+	}
+	old := s.cfg
+	for _, f := range []struct {
+		key     string
+		changed bool
+		keep    func()
+	}{
+		{"issuer", cfg.Issuer != old.Issuer, func() { cfg.Issuer = old.Issuer }},
+		{"listen", cfg.Listen != old.Listen, func() { cfg.Listen = old.Listen }},
+		{"storage", cfg.Storage != old.Storage, func() { cfg.Storage = old.Storage }},
+		{"secret", cfg.Secret != old.Secret, func() { cfg.Secret = old.Secret }},
+		{"signing", cfg.Signing != old.Signing, func() { cfg.Signing = old.Signing }},
+		{"admin.listen", cfg.Admin.Listen != old.Admin.Listen, func() { cfg.Admin.Listen = old.Admin.Listen }},
+		{"log", cfg.Log.Level != old.Log.Level || cfg.Log.Format != old.Log.Format || *cfg.Log.Access != *old.Log.Access, func() { cfg.Log = old.Log }},
+		{"gc", cfg.GC != old.GC, func() { cfg.GC = old.GC }},
+	} {
+		if f.changed {
+			s.log.Warn("reload: this key needs a restart; keeping the running value", "key", f.key)
+			f.keep()
+		}
+	}
+	if cfg.Admin.Listen != "" {
+		if err := cfg.Validate(); err != nil { // admin.clients against the kept admin.listen
+			return err
+		}
+	}
+	g, err := s.wire(ctx, cfg, e)
+	if err != nil {
+		return err
+	}
+	g.ops = s.newOps(g)
+	prev := s.gen.Swap(g)
+	prev.stop()
+	return nil
+}
+
+// operate runs the `keys`, `clients` subcommands on the configured storage.
+func operate(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Logger, e env) error {
+	key, _, err := serverSecret(cfg)
+	if err != nil {
+		return err
+	}
+	if kind, _ := cfg.StorageKind(); kind == "memory" {
+		return fmt.Errorf("%s %s: storage is memory, which lives inside one serve process; use the admin API instead", cmd.name, cmd.verb)
+	}
+	st, err := openStore(ctx, cfg, cfg.MigrateEnabled(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	addrs, err := clientaddr.New(cfg.Proxies())
+	if err != nil {
+		return err
+	}
+	reg, err := newRegistrar(cfg, st, key, slog.New(slog.DiscardHandler), addrs)
+	if err != nil {
+		return err
+	}
+	s := &server{cfg: cfg, store: st, secret: key, log: log}
+	o := s.newOps(&generation{cfg: cfg, dcr: reg})
+	out := printer{w: e.stdout, json: cmd.format == "json"}
+	const who = "cli"
+	switch cmd.name + " " + cmd.verb {
+	case "clients list":
+		cs, err := o.ListClients(ctx)
+		if err != nil {
+			return err
+		}
+		return out.clients(cs)
+	case "clients show":
+		c, err := o.GetClient(ctx, cmd.args[0])
+		if err != nil {
+			return err
+		}
+		return out.client(c, "")
+	case "clients create":
+		if cmd.clientName == "" || len(cmd.redirectURIs) == 0 {
+			return &subcommandError{"clients create needs --name and at least one --redirect-uri", usageOf("clients create", specs["clients create"])}
+		}
+		c, err := o.CreateClient(ctx, who, ops.NewClient{Name: cmd.clientName, RedirectURIs: cmd.redirectURIs, Public: cmd.public})
+		if err != nil {
+			return err
+		}
+		return out.client(&c.Client, c.Secret)
+	case "clients delete":
+		if err := o.DeleteClient(ctx, who, cmd.args[0]); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "deleted client %s\n", cmd.args[0])
+		return nil
+	case "keys list":
+		ks, err := o.ListKeys(ctx)
+		if err != nil {
+			return err
+		}
+		return out.keys(ks)
+	case "keys retire":
+		signing, err := o.RetireKey(ctx, who, cmd.args[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "retired %s; %s signs; running servers switch at their next key reload\n", cmd.args[0], signing)
+		return nil
+	case "keys prune":
+		deleted, err := o.PruneKeys(ctx, who, cmd.unloadable)
+		if err != nil {
+			return err
+		}
+		if out.json {
+			return out.encode(map[string]any{"deleted": deleted})
+		}
+		fmt.Fprintf(e.stdout, "deleted %d key(s)\n", len(deleted))
+		for _, k := range deleted {
+			fmt.Fprintln(e.stdout, " ", k)
+		}
+		return nil
+	}
+	return usagef("unknown command %s %s", cmd.name, cmd.verb)
+}
+
+// printer writes records as JSON or as an aligned table.
+type printer struct {
+	w    io.Writer
+	json bool
+}
+
+func (p printer) encode(v any) error {
+	enc := json.NewEncoder(p.w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func stamp(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (p printer) clients(cs []ops.Client) error {
+	if p.json {
+		return p.encode(cs)
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLIENT_ID\tSOURCE\tNAME\tPUBLIC\tGRANT_TYPES\tLAST_USED")
+	for _, c := range cs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\n", c.ID, c.Source, dash(c.Name), c.Public, strings.Join(c.GrantTypes, ","), stamp(c.LastUsedAt))
+	}
+	return tw.Flush()
+}
+
+func (p printer) client(c *ops.Client, secret string) error {
+	if p.json {
+		if secret != "" {
+			return p.encode(ops.CreatedClient{Client: *c, Secret: secret})
+		}
+		return p.encode(c)
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
+	rows := [][2]string{
+		{"client_id", c.ID}, {"client_name", dash(c.Name)}, {"source", c.Source}, {"public", fmt.Sprint(c.Public)},
+		{"token_endpoint_auth_method", dash(c.TokenEndpointAuthMethod)},
+		{"redirect_uris", dash(strings.Join(c.RedirectURIs, " "))}, {"grant_types", dash(strings.Join(c.GrantTypes, " "))},
+		{"scopes", dash(strings.Join(c.Scopes, " "))}, {"resources", dash(strings.Join(c.Resources, " "))},
+		{"created_at", stamp(c.CreatedAt)}, {"last_used_at", stamp(c.LastUsedAt)},
+	}
+	if secret != "" {
+		rows = append(rows, [2]string{"client_secret", secret + "   (shown once; store it now)"})
+	}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
+	}
+	return tw.Flush()
+}
+
+func (p printer) keys(ks []as.KeyInfo) error {
+	if p.json {
+		return p.encode(ks)
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KID\tALG\tCREATED\tRETIRED\tSIGNING\tLOADABLE")
+	for _, k := range ks {
+		created := k.CreatedAt
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%t\n", k.ID, k.Algorithm, stamp(&created), stamp(k.RetiredAt), k.Signing, k.Loadable)
+	}
+	return tw.Flush()
+}
