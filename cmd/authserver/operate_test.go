@@ -214,8 +214,11 @@ func TestOperatorCommandsOnPostgreSQL(t *testing.T) {
 func loadTestConfig(t *testing.T, path, secret string) *config.Config {
 	t.Helper()
 	cfg, err := config.Load(path, func(k string) (string, bool) {
-		if k == "AUTHSERVER_SECRET" {
+		switch k {
+		case "AUTHSERVER_SECRET":
 			return secret, true
+		case "CI_BOT_SECRET":
+			return botSecret, true
 		}
 		return "", false
 	})

@@ -43,14 +43,13 @@ func (c *Config) validateAdmin() error {
 		}
 		return nil
 	}
-	host, port, err := net.SplitHostPort(a.Listen)
+	_, port, err := net.SplitHostPort(a.Listen)
 	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
 		return errf("admin.listen", "not a host:port address: %q", a.Listen)
 	}
 	if a.Listen == c.Listen {
 		return errf("admin.listen", "must differ from listen (%s): the admin API has a listener of its own", c.Listen)
 	}
-	_ = host
 	if len(a.Clients) == 0 {
 		return errf("admin.clients", "at least one client is required when admin.listen is set")
 	}

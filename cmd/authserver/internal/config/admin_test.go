@@ -1,0 +1,63 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestAdminSettingsAreChecked(t *testing.T) {
+	const base = `storage: memory
+resources:
+  - uri: https://mcp.example.com/mcp
+    scopes: [mcp:tools]
+clients:
+  - id: ops-bot
+    secret: ops-bot-secret-0123456789
+    grant_types: [client_credentials]
+  - id: app
+    public: true
+    redirect_uris: [http://127.0.0.1/cb]
+`
+	cases := []struct {
+		name, extra, wantErr string
+	}{
+		{"accepts an admin client", "admin: {listen: 127.0.0.1:9001, clients: [ops-bot]}\n", ""},
+		{"is off without admin", "", ""},
+		{"refuses clients without a listener", "admin: {clients: [ops-bot]}\n", "admin.listen: required when admin.clients is set"},
+		{"refuses a listener without clients", "admin: {listen: 127.0.0.1:9001}\n", "admin.clients: at least one client"},
+		{"refuses a bad address", "admin: {listen: 'nowhere', clients: [ops-bot]}\n", "admin.listen: not a host:port"},
+		{"refuses the main listener's address", "admin: {listen: 127.0.0.1:9000, clients: [ops-bot]}\n", "admin.listen: must differ from listen"},
+		{"refuses an unknown client", "admin: {listen: 127.0.0.1:9001, clients: [nobody]}\n", `admin.clients[0]: "nobody" is not a configured client`},
+		{"refuses a public client", "admin: {listen: 127.0.0.1:9001, clients: [app]}\n", `admin.clients[0]: "app" is a public client`},
+		{"refuses a client listed twice", "admin: {listen: 127.0.0.1:9001, clients: [ops-bot, ops-bot]}\n", "admin.clients[1]: duplicate"},
+		{"refuses a resource that is the admin resource", "issuer: https://mcp.example.com\nadmin: {listen: 127.0.0.1:9001, clients: [ops-bot]}\n",
+			"resources[0].uri: https://mcp.example.com/admin is the admin API's resource"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			text := base + tc.extra
+			if strings.Contains(tc.name, "admin resource") {
+				text = strings.Replace(text, "https://mcp.example.com/mcp", "https://mcp.example.com/admin", 1)
+			}
+			cfg, err := Parse([]byte(text), func(string) (string, bool) { return "", false })
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.extra != "" && (!cfg.AdminEnabled() || !cfg.IsAdminClient("ops-bot") || cfg.IsAdminClient("app") || cfg.AdminResource() != cfg.Issuer+"/admin") {
+					t.Fatalf("admin settings: %+v", cfg.Admin)
+				}
+				if tc.extra == "" && (cfg.AdminEnabled() || cfg.IsAdminClient("ops-bot")) {
+					t.Fatal("admin on by default")
+				}
+				if cfg.Log.Access == nil || !*cfg.Log.Access {
+					t.Fatal("access log off by default")
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("got %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
