@@ -95,7 +95,10 @@ func TestOneLinePerRequest(t *testing.T) {
 			line{Method: "GET", Path: "/admin/v1/keys", Status: 401, Error: "invalid_token"},
 			[]string{"the-access-token"}},
 		{"takes a client a handler set",
-			func(w http.ResponseWriter, r *http.Request) { SetClientID(r.Context(), "ops-bot"); w.Write([]byte("{}")) },
+			func(w http.ResponseWriter, r *http.Request) {
+				SetClientID(r.Context(), "ops-bot")
+				w.Write([]byte("{}"))
+			},
 			httptest.NewRequest("GET", "/admin/v1/keys", nil),
 			line{Method: "GET", Path: "/admin/v1/keys", Status: 200, ClientID: "ops-bot"}, nil},
 		{"drops an error code with characters RFC 6749 forbids",
