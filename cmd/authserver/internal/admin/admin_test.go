@@ -1,0 +1,171 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/mcpauth/mcpauth/as"
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/ops"
+	"github.com/mcpauth/mcpauth/dcr"
+	"github.com/mcpauth/mcpauth/rsmiddleware"
+	"github.com/mcpauth/mcpauth/storage/memory"
+)
+
+const (
+	testSecret = "0123456789abcdef0123456789abcdef-admin-test"
+	opsSecret  = "ops-bot-secret-0123456789"
+	mcpURI     = "https://mcp.example.com/mcp"
+)
+
+type fixture struct {
+	issuer, adminURL string
+	audit            *bytes.Buffer
+}
+
+// start runs a real AS (memory storage) whose admin resource offers, next
+// to admin, a scope "audit", so that tokens for the admin resource without
+// admin exist; and the admin API in front of it on another listener.
+func start(t *testing.T) *fixture {
+	t.Helper()
+	asSrv := httptest.NewUnstartedServer(nil)
+	issuer := "http://" + asSrv.Listener.Addr().String()
+	adminResource := issuer + "/admin"
+	store := memory.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	srv, err := as.New(ctx, as.Config{
+		Issuer: issuer,
+		Resources: []as.Resource{
+			{URI: mcpURI, Scopes: []string{"mcp:tools"}, Default: true},
+			{URI: adminResource, Scopes: []string{"admin", "audit"}},
+		},
+		Clients: []as.Client{
+			{ID: "ops-bot", Secret: opsSecret, GrantTypes: []string{"client_credentials"}},
+			{ID: "stranger", Secret: opsSecret, GrantTypes: []string{"client_credentials"}},
+		},
+		Store:  store,
+		Secret: []byte(testSecret),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asSrv.Config.Handler = srv.Handler()
+	asSrv.Start()
+	t.Cleanup(asSrv.Close)
+
+	verifier, err := rsmiddleware.NewVerifier(rsmiddleware.Config{Issuer: issuer, Resource: adminResource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prm, _ := rsmiddleware.ResourceMetadataURL(adminResource)
+	guard, err := rsmiddleware.NewMiddleware(rsmiddleware.MiddlewareConfig{Verifier: verifier, ResourceMetadataURL: prm, Scopes: rsmiddleware.Scopes{Base: []string{"admin"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := dcr.New(dcr.Config{Endpoint: issuer + "/register", Store: store, Secret: []byte(testSecret),
+		Policy: dcr.Policy{Scopes: []string{"mcp:tools"}, Resources: []string{mcpURI}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit := &bytes.Buffer{}
+	o := &ops.Ops{Store: store, Registrar: reg, Secret: []byte(testSecret), SigningAlg: "ES256",
+		KeyRetention: as.KeyRetention(0, 0), Log: slog.New(slog.NewTextHandler(audit, nil))}
+	h, err := New(Config{Guard: guard, Ops: func() *ops.Ops { return o }, IsAdminClient: func(id string) bool { return id == "ops-bot" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminSrv := httptest.NewServer(h)
+	t.Cleanup(adminSrv.Close)
+	return &fixture{issuer: issuer, adminURL: adminSrv.URL + Prefix, audit: audit}
+}
+
+func (f *fixture) token(t *testing.T, id, resource string, scopes ...string) string {
+	t.Helper()
+	cc := clientcredentials.Config{ClientID: id, ClientSecret: opsSecret, TokenURL: f.issuer + "/token", Scopes: scopes,
+		EndpointParams: map[string][]string{"resource": {resource}}, AuthStyle: oauth2.AuthStyleInHeader}
+	tok, err := cc.Token(context.Background())
+	if err != nil {
+		t.Fatalf("token for %s: %v", id, err)
+	}
+	return tok.AccessToken
+}
+
+func call(t *testing.T, method, u, token, body string) (int, http.Header, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, u, rd)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	b, _ := io.ReadAll(resp.Body)
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("not JSON: %q", b)
+		}
+	}
+	return resp.StatusCode, resp.Header, out
+}
+
+func TestAdminAPIRefusesEveryWrongToken(t *testing.T) {
+	f := start(t)
+	admin := f.issuer + "/admin"
+	cases := []struct {
+		name       string
+		token      string
+		wantStatus int
+		wantAuth   string // in WWW-Authenticate
+		wantError  string // in the JSON body
+	}{
+		{"refuses a request without a token", "", 401, "resource_metadata=", ""},
+		{"refuses a malformed token", "not-a-jwt", 401, `error="invalid_token"`, ""},
+		{"refuses a token for another audience", f.token(t, "ops-bot", mcpURI, "mcp:tools"), 401, `error="invalid_token"`, ""},
+		{"refuses a token without the admin scope", f.token(t, "ops-bot", admin, "audit"), 403, `error="insufficient_scope"`, ""},
+		{"refuses a token of a client not in admin.clients", f.token(t, "stranger", admin, "admin"), 403, "", "access_denied"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, ep := range []struct{ method, path, body string }{
+				{"GET", "clients", ""}, {"POST", "clients", `{"client_name":"x","redirect_uris":["https://x.example/cb"]}`},
+				{"GET", "keys", ""}, {"POST", "keys", ""}, {"DELETE", "consents?user=alice", ""},
+			} {
+				status, hdr, body := call(t, ep.method, f.adminURL+ep.path, tc.token, ep.body)
+				if status != tc.wantStatus || !strings.Contains(hdr.Get("WWW-Authenticate"), tc.wantAuth) || (tc.wantError != "" && body["error"] != tc.wantError) {
+					t.Errorf("%s %s: %d %q %v", ep.method, ep.path, status, hdr.Get("WWW-Authenticate"), body)
+				}
+			}
+		})
+	}
+	if f.audit.Len() != 0 {
+		t.Fatalf("refused requests changed something:\n%s", f.audit)
+	}
+	// The right token works and its changes are audited with its client.
+	tok := f.token(t, "ops-bot", admin, "admin")
+	if status, _, body := call(t, "POST", f.adminURL+"keys", tok, ""); status != 201 || body["signing_kid"] == "" {
+		t.Fatalf("rotate with an admin token: %d %v", status, body)
+	}
+	if !strings.Contains(f.audit.String(), "event=admin.key.rotated admin_client=ops-bot") {
+		t.Fatalf("audit: %s", f.audit)
+	}
+}
