@@ -18,6 +18,9 @@
 //     instead of the arguments. cmd/mcpgateway uses the same filter.
 //   - Exchanger and its Transport obtain downstream tokens by RFC 8693 token
 //     exchange, and refuse to forward the inbound token.
+//   - RewriteOrigins lets a server reach the AS (or a downstream API) at an
+//     internal address, such as a container network's service name, while
+//     the issuer and resource URIs stay the public ones.
 //
 // The package imports only the standard library, go-jose and metadata; it
 // never imports the authorization server. The adapter for the official MCP Go

@@ -6,6 +6,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/mcpauth/mcpauth/rsmiddleware"
 )
@@ -97,4 +98,25 @@ func ExampleParseAuthorization() {
 	tok, err := rsmiddleware.ParseAuthorization("Bearer eyJhbGciOiJFUzI1NiJ9.e30.c2ln")
 	fmt.Println(tok, err)
 	// Output: eyJhbGciOiJFUzI1NiJ9.e30.c2ln <nil>
+}
+
+// A resource server in a container network reaches the AS by its service
+// name while the issuer, the metadata's URLs and the tokens' iss stay the
+// public URL.
+func ExampleRewriteOrigins() {
+	rt, err := rsmiddleware.RewriteOrigins(nil, map[string]string{
+		"http://127.0.0.1:9000": "http://authserver:9000",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	client := &http.Client{Transport: rt, Timeout: 10 * time.Second}
+	v, err := rsmiddleware.NewVerifier(rsmiddleware.Config{
+		Issuer:     "http://127.0.0.1:9000",
+		Resource:   "http://127.0.0.1:8080/mcp",
+		HTTPClient: client,
+	})
+	fmt.Println(v.Issuer(), err)
+	// Output: http://127.0.0.1:9000 <nil>
 }

@@ -53,7 +53,11 @@ type keyServer struct {
 	allowedTarget string // token exchange policy: the only downstream resource
 }
 
-func newKeyServer(t testing.TB) *keyServer {
+func newKeyServer(t testing.TB) *keyServer { return newKeyServerAt(t, "") }
+
+// newKeyServerAt is newKeyServer whose issuer (in its metadata and tokens)
+// is issuer rather than the address it listens on ("" for that address).
+func newKeyServerAt(t testing.TB, issuer string) *keyServer {
 	ks := &keyServer{t: t, keys: map[string]*ecdsa.PrivateKey{}, revoked: map[string]bool{}, exchangeTTL: 5 * time.Minute, allowedTarget: downstreamRes}
 	mux := http.NewServeMux()
 	ks.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -65,6 +69,9 @@ func newKeyServer(t testing.TB) *keyServer {
 	}))
 	t.Cleanup(ks.srv.Close)
 	ks.issuer = ks.srv.URL
+	if issuer != "" {
+		ks.issuer = issuer
+	}
 	ks.rotate("k1")
 	meta := metadata.AuthorizationServerMetadata{
 		Issuer:                 ks.issuer,

@@ -24,8 +24,33 @@ type config struct {
 	listen   string
 	resource string
 	issuer   string
+	// issuerInternal is the origin at which this process reaches the AS
+	// when it differs from the issuer's (a container network); "" for the
+	// same.
+	issuerInternal string
 	// httpClient reaches the AS (tests); nil means rsmiddleware's default.
 	httpClient *http.Client
+}
+
+// asClient is cfg.httpClient, sending requests for the issuer's origin to
+// --issuer-internal when that is set (rsmiddleware.RewriteOrigins).
+func asClient(cfg config) (*http.Client, error) {
+	if cfg.issuerInternal == "" {
+		return cfg.httpClient, nil
+	}
+	u, err := url.Parse(cfg.issuer)
+	if err != nil || u.Host == "" {
+		return nil, errors.New("--issuer-internal needs --issuer")
+	}
+	var base http.RoundTripper
+	if cfg.httpClient != nil {
+		base = cfg.httpClient.Transport
+	}
+	rt, err := rsmiddleware.RewriteOrigins(base, map[string]string{u.Scheme + "://" + u.Host: cfg.issuerInternal})
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: rt, Timeout: 10 * time.Second}, nil
 }
 
 // Seen is what the API recorded about one request that reached its protected
@@ -80,10 +105,14 @@ func newAPI(cfg config, logger *slog.Logger) (http.Handler, error) {
 	if base == "" {
 		return nil, errors.New("--resource needs a path (e.g. http://127.0.0.1:8081/api)")
 	}
+	client, err := asClient(cfg)
+	if err != nil {
+		return nil, err
+	}
 	verifier, err := rsmiddleware.NewVerifier(rsmiddleware.Config{
 		Issuer:     cfg.issuer,
 		Resource:   resource,
-		HTTPClient: cfg.httpClient,
+		HTTPClient: client,
 		Logger:     logger,
 	})
 	if err != nil {

@@ -35,6 +35,7 @@ func main() {
 	flag.StringVar(&cfg.listen, "listen", "127.0.0.1:8081", "address to listen on")
 	flag.StringVar(&cfg.resource, "resource", "http://127.0.0.1:8081/api", "canonical public URL of the API, also its resource URI")
 	flag.StringVar(&cfg.issuer, "issuer", "http://127.0.0.1:9000", "issuer of the authorization server")
+	flag.StringVar(&cfg.issuerInternal, "issuer-internal", "", "origin at which this API reaches the AS when it is not --issuer's (e.g. http://authserver:9000 in a container network); tokens are still checked against --issuer")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))

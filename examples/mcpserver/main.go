@@ -37,6 +37,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -67,12 +68,38 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.resource, "resource", "http://127.0.0.1:8080/mcp", "canonical public URL of the MCP endpoint, also its resource URI")
 	fs.StringVar(&cfg.issuer, "issuer", "http://127.0.0.1:9000", "issuer of the authorization server")
 	fs.StringVar(&cfg.downstream, "downstream", "", "resource URI of the downstream API fetch_report calls (e.g. http://127.0.0.1:8081/api); without it there is no fetch_report")
-	fs.StringVar(&cfg.clientID, "client-id", "example-mcpserver", "this server's client id at the AS, for token exchange (secret: env MCPSERVER_CLIENT_SECRET)")
+	fs.StringVar(&cfg.clientID, "client-id", "example-mcpserver", "this server's client id at the AS, for token exchange (secret: env MCPSERVER_CLIENT_SECRET, or a file named by MCPSERVER_CLIENT_SECRET_FILE)")
+	fs.StringVar(&cfg.issuerInternal, "issuer-internal", "", "origin at which this server reaches the AS when it is not --issuer's (e.g. http://authserver:9000 in a container network); tokens are still checked against --issuer")
+	fs.StringVar(&cfg.downstreamInternal, "downstream-internal", "", "origin at which this server reaches the downstream API when it is not --downstream's (e.g. http://downstream:8081)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
-	cfg.clientSecret = os.Getenv("MCPSERVER_CLIENT_SECRET")
+	secret, err := envOrFile("MCPSERVER_CLIENT_SECRET")
+	if err != nil {
+		fmt.Fprintln(fs.Output(), err)
+		return config{}, err
+	}
+	cfg.clientSecret = secret
 	return cfg, nil
+}
+
+// envOrFile returns the environment variable name or, when it is not set,
+// the content of the file named by name_FILE without one trailing newline
+// (a mounted Docker or Kubernetes secret).
+func envOrFile(name string) (string, error) {
+	if v, ok := os.LookupEnv(name); ok {
+		return v, nil
+	}
+	p := os.Getenv(name + "_FILE")
+	if p == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", fmt.Errorf("%s_FILE: %w", name, err)
+	}
+	s := strings.TrimSuffix(string(b), "\n")
+	return strings.TrimSuffix(s, "\r"), nil
 }
 
 func serve(ctx context.Context, cfg config, logger *slog.Logger) error {

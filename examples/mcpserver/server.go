@@ -30,8 +30,46 @@ const (
 type config struct {
 	listen, resource, issuer, downstream string
 	clientID, clientSecret               string
+	// issuerInternal and downstreamInternal are the origins at which this
+	// process reaches the AS and the downstream API when they differ from
+	// those of --issuer and --downstream (a container network); "" for the
+	// same.
+	issuerInternal, downstreamInternal string
 	// httpClient reaches the AS (tests); nil means rsmiddleware's default.
 	httpClient *http.Client
+}
+
+// reach returns the client for the AS and the transport for the downstream
+// API: cfg.httpClient and the default transport, with requests for the
+// public origins of --issuer and --downstream sent to --issuer-internal and
+// --downstream-internal when those are set (rsmiddleware.RewriteOrigins).
+func reach(cfg config) (*http.Client, http.RoundTripper, error) {
+	routes := map[string]string{}
+	for _, r := range []struct{ public, internal, flag string }{
+		{cfg.issuer, cfg.issuerInternal, "--issuer-internal"},
+		{cfg.downstream, cfg.downstreamInternal, "--downstream-internal"},
+	} {
+		if r.internal == "" {
+			continue
+		}
+		u, err := url.Parse(r.public)
+		if err != nil || u.Host == "" {
+			return nil, nil, fmt.Errorf("%s needs the public URL it stands in for", r.flag)
+		}
+		routes[u.Scheme+"://"+u.Host] = r.internal
+	}
+	if len(routes) == 0 {
+		return cfg.httpClient, nil, nil
+	}
+	var base http.RoundTripper
+	if cfg.httpClient != nil {
+		base = cfg.httpClient.Transport
+	}
+	rt, err := rsmiddleware.RewriteOrigins(base, routes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &http.Client{Transport: rt, Timeout: 10 * time.Second}, rt, nil
 }
 
 // newServer builds the whole HTTP handler: PRM, health, and the guarded MCP
@@ -55,10 +93,14 @@ func build(cfg config, logger *slog.Logger) (http.Handler, *mcp.Server, error) {
 	if path == "" {
 		path = "/"
 	}
+	asClient, downstreamTransport, err := reach(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 	verifier, err := rsmiddleware.NewVerifier(rsmiddleware.Config{
 		Issuer:     cfg.issuer,
 		Resource:   resource,
-		HTTPClient: cfg.httpClient,
+		HTTPClient: asClient,
 		Logger:     logger,
 	})
 	if err != nil {
@@ -102,13 +144,13 @@ func build(cfg config, logger *slog.Logger) (http.Handler, *mcp.Server, error) {
 			ClientID:     cfg.clientID,
 			ClientSecret: cfg.clientSecret,
 			Scopes:       []string{ScopeReportsRead},
-			HTTPClient:   cfg.httpClient,
+			HTTPClient:   asClient,
 		})
 		if err != nil {
 			return nil, nil, err
 		}
 		t.downstreamClient = &http.Client{
-			Transport: ex.Transport(nil, downstreamResource),
+			Transport: ex.Transport(downstreamTransport, downstreamResource),
 			Timeout:   15 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				return http.ErrUseLastResponse
