@@ -1,7 +1,13 @@
 package deploy
 
 import (
+	"fmt"
+	"net"
+	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +27,9 @@ type compose struct {
 		Command     []string       `yaml:"command"`
 		Environment map[string]any `yaml:"environment"`
 		EnvFile     any            `yaml:"env_file"`
+		Ports       []string       `yaml:"ports"`
+		Volumes     []string       `yaml:"volumes"`
+		Networks    any            `yaml:"networks"`
 		DependsOn   map[string]struct {
 			Condition string `yaml:"condition"`
 		} `yaml:"depends_on"`
@@ -65,8 +74,8 @@ func TestComposeServicesAreHealthChecked(t *testing.T) {
 		if len(s.Healthcheck.Test) < 2 || s.Healthcheck.Test[0] != "CMD" {
 			t.Errorf("service %s has no exec-form health check: %v", name, s.Healthcheck.Test)
 		}
-		if s.NetworkMode != "host" {
-			t.Errorf("service %s uses network %q, want host (same URLs as the local stack)", name, s.NetworkMode)
+		if s.NetworkMode != "" || s.Networks != nil {
+			t.Errorf("service %s sets network_mode %q / networks %v; the stack runs on the default bridge network (host networking is Linux-only)", name, s.NetworkMode, s.Networks)
 		}
 	}
 }
@@ -87,31 +96,74 @@ func TestComposeStartsInDependencyOrder(t *testing.T) {
 	}
 }
 
+// hostPort splits a host:port or an http URL into host and port.
+func hostPort(t *testing.T, s string) (string, string) {
+	t.Helper()
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" && u.Host != "" {
+		return u.Hostname(), u.Port()
+	}
+	h, p, err := net.SplitHostPort(s)
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return h, p
+}
+
+// On bridge networking every server listens on 0.0.0.0 in its container, its
+// port is published on the host's loopback at the port of its public URL, and
+// the servers reach the AS and each other by service name.
 func TestComposeUsesTheSharedConfigAndPorts(t *testing.T) {
 	c := loadCompose(t)
 	env := readEnv(t)
 	as := c.Services["authserver"]
-	if !slices.Contains(as.Command, "/etc/mcpauth/authserver.yaml") {
-		t.Errorf("authserver command %v does not read /etc/mcpauth/authserver.yaml", as.Command)
+	if got, _ := as.Environment["AUTHSERVER_CONFIG"].(string); got != "/etc/mcpauth/authserver.yaml" {
+		t.Errorf("authserver AUTHSERVER_CONFIG = %q, want /etc/mcpauth/authserver.yaml", got)
 	}
-	if s, _ := as.Environment["AUTHSERVER_STORAGE"].(string); !strings.HasPrefix(s, "postgres://") {
-		t.Errorf("authserver storage = %q, want PostgreSQL", s)
+	if !slices.Contains(as.Volumes, "./deploy/authserver.yaml:/etc/mcpauth/authserver.yaml:ro") {
+		t.Errorf("authserver does not mount deploy/authserver.yaml: %v", as.Volumes)
 	}
+	if s, _ := as.Environment["AUTHSERVER_STORAGE"].(string); !strings.HasPrefix(s, "postgres://") || !strings.Contains(s, "@postgres:5432/") {
+		t.Errorf("authserver storage = %q, want PostgreSQL at the postgres service", s)
+	}
+	_, asPort := hostPort(t, env["AUTHSERVER_ISSUER"])
+	if got, _ := as.Environment["AUTHSERVER_LISTEN"].(string); got != "0.0.0.0:"+asPort {
+		t.Errorf("authserver AUTHSERVER_LISTEN = %q, want 0.0.0.0:%s", got, asPort)
+	}
+	checkPublished := func(svc, public string) {
+		host, port := hostPort(t, public)
+		if host != "127.0.0.1" {
+			t.Errorf("%s: public URL %s is not on 127.0.0.1", svc, public)
+		}
+		if want := "127.0.0.1:" + port + ":" + port; !slices.Contains(c.Services[svc].Ports, want) {
+			t.Errorf("%s publishes %v, want %s", svc, c.Services[svc].Ports, want)
+		}
+	}
+	checkPublished("authserver", env["AUTHSERVER_ISSUER"])
+	checkPublished("mcpserver", env["MCPSERVER_RESOURCE"])
+	checkPublished("downstream", env["DOWNSTREAM_RESOURCE"])
+
+	_, mcpPort := hostPort(t, env["MCPSERVER_LISTEN"])
+	_, dsPort := hostPort(t, env["DOWNSTREAM_LISTEN"])
 	flags := map[string]map[string]string{
 		"mcpserver": {
-			"--listen":   env["MCPSERVER_LISTEN"],
-			"--resource": env["MCPSERVER_RESOURCE"],
-			"--issuer":   env["AUTHSERVER_ISSUER"],
+			"--listen":              "0.0.0.0:" + mcpPort,
+			"--resource":            env["MCPSERVER_RESOURCE"],
+			"--issuer":              env["AUTHSERVER_ISSUER"],
+			"--issuer-internal":     "http://authserver:" + asPort,
+			"--downstream":          env["DOWNSTREAM_RESOURCE"],
+			"--downstream-internal": "http://downstream:" + dsPort,
+			"--client-id":           env["MCPSERVER_CLIENT_ID"],
 		},
 		"downstream": {
-			"--listen":   env["DOWNSTREAM_LISTEN"],
-			"--resource": env["DOWNSTREAM_RESOURCE"],
-			"--issuer":   env["AUTHSERVER_ISSUER"],
+			"--listen":          "0.0.0.0:" + dsPort,
+			"--resource":        env["DOWNSTREAM_RESOURCE"],
+			"--issuer":          env["AUTHSERVER_ISSUER"],
+			"--issuer-internal": "http://authserver:" + asPort,
 		},
 	}
 	for svc, want := range flags {
 		for flag, value := range want {
-			if value == "" {
+			if value == "" || strings.HasSuffix(value, ":") {
 				t.Fatalf("stack.env lacks the value for %s %s", svc, flag)
 			}
 			if !slices.Contains(c.Services[svc].Command, flag+"="+value) {
@@ -119,8 +171,71 @@ func TestComposeUsesTheSharedConfigAndPorts(t *testing.T) {
 			}
 		}
 	}
-	if got := c.Services["mcpserver"].Command; !slices.Contains(got, "--downstream="+env["DOWNSTREAM_RESOURCE"]) {
-		t.Errorf("mcpserver command %v does not point at the downstream resource", got)
+}
+
+var composeVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// interpolate expands compose's ${VAR} and ${VAR:-default} from env.
+func interpolate(s string, env map[string]string) string {
+	return composeVar.ReplaceAllStringFunc(s, func(m string) string {
+		sub := composeVar.FindStringSubmatch(m)
+		if v := env[sub[1]]; v != "" {
+			return v
+		}
+		return sub[3]
+	})
+}
+
+// The authserver service's configuration, as the container sees it (the
+// mounted file, env_file and environment), passes check-config, and its
+// output never shows the database password.
+func TestComposeAuthserverConfigPassesCheckConfig(t *testing.T) {
+	c := loadCompose(t)
+	as := c.Services["authserver"]
+	environ := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	for k, v := range readEnv(t) {
+		environ = append(environ, k+"="+v)
+	}
+	var password string
+	for k, v := range as.Environment {
+		s := interpolate(fmt.Sprint(v), nil)
+		if k == "AUTHSERVER_CONFIG" {
+			// The mount maps the container path to the file in deploy/.
+			for _, m := range as.Volumes {
+				parts := strings.Split(m, ":")
+				if len(parts) >= 2 && parts[1] == s {
+					s = filepath.Join("..", parts[0])
+				}
+			}
+		}
+		if k == "AUTHSERVER_STORAGE" {
+			u, err := url.Parse(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			password, _ = u.User.Password()
+		}
+		environ = append(environ, k+"="+s)
+	}
+	if password == "" {
+		t.Fatal("the compose storage URL has no password to check the redaction with")
+	}
+	bin := staticBinary(t, "./cmd/authserver")
+	cmd := exec.Command(bin, "check-config")
+	cmd.Env = environ
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("check-config of the compose authserver: %v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"listen: 0.0.0.0:9000", "issuer: http://127.0.0.1:9000", "@postgres:5432/mcpauth"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("effective configuration lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out+stderr.String(), password) {
+		t.Errorf("check-config shows the database password:\n%s%s", out, stderr.String())
 	}
 }
 
