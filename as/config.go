@@ -21,8 +21,14 @@ const (
 	DefaultAccessTokenTTL  = 15 * time.Minute
 	DefaultRefreshTokenTTL = 30 * 24 * time.Hour
 	DefaultCodeTTL         = 5 * time.Minute
-	DefaultRefreshGrace    = 5 * time.Second
-	DefaultGrantLifetime   = 90 * 24 * time.Hour
+	// DefaultRefreshGrace covers clients that refresh one credential from
+	// several processes (Codex, Goose, OpenCode): each sees the access token
+	// expire at about the same time, but a busy or starting process may
+	// present the rotated refresh token tens of seconds after another one
+	// rotated it. The window ends early once a successor is used, so a
+	// longer window does not let a replay through.
+	DefaultRefreshGrace  = 30 * time.Second
+	DefaultGrantLifetime = 90 * 24 * time.Hour
 	// MaxCodeTTL bounds CodeTTL (RFC 9700 §4.2: codes short-lived; OAuth 2.1 §4.1.2: at most 10 minutes).
 	MaxCodeTTL = 10 * time.Minute
 )
@@ -121,8 +127,10 @@ type Config struct {
 	// CodeTTL: zero means DefaultCodeTTL (5 minutes); at most MaxCodeTTL.
 	CodeTTL time.Duration
 	// RefreshGrace is how long a rotated refresh token may still be
-	// exchanged (two racing refreshes). Zero means DefaultRefreshGrace;
-	// negative disables the window.
+	// exchanged (racing refreshes) while none of its successors has been
+	// used: presenting it after a successor was used is a replay and
+	// revokes the family whatever the window (RFC 9700 §4.14.2). Zero
+	// means DefaultRefreshGrace (30 seconds); negative disables the window.
 	RefreshGrace time.Duration
 	// SigningAlg of access tokens: ES256 (zero value), RS256 or EdDSA.
 	SigningAlg string

@@ -29,6 +29,12 @@ type redemption struct {
 	req fosite.Requester
 
 	client *client
+
+	// Refresh (RFC 6749 §6): the presented refresh token's signature and
+	// its parent's (the token it was rotated from), read by
+	// GetRefreshTokenSession; rotated is the signature RotateRefreshToken
+	// rotated, the parent of the refresh token issued next.
+	refreshSig, refreshParent, rotated string
 }
 
 type redemptionKey struct{}

@@ -78,6 +78,10 @@ type storedRequest struct {
 	// in the code's record; nil in other records and in code records
 	// written before it moved there (those have a KindPKCE record).
 	PKCE *pkceChallenge `json:"pk,omitempty"`
+	// Parent is, for a refresh token issued by a rotation, the signature
+	// of the refresh token it replaced: using this token ends the parent's
+	// grace window (tokenStore.RotateRefreshToken).
+	Parent string `json:"pr,omitempty"`
 }
 
 func toStored(r fosite.Requester) *storedRequest {

@@ -85,6 +85,10 @@ func (s *tokenStore) create(ctx context.Context, kind storage.TokenKind, sig str
 	if kind == storage.KindAuthorizeCode {
 		sr.PKCE = pkceFrom(ctx)
 	}
+	if m := redemptionFrom(ctx); kind == storage.KindRefreshToken && m != nil {
+		// Issued by rotating m.rotated: that token is this one's parent.
+		sr.Parent = m.rotated
+	}
 	raw, err := sr.marshal()
 	if err != nil {
 		return err
@@ -442,6 +446,9 @@ func (s *tokenStore) GetRefreshTokenSession(ctx context.Context, sig string, _ f
 		s.log.audit(ctx, "refresh.reused", "client_id", t.ClientID, "sub", t.Subject, "grant", t.RequestID)
 		return req, fosite.ErrInactiveToken
 	}
+	if m := redemptionFrom(ctx); m != nil {
+		m.refreshSig, m.refreshParent = sig, sr.Parent
+	}
 	return req, nil
 }
 
@@ -483,14 +490,33 @@ func (s *tokenStore) DeleteRefreshTokenSession(ctx context.Context, sig string) 
 // retry"); serveToken answers invalid_grant, the word of RFC 6749 §5.2 for
 // a refresh token that is invalid or used, and revokes the family as for
 // any reuse (refreshRaceLost).
+//
+// Using a token ends its parent's grace window (RFC 9700 §4.14.2): the
+// parent, the token this one was rotated from, is deactivated in the same
+// transaction, before this token's row is touched (older rows first, the
+// order in which a revocation of the family locks them). From then on the
+// parent is no racing duplicate but a replay, whatever the window says, and
+// presenting it revokes the family. A sibling (another successor of the
+// same parent, from a second racing refresh) stays usable: it is active and
+// unrotated.
 func (s *tokenStore) RotateRefreshToken(ctx context.Context, _ string, sig string) error {
 	grace := s.grace
 	if grace < 0 {
 		grace = 0
 	}
+	m := redemptionFrom(ctx)
+	if m != nil && m.refreshSig == sig && m.refreshParent != "" {
+		err := s.store.DeactivateToken(ctx, storage.KindRefreshToken, m.refreshParent)
+		if err != nil && !errors.Is(err, storage.ErrInactive) && !errors.Is(err, storage.ErrNotFound) {
+			return mapStoreErr(err)
+		}
+	}
 	err := s.store.RotateToken(ctx, storage.KindRefreshToken, sig, s.now(), grace)
 	if errors.Is(err, storage.ErrInactive) || errors.Is(err, storage.ErrNotFound) {
 		return errRefreshRace
+	}
+	if err == nil && m != nil {
+		m.rotated = sig
 	}
 	return mapStoreErr(err)
 }

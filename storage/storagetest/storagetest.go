@@ -590,6 +590,38 @@ var tokenCases = []testCase{
 		}
 		is(t, s.RotateToken(ctx, storage.KindRefreshToken, "rt", first.Add(31*time.Second), grace), storage.ErrInactive, "rotation after grace")
 	}},
+	{"a rotated token deactivated within the grace window rotates no more, unless that was rolled back", func(t *testing.T, s storage.Store) {
+		// The AS deactivates a rotated refresh token when one of its
+		// successors is used, in that successor's rotation transaction:
+		// from then on the grace window no longer applies to it.
+		ctx := context.Background()
+		ok(t, s.CreateToken(ctx, fullToken(storage.KindRefreshToken, "rt1", "r", now())), "CreateToken rt1")
+		ok(t, s.CreateToken(ctx, fullToken(storage.KindRefreshToken, "rt2", "r", now())), "CreateToken rt2")
+		at := now()
+		grace := time.Minute
+		ok(t, s.RotateToken(ctx, storage.KindRefreshToken, "rt1", at, grace), "rotating rt1")
+
+		txCtx, err := s.BeginTX(ctx)
+		ok(t, err, "BeginTX")
+		ok(t, s.DeactivateToken(txCtx, storage.KindRefreshToken, "rt1"), "deactivating rt1 in a transaction")
+		ok(t, s.RotateToken(txCtx, storage.KindRefreshToken, "rt2", at, grace), "rotating rt2 in the same transaction")
+		ok(t, s.Rollback(txCtx), "Rollback")
+		if got := getToken(t, s, storage.KindRefreshToken, "rt1"); !got.Active {
+			t.Fatal("rolled-back deactivation of a rotated token is visible")
+		}
+		ok(t, s.RotateToken(ctx, storage.KindRefreshToken, "rt1", at.Add(time.Second), grace), "rt1 within grace after the rollback")
+
+		txCtx, err = s.BeginTX(ctx)
+		ok(t, err, "BeginTX")
+		ok(t, s.DeactivateToken(txCtx, storage.KindRefreshToken, "rt1"), "deactivating rt1 in a transaction")
+		ok(t, s.RotateToken(txCtx, storage.KindRefreshToken, "rt2", at, grace), "rotating rt2 in the same transaction")
+		ok(t, s.Commit(txCtx), "Commit")
+		is(t, s.RotateToken(ctx, storage.KindRefreshToken, "rt1", at.Add(2*time.Second), grace), storage.ErrInactive, "rt1 within grace after its deactivation")
+		is(t, s.DeactivateToken(ctx, storage.KindRefreshToken, "rt1"), storage.ErrInactive, "deactivating rt1 again")
+		if got := getToken(t, s, storage.KindRefreshToken, "rt1"); got.Active || !got.RotatedAt.Equal(at) {
+			t.Errorf("rt1 Active=%v RotatedAt=%v, want inactive and rotated at %v", got.Active, got.RotatedAt, at)
+		}
+	}},
 	{"concurrent rotations within the grace window all succeed", func(t *testing.T, s storage.Store) {
 		ctx := context.Background()
 		ok(t, s.CreateToken(ctx, fullToken(storage.KindRefreshToken, "rt", "r", now())), "CreateToken")

@@ -119,8 +119,9 @@ type Tokens struct {
 	RefreshTTL Duration `yaml:"refresh_ttl"`
 	CodeTTL    Duration `yaml:"code_ttl"`
 	// RefreshGrace is how long an already rotated refresh token is still
-	// accepted (two clients racing) before reuse revokes the family.
-	// Default 5s; 0 turns the window off.
+	// accepted (several processes of one client racing) while none of its
+	// successors has been used; after that, or once a successor was used,
+	// presenting it revokes the family. Default 30s; 0 turns the window off.
 	RefreshGrace *Duration `yaml:"refresh_grace"`
 }
 
@@ -404,7 +405,7 @@ func (c *Config) defaults() {
 		t.CodeTTL = Duration(5 * time.Minute)
 	}
 	if t.RefreshGrace == nil {
-		d := Duration(5 * time.Second)
+		d := Duration(30 * time.Second) // as.DefaultRefreshGrace
 		t.RefreshGrace = &d
 	}
 	if c.Signing.Algorithm == "" {
