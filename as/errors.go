@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/ory/fosite"
 )
@@ -68,7 +69,30 @@ func (s *Server) toOAuthError(ctx context.Context, err error) oauthError {
 	case fosite.ErrRequestUnauthorized.ErrorField:
 		code, status = "invalid_client", http.StatusUnauthorized
 	}
-	return oauthError{Code: code, Description: rfc.GetDescription(), status: status}
+	return oauthError{Code: code, Description: describe(rfc), status: status}
+}
+
+// describe is the error_description of rfc (RFC 6749 §5.2: human-readable
+// text helping the developer): one sentence. fosite's GetDescription joins
+// the generic description of the error word and the specific hint, which
+// often says the same again ("Client authentication failed (e.g., ...).
+// Client authentication failed."). The hint, when there is one of the
+// request's own, is the more precise sentence and is used alone; otherwise
+// the generic description is. fosite's stock hints ("Make sure that the
+// various parameters are correct, ...") say nothing about the request and
+// count as none.
+func describe(rfc *fosite.RFC6749Error) string {
+	d := strings.TrimSpace(rfc.HintField)
+	if d == "" || stockHints[d] {
+		d = strings.TrimSpace(rfc.DescriptionField)
+	}
+	if d == "" {
+		return ""
+	}
+	if !strings.HasSuffix(d, ".") && !strings.HasSuffix(d, "?") && !strings.HasSuffix(d, "!") {
+		d += "."
+	}
+	return strings.ReplaceAll(d, "\"", "'")
 }
 
 func writeJSONError(w http.ResponseWriter, status int, code, desc string) {
@@ -87,3 +111,16 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	writeJSONError(w, e.status, e.Code, e.Description)
 }
+
+// stockHints are the hints fosite's error values carry before any WithHint.
+var stockHints = func() map[string]bool {
+	m := map[string]bool{}
+	for _, e := range []*fosite.RFC6749Error{fosite.ErrRequestForbidden, fosite.ErrInvalidRequest, fosite.ErrUnauthorizedClient,
+		fosite.ErrAccessDenied, fosite.ErrRequestUnauthorized, fosite.ErrTokenSignatureMismatch, fosite.ErrInvalidTokenFormat,
+		fosite.ErrTokenExpired, fosite.ErrScopeNotGranted, fosite.ErrTokenClaim, fosite.ErrInactiveToken} {
+		if e.HintField != "" {
+			m[strings.TrimSpace(e.HintField)] = true
+		}
+	}
+	return m
+}()
