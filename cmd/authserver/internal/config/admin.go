@@ -2,9 +2,7 @@ package config
 
 import (
 	"fmt"
-	"net"
 	"slices"
-	"strconv"
 )
 
 // Admin configures the admin HTTP API and /metrics, served on a listener of
@@ -43,9 +41,8 @@ func (c *Config) validateAdmin() error {
 		}
 		return nil
 	}
-	_, port, err := net.SplitHostPort(a.Listen)
-	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
-		return errf("admin.listen", "not a host:port address: %q", a.Listen)
+	if err := checkListen("admin.listen", a.Listen); err != nil {
+		return err
 	}
 	if a.Listen == c.Listen {
 		return errf("admin.listen", "must differ from listen (%s): the admin API has a listener of its own", c.Listen)

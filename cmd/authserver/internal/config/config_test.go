@@ -132,6 +132,8 @@ func TestParseRejectsBadFields(t *testing.T) {
 		{"rejects a listen host with a space", repl("listen: 127.0.0.1:9000", "listen: \"exa mple:9000\""), "config: listen: host \"exa mple\" is not an IP address or a host name"},
 		{"rejects a mistyped listen IP address", repl("listen: 127.0.0.1:9000", "listen: 127.0.0.1.1:9000"), "config: listen: host \"127.0.0.1.1\" is not"},
 		{"rejects a listen host with an underscore", repl("listen: 127.0.0.1:9000", "listen: my_host:9000"), "config: listen: host \"my_host\" is not"},
+		{"rejects an admin listen port above 65535", add("admin:\n  listen: 127.0.0.1:99999"), "config: admin.listen: port \"99999\" is not a number from 0 to 65535"},
+		{"rejects an admin listen host with an underscore", add("admin:\n  listen: my_host:9001"), "config: admin.listen: host \"my_host\" is not"},
 		{"rejects a zero GC interval", add("gc:\n  interval: 0s"), "config: gc.interval: must be more than 0 (leave the key out for the default, 10m0s)"},
 		{"rejects a GC interval of 0", add("gc:\n  interval: 0"), "config: gc.interval: must be more than 0"},
 		{"rejects a negative GC interval", add("gc:\n  interval: -1m"), "config: gc.interval: must not be negative"},

@@ -380,20 +380,23 @@ func (c *Config) validateCIMD() error {
 // 0 to 65535 (0: any free port) and a host that is empty (every interface),
 // an IP literal or a DNS name (RFC 1123 §2.1 labels; the last one not all
 // digits, so a mistyped IP address is not taken for a name).
-func validateListen(s string) error {
+func validateListen(s string) error { return checkListen("listen", s) }
+
+// checkListen is validateListen for the listen address at field path.
+func checkListen(path, s string) error {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil || port == "" {
-		return errf("listen", "not a host:port address: %q", s)
+		return errf(path, "not a host:port address: %q", s)
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 0 || n > 65535 || port[0] == '+' {
-		return errf("listen", "port %q is not a number from 0 to 65535", port)
+		return errf(path, "port %q is not a number from 0 to 65535", port)
 	}
 	if host == "" || net.ParseIP(host) != nil {
 		return nil
 	}
 	if !validHostName(host) {
-		return errf("listen", "host %q is not an IP address or a host name", host)
+		return errf(path, "host %q is not an IP address or a host name", host)
 	}
 	return nil
 }
