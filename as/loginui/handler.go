@@ -75,6 +75,12 @@ func (u *UI) serveLogout(w http.ResponseWriter, r *http.Request) {
 			u.ErrorPage(w, http.StatusForbidden, "Form expired", "This sign-out form has expired. Please open the sign-out page again.")
 			return
 		}
+		// Ending the stored session is what makes a copy of the cookie
+		// worthless; clearing the cookie only tidies this browser.
+		if err := u.endSession(r.Context(), sess); err != nil {
+			u.storageError(w, r, "ending session", err)
+			return
+		}
 		u.clearSession(w)
 		u.audit(r.Context(), "logout", "sub", sess.Subject)
 		render(w, http.StatusOK, "message.html", &view{Title: "Signed out", Base: u.cfg.BasePath, Notice: "You are signed out."})
@@ -109,6 +115,10 @@ func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 	}
 	if sess.Subject == "" || !u.userExists(sess.Subject) {
 		u.renderLogin(w, r, sess, bind, nil, http.StatusOK, "", "")
+		return
+	}
+	if f != nil && f.Step == "end_session" {
+		u.serveEndSession(w, r, sess, f)
 		return
 	}
 	if f != nil {
@@ -152,5 +162,44 @@ func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Consents = append(v.Consents, cv)
 	}
+	sessions, err := u.cfg.Sessions.ListSessions(r.Context(), sess.Subject)
+	if err != nil {
+		u.storageError(w, r, "listing sessions", err)
+		return
+	}
+	current := u.sessionKey(sess.ID)
+	for _, x := range sessions {
+		if !now.Before(x.ExpiresAt) || !now.Before(x.IdleExpiresAt) {
+			continue
+		}
+		v.Sessions = append(v.Sessions, sessionView{
+			ID:        x.ID,
+			Current:   x.ID == current,
+			Since:     x.CreatedAt.UTC().Format("2006-01-02 15:04 UTC"),
+			LastSeen:  x.LastSeenAt.UTC().Format("2006-01-02 15:04 UTC"),
+			UserAgent: cleanText(x.UserAgent),
+			Address:   x.Address,
+		})
+	}
 	render(w, http.StatusOK, "consents.html", v)
+}
+
+// serveEndSession ends one of the person's stored sessions (POST with CSRF
+// from /consents); ending the current one signs this browser out.
+func (u *UI) serveEndSession(w http.ResponseWriter, r *http.Request, sess session, f *submittedForm) {
+	if !u.validCSRF(sess, f.CSRF) || f.SessionID == "" {
+		u.ErrorPage(w, http.StatusForbidden, "Form expired", "This form has expired. Please open the page again.")
+		return
+	}
+	if err := u.cfg.Sessions.DeleteSession(r.Context(), sess.Subject, f.SessionID); err != nil {
+		u.storageError(w, r, "ending session", err)
+		return
+	}
+	u.audit(r.Context(), "session.ended", "sub", sess.Subject)
+	if f.SessionID == u.sessionKey(sess.ID) {
+		u.clearSession(w)
+		render(w, http.StatusOK, "message.html", &view{Title: "Signed out", Base: u.cfg.BasePath, Notice: "You are signed out."})
+		return
+	}
+	http.Redirect(w, r, selfURL(r), http.StatusSeeOther)
 }

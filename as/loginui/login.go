@@ -69,14 +69,18 @@ func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess sessio
 	if err := u.throttle.succeed(r.Context(), now, []string{keyAcctAddr, keyAcct}, []string{keyAddr}); err != nil {
 		u.log.ErrorContext(r.Context(), "loginui: clearing login counters", "err", err)
 	}
-	// Session fixation (OWASP): a new random id at every login.
-	u.writeSession(w, session{
-		ID:       randomID(),
-		Subject:  f.Username,
-		AuthTime: now.Unix(),
-		LoginFor: bind,
-		Exp:      now.Add(u.cfg.SessionTTL).Unix(),
-	})
+	// Session fixation (OWASP): a new random id at every login, stored so
+	// that logging out ends it everywhere. A session this browser had
+	// before (prompt=login) ends.
+	if err := u.endSession(r.Context(), sess); err != nil {
+		u.log.ErrorContext(r.Context(), "loginui: ending the previous session", "err", err)
+	}
+	ns, err := u.startSession(r, f.Username, bind, now)
+	if err != nil {
+		u.storageError(w, r, "storing session", err)
+		return
+	}
+	u.writeSession(w, ns)
 	u.audit(r.Context(), "login.succeeded", "sub", f.Username, "addr", ip)
 	next := selfURL(r)
 	if p != nil {

@@ -67,6 +67,15 @@ type ConsentStore interface {
 	ListConsents(ctx context.Context, subject string) ([]storage.Consent, error)
 }
 
+// SessionStore is the part of storage.SessionStore the pages use.
+type SessionStore interface {
+	CreateSession(ctx context.Context, s *storage.Session) error
+	GetSession(ctx context.Context, id string) (*storage.Session, error)
+	TouchSession(ctx context.Context, id string, lastSeen, idleExpiresAt time.Time) error
+	ListSessions(ctx context.Context, subject string) ([]storage.Session, error)
+	DeleteSession(ctx context.Context, subject, id string) error
+}
+
 // JTIStore is the part of storage.JTIStore the pages use to make flow tokens
 // single-use.
 type JTIStore interface {
@@ -97,8 +106,16 @@ type Config struct {
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 
-	// SessionTTL is how long a login lasts; zero means 12 hours.
+	// Sessions stores signed-in browser sessions, so that logging out (or
+	// ending a session on the /consents page) ends it wherever its cookie
+	// is. Give it the store every instance shares; nil keeps them in this
+	// process's memory.
+	Sessions SessionStore
+	// SessionTTL is the absolute lifetime of a login; zero means 12 hours.
 	SessionTTL time.Duration
+	// SessionIdleTTL ends a session unused this long; zero means 2 hours
+	// (never more than SessionTTL).
+	SessionIdleTTL time.Duration
 	// FlowTTL is how long a login or consent form stays valid; zero means 10
 	// minutes.
 	FlowTTL time.Duration
@@ -194,19 +211,20 @@ type Result struct {
 
 // UI serves the login, consent, consent-list and log-out pages.
 type UI struct {
-	cfg         Config
-	users       map[string]string // username -> hash
-	disabled    map[string]bool
-	revoker     GrantRevoker
-	dummyHash   string
-	cookies     *securecookie.SecureCookie
-	csrfKey     []byte
-	cookie      cookieNames
-	throttle    *throttle
-	throttleKey []byte
-	checks      chan struct{}
-	log         *slog.Logger
-	now         func() time.Time
+	cfg           Config
+	users         map[string]string // username -> hash
+	disabled      map[string]bool
+	revoker       GrantRevoker
+	dummyHash     string
+	cookies       *securecookie.SecureCookie
+	csrfKey       []byte
+	cookie        cookieNames
+	throttle      *throttle
+	throttleKey   []byte
+	sessionKeyMAC []byte
+	checks        chan struct{}
+	log           *slog.Logger
+	now           func() time.Time
 }
 
 type cookieNames struct {
@@ -258,6 +276,8 @@ func New(cfg Config) (*UI, error) {
 		}
 	}
 	def(&cfg.SessionTTL, 12*time.Hour)
+	def(&cfg.SessionIdleTTL, 2*time.Hour)
+	cfg.SessionIdleTTL = min(cfg.SessionIdleTTL, cfg.SessionTTL)
 	def(&cfg.FlowTTL, 10*time.Minute)
 	def(&cfg.LockoutBase, 2*time.Second)
 	def(&cfg.LockoutMax, 15*time.Minute)
@@ -272,6 +292,9 @@ func New(cfg Config) (*UI, error) {
 	}
 	if cfg.Counters == nil {
 		cfg.Counters = memory.New()
+	}
+	if cfg.Sessions == nil {
+		cfg.Sessions = memory.New()
 	}
 	if cfg.MaxConcurrentChecks <= 0 {
 		cfg.MaxConcurrentChecks = 4
@@ -305,6 +328,10 @@ func New(cfg Config) (*UI, error) {
 	if err != nil {
 		return nil, err
 	}
+	sessionKeyMAC, err := derive("session id", 32)
+	if err != nil {
+		return nil, err
+	}
 	sc := securecookie.New(hashKey, blockKey)
 	sc.SetSerializer(securecookie.JSONEncoder{})
 	sc.MaxAge(int(cfg.SessionTTL / time.Second))
@@ -322,18 +349,19 @@ func New(cfg Config) (*UI, error) {
 		names = cookieNames{session: "__Host-mcpauth_session", path: "/"}
 	}
 	return &UI{
-		cfg:         cfg,
-		users:       users,
-		disabled:    disabled,
-		dummyHash:   dummy,
-		cookies:     sc,
-		csrfKey:     csrfKey,
-		cookie:      names,
-		throttle:    &throttle{store: cfg.Counters, base: cfg.LockoutBase, max: cfg.LockoutMax},
-		throttleKey: throttleKey,
-		checks:      make(chan struct{}, cfg.MaxConcurrentChecks),
-		log:         cfg.Logger,
-		now:         cfg.Now,
+		cfg:           cfg,
+		users:         users,
+		disabled:      disabled,
+		dummyHash:     dummy,
+		cookies:       sc,
+		csrfKey:       csrfKey,
+		cookie:        names,
+		throttle:      &throttle{store: cfg.Counters, base: cfg.LockoutBase, max: cfg.LockoutMax},
+		throttleKey:   throttleKey,
+		sessionKeyMAC: sessionKeyMAC,
+		checks:        make(chan struct{}, cfg.MaxConcurrentChecks),
+		log:           cfg.Logger,
+		now:           cfg.Now,
 	}, nil
 }
 

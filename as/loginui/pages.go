@@ -66,8 +66,9 @@ type view struct {
 	Scopes       []scopeView
 	Approved     []scopeView // already allowed by a remembered consent
 
-	// Consents list.
+	// Consents list, and the person's signed-in sessions.
 	Consents []consentView
+	Sessions []sessionView
 
 	// Error page.
 	Detail string
@@ -78,6 +79,13 @@ type view struct {
 }
 
 type scopeView struct{ Name, Description string }
+
+type sessionView struct {
+	ID                 string // stored (hashed) id
+	Current            bool
+	Since, LastSeen    string
+	UserAgent, Address string
+}
 
 type consentView struct {
 	ClientID, ClientName string

@@ -465,7 +465,12 @@ func TestConsentsPageListsAndRevokes(t *testing.T) {
 			t.Errorf("list shows %q", unwanted)
 		}
 	}
-	forms := list.forms()
+	var forms []form
+	for _, f := range list.forms() {
+		if f.Fields.Get(stepField) == "revoke" {
+			forms = append(forms, f)
+		}
+	}
 	if len(forms) != 2 {
 		t.Fatalf("%d revoke forms, want 2", len(forms))
 	}

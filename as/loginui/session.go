@@ -50,7 +50,9 @@ func randomID() string {
 }
 
 // readSession returns the session from the cookie, or the zero session when
-// there is none or it does not verify or has expired.
+// there is none or it does not verify or has expired. A signed-in session
+// must also still be stored (logout and the /consents page delete it) and
+// within its idle and absolute lifetimes; otherwise it is the zero session.
 func (u *UI) readSession(r *http.Request) session {
 	c, err := r.Cookie(u.cookie.session)
 	if err != nil {
@@ -60,10 +62,71 @@ func (u *UI) readSession(r *http.Request) session {
 	if err := u.cookies.Decode(u.cookie.session, c.Value, &s); err != nil || s.ID == "" {
 		return session{}
 	}
-	if u.now().Unix() >= s.Exp {
+	now := u.now()
+	if now.Unix() >= s.Exp {
 		return session{}
 	}
+	if s.Subject == "" {
+		return s
+	}
+	ctx := r.Context()
+	rec, err := u.cfg.Sessions.GetSession(ctx, u.sessionKey(s.ID))
+	if err != nil {
+		if !errors.Is(err, storage.ErrNotFound) {
+			u.log.ErrorContext(ctx, "loginui: reading session", "err", err)
+		}
+		return session{}
+	}
+	if rec.Subject != s.Subject || !now.Before(rec.ExpiresAt) || !now.Before(rec.IdleExpiresAt) {
+		return session{}
+	}
+	// Refresh the idle deadline, at most about once a minute per session.
+	if now.Sub(rec.LastSeenAt) >= time.Minute {
+		if err := u.cfg.Sessions.TouchSession(ctx, rec.ID, now, now.Add(u.cfg.SessionIdleTTL)); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			u.log.ErrorContext(ctx, "loginui: touching session", "err", err)
+		}
+	}
 	return s
+}
+
+// sessionKey is the stored id of a session: an HMAC of the cookie's id, so
+// the database never holds what a cookie carries.
+func (u *UI) sessionKey(id string) string {
+	m := hmac.New(sha256.New, u.sessionKeyMAC)
+	m.Write([]byte(id))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// startSession stores a new signed-in session for subject and returns its
+// cookie form.
+func (u *UI) startSession(r *http.Request, subject, loginFor string, now time.Time) (session, error) {
+	s := session{ID: randomID(), Subject: subject, AuthTime: now.Unix(), LoginFor: loginFor, Exp: now.Add(u.cfg.SessionTTL).Unix()}
+	err := u.cfg.Sessions.CreateSession(r.Context(), &storage.Session{
+		ID:            u.sessionKey(s.ID),
+		Subject:       subject,
+		CreatedAt:     now,
+		LastSeenAt:    now,
+		IdleExpiresAt: now.Add(u.cfg.SessionIdleTTL),
+		ExpiresAt:     now.Add(u.cfg.SessionTTL),
+		UserAgent:     cleanText(truncate(r.UserAgent(), 200)),
+		Address:       u.cfg.ClientIP(r),
+	})
+	return s, err
+}
+
+// endSession deletes the stored session behind the cookie's session s.
+func (u *UI) endSession(ctx context.Context, s session) error {
+	if s.Subject == "" {
+		return nil
+	}
+	return u.cfg.Sessions.DeleteSession(ctx, s.Subject, u.sessionKey(s.ID))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
 }
 
 // ensureSession gives an anonymous visitor a session id, so the login form's
@@ -171,7 +234,7 @@ func authorizeBinding(r *http.Request, p Prompt) string {
 
 // formFields are the fields our own forms add; everything else in a POSTed
 // authorization request is an authorization parameter.
-var formFields = []string{stepField, "csrf", "flow", "username", "password", "action"}
+var formFields = []string{stepField, "csrf", "flow", "username", "password", "action", "session_id"}
 
 // requestParams returns the authorization request's parameters: the query,
 // or for an authorization request POSTed without a query (RFC 6749 §3.1) the
@@ -222,6 +285,8 @@ type submittedForm struct {
 	Password string
 	Action   string
 	ClientID string
+	// SessionID names a stored session to end (the stored, hashed id).
+	SessionID string
 }
 
 var errBadForm = errors.New("loginui: bad form")
@@ -250,6 +315,7 @@ func parseFields(v url.Values) (*submittedForm, error) {
 		{"password", &f.Password, maxPasswordLen},
 		{"action", &f.Action, 32},
 		{"client_id", &f.ClientID, maxClientIDLen},
+		{"session_id", &f.SessionID, 128},
 	} {
 		vs := v[fd.name]
 		if len(vs) > 1 || (len(vs) == 1 && len(vs[0]) > fd.max) {
@@ -260,7 +326,7 @@ func parseFields(v url.Values) (*submittedForm, error) {
 		}
 	}
 	switch f.Step {
-	case "", stepLogin, stepConsent, "logout", "revoke":
+	case "", stepLogin, stepConsent, "logout", "revoke", "end_session":
 	default:
 		return nil, errBadForm
 	}

@@ -140,6 +140,10 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 		// The throttle counts in the configured storage, so instances
 		// sharing a database share it.
 		Counters: s.store,
+		// Sessions are stored, so logging out ends them on every instance.
+		Sessions:       s.store,
+		SessionTTL:     cfg.Sessions.AbsoluteTTL.D(),
+		SessionIdleTTL: cfg.Sessions.IdleTTL.D(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("login pages: %w", err)

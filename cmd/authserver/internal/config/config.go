@@ -64,6 +64,7 @@ type Config struct {
 	Registration   Registration   `yaml:"registration"`
 	CIMD           CIMD           `yaml:"cimd"`
 	Exchange       []ExchangeRule `yaml:"exchange"`
+	Sessions       Sessions       `yaml:"sessions"`
 	GC             GC             `yaml:"gc"`
 	MigrateOnStart *bool          `yaml:"migrate_on_start"`
 	Log            Log            `yaml:"log"`
@@ -202,6 +203,15 @@ type ExchangeRule struct {
 	// Clients may use the rule; empty means every client allowed the
 	// token-exchange grant.
 	Clients []string `yaml:"clients"`
+}
+
+// Sessions are the lifetimes of a signed-in browser session, which is
+// stored so that logging out ends it everywhere.
+type Sessions struct {
+	// IdleTTL ends a session unused this long.
+	IdleTTL Duration `yaml:"idle_ttl"`
+	// AbsoluteTTL ends a session this long after the login, however busy.
+	AbsoluteTTL Duration `yaml:"absolute_ttl"`
 }
 
 // GC configures the periodic removal of expired records.
@@ -454,6 +464,12 @@ func (c *Config) defaults() {
 	}
 	if m.Timeout == 0 {
 		m.Timeout = Duration(5 * time.Second)
+	}
+	if c.Sessions.IdleTTL == 0 {
+		c.Sessions.IdleTTL = Duration(2 * time.Hour)
+	}
+	if c.Sessions.AbsoluteTTL == 0 {
+		c.Sessions.AbsoluteTTL = Duration(12 * time.Hour)
 	}
 	if c.GC.Interval == 0 {
 		c.GC.Interval = Duration(10 * time.Minute)

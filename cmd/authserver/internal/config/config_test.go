@@ -107,6 +107,8 @@ func TestParseRejectsBadFields(t *testing.T) {
 		{"rejects a registration scope no resource has", add("registration:\n  scopes: [nope]"), "config: registration.scopes[0]:"},
 		{"rejects a negative cap", add("registration:\n  max_redirect_uris: -1"), "config: registration.max_redirect_uris: must not be negative"},
 		{"rejects a trusted proxy that is not an address", add("registration:\n  trusted_proxies: [proxy.local]"), "config: registration.trusted_proxies[0]: not an IP address"},
+		{"rejects an idle session lifetime above the absolute one", add("sessions:\n  idle_ttl: 13h"), "config: sessions.idle_ttl: must be between 1m and sessions.absolute_ttl"},
+		{"rejects a session lifetime of seconds", add("sessions:\n  absolute_ttl: 30s"), "config: sessions.absolute_ttl: must be between 1m and 720h"},
 		{"rejects a top-level trusted proxy that is not an address", add("trusted_proxies: [10.0.0.0/8, proxy.local]"), "config: trusted_proxies[1]: not an IP address"},
 		{"rejects both spellings of trusted_proxies with different lists", add("trusted_proxies: [10.0.0.0/8]\nregistration:\n  trusted_proxies: [192.0.2.1]"), "config: registration.trusted_proxies: is the older spelling"},
 		{"rejects a redirect host with a port", add("registration:\n  denied_redirect_hosts: [\"evil.example:443\"]"), "config: registration.denied_redirect_hosts[0]: not a host name"},

@@ -166,6 +166,12 @@ func (c *Config) Validate() error {
 	if k := c.Signing.KeyReload.D(); k < time.Second || k > time.Hour {
 		return errf("signing.key_reload", "must be between 1s and 1h, got %s", k)
 	}
+	if d := c.Sessions.AbsoluteTTL.D(); d < time.Minute || d > 30*24*time.Hour {
+		return errf("sessions.absolute_ttl", "must be between 1m and 720h, got %s", d)
+	}
+	if d := c.Sessions.IdleTTL.D(); d < time.Minute || d > c.Sessions.AbsoluteTTL.D() {
+		return errf("sessions.idle_ttl", "must be between 1m and sessions.absolute_ttl (%s), got %s", c.Sessions.AbsoluteTTL.D(), d)
+	}
 	if err := c.validateRegistration(byURI, scopes); err != nil {
 		return err
 	}

@@ -1,0 +1,138 @@
+package loginui
+
+import (
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// copyOf is a second browser holding a copy of b's cookies, as an attacker
+// who lifted them would.
+func (b *browser) copyOf() *browser {
+	c := b.h.browser()
+	u, _ := url.Parse(b.h.srv.URL)
+	jar, _ := cookiejar.New(nil)
+	jar.SetCookies(u, b.c.Jar.Cookies(u))
+	c.c.Jar = jar
+	return c
+}
+
+func signedIn(b *browser) bool {
+	b.h.t.Helper()
+	return strings.Contains(b.get("/consents").Body, "Signed in as")
+}
+
+// TestLogoutEndsTheSessionEverywhere: after logout a copied session cookie
+// no longer signs anyone in, since the session is gone from the store.
+func TestLogoutEndsTheSessionEverywhere(t *testing.T) {
+	h := newHarness(t, nil)
+	b := h.browser()
+	b.login("/consents", "alice", alicePW)
+	stolen := b.copyOf()
+	if !signedIn(stolen) {
+		t.Fatal("the copied cookie does not sign in before logout")
+	}
+	if got := b.submit(b.get("/logout").form(t)); got.StatusCode != http.StatusOK || !strings.Contains(got.Body, "You are signed out.") {
+		t.Fatalf("logout: %d", got.StatusCode)
+	}
+	if signedIn(stolen) {
+		t.Fatal("a copy of the cookie still works after logout")
+	}
+	if p := stolen.get(authorizePath()); !strings.Contains(p.Body, `name="password"`) {
+		t.Fatal("the copied cookie skips the login at /authorize after logout")
+	}
+}
+
+// TestSessionLifetimes: a session ends after SessionIdleTTL without use and
+// after SessionTTL in all, however busy.
+func TestSessionLifetimes(t *testing.T) {
+	cfg := func(c *Config) { c.SessionIdleTTL = 30 * time.Minute; c.SessionTTL = 2 * time.Hour }
+	t.Run("idle", func(t *testing.T) {
+		h := newHarness(t, cfg)
+		b := h.browser()
+		b.login("/consents", "alice", alicePW)
+		h.clock.Advance(20 * time.Minute)
+		if !signedIn(b) {
+			t.Fatal("signed out after 20 minutes")
+		}
+		h.clock.Advance(20 * time.Minute)
+		if !signedIn(b) {
+			t.Fatal("signed out 20 minutes after the last use")
+		}
+		h.clock.Advance(31 * time.Minute)
+		if signedIn(b) {
+			t.Fatal("still signed in after 31 idle minutes")
+		}
+	})
+	t.Run("absolute", func(t *testing.T) {
+		h := newHarness(t, cfg)
+		b := h.browser()
+		b.login("/consents", "alice", alicePW)
+		for i := range 5 {
+			h.clock.Advance(20 * time.Minute)
+			if !signedIn(b) {
+				t.Fatalf("signed out after %d busy minutes", 20*(i+1))
+			}
+		}
+		h.clock.Advance(21 * time.Minute)
+		if signedIn(b) {
+			t.Fatal("still signed in after the absolute lifetime")
+		}
+	})
+}
+
+// TestConsentsPageListsAndEndsSessions: the person sees where they are
+// signed in and can end another browser's session from /consents.
+func TestConsentsPageListsAndEndsSessions(t *testing.T) {
+	h := newHarness(t, nil)
+	a, other := h.browser(), h.browser()
+	a.login("/consents", "alice", alicePW)
+	other.login("/consents", "alice", alicePW)
+	bob := h.browser()
+	bob.login("/consents", "bob", bobPW)
+	page := a.get("/consents")
+	var ends []form
+	for _, f := range page.forms() {
+		if f.Fields.Get(stepField) == "end_session" {
+			ends = append(ends, f)
+		}
+	}
+	if len(ends) != 2 || strings.Count(page.Body, "(this browser)") != 1 {
+		t.Fatalf("%d sessions listed, want alice's 2:\n%s", len(ends), page.Body)
+	}
+	// The form names a session by its stored id; bob's cannot be ended
+	// by alice even if she learns it.
+	bobs := bob.get("/consents").forms()
+	for _, f := range bobs {
+		if id := f.Fields.Get("session_id"); id != "" {
+			forged := form{Action: ends[0].Action, Fields: cloneValues(ends[0].Fields)}
+			forged.Fields.Set("session_id", id)
+			a.submit(forged)
+		}
+	}
+	if !signedIn(bob) {
+		t.Fatal("alice ended bob's session")
+	}
+	for _, f := range ends {
+		if !strings.Contains(page.Body, `value="`+f.Fields.Get("session_id")+`">`+"\n"+`<button type="submit" class="secondary">End this session`) {
+			continue
+		}
+		if got := a.submit(f); got.StatusCode != http.StatusOK {
+			t.Fatalf("ending the other session: %d", got.StatusCode)
+		}
+	}
+	if signedIn(other) {
+		t.Fatal("the other browser is still signed in")
+	}
+	if !signedIn(a) {
+		t.Fatal("ending the other session signed this browser out")
+	}
+	noCSRF := form{Action: ends[0].Action, Fields: cloneValues(ends[0].Fields)}
+	noCSRF.Fields.Del("csrf")
+	if got := a.submit(noCSRF); got.StatusCode != http.StatusForbidden {
+		t.Fatalf("ending a session without CSRF: %d, want 403", got.StatusCode)
+	}
+}
