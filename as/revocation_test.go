@@ -79,6 +79,13 @@ func revokeOnConsentsPage(t *testing.T, h *harness, b *browser) {
 	if !strings.Contains(p.Body, `value="revoke"`) {
 		t.Fatalf("consents page has no revoke form: %d\n%s", p.StatusCode, p.Body)
 	}
+	// The page also lists the person's sessions, each with its own form.
+	for _, f := range formRE.FindAllString(p.Body, -1) {
+		if strings.Contains(f, `value="revoke"`) {
+			p.Body = f
+			break
+		}
+	}
 	p = b.submit(p)
 	if p.StatusCode != http.StatusOK || strings.Contains(p.Body, `value="revoke"`) {
 		t.Fatalf("after revoking: %d\n%s", p.StatusCode, p.Body)
