@@ -51,6 +51,14 @@ type keyServer struct {
 	introHits     atomic.Int32
 	exchangeTTL   time.Duration
 	allowedTarget string // token exchange policy: the only downstream resource
+
+	// The Token Status List served at /statuslists/1 (status_test.go):
+	// statusBits is the one-bit list; statusClaims, when set, changes the
+	// list token's claims before signing; statusTyp its typ.
+	statusBits   []byte
+	statusClaims func(map[string]any)
+	statusTyp    string
+	statusHits   atomic.Int32
 }
 
 func newKeyServer(t testing.TB) *keyServer { return newKeyServerAt(t, "") }
@@ -89,6 +97,9 @@ func newKeyServerAt(t testing.TB, issuer string) *keyServer {
 	mux.HandleFunc("/jwks.json", ks.serveJWKS)
 	mux.HandleFunc("/introspect", ks.serveIntrospect)
 	mux.HandleFunc("/token", ks.serveToken)
+	mux.HandleFunc("/statuslists/1", ks.serveStatusList)
+	ks.statusBits = make([]byte, 64)
+	ks.statusTyp = "statuslist+jwt"
 	return ks
 }
 

@@ -26,6 +26,8 @@ type Principal struct {
 	Expiry   time.Time
 	Audience []string
 	Actor    *Actor // nil unless the token came from a token exchange
+
+	status *statusRef // the token's Token Status List entry, checked on every Verify
 }
 
 // HasScopes reports whether p was granted every scope in want.

@@ -75,6 +75,21 @@ type Config struct {
 	// not) is sent to the AS's introspection_endpoint, authenticated with
 	// these credentials, and nothing is cached, so revocation is immediate.
 	Introspection *ClientCredentials
+	// StatusMaxAge bounds how stale the Token Status List
+	// (draft-ietf-oauth-status-list) may be when it decides that a token
+	// with a status claim is not revoked: a list older than this (or than
+	// its own ttl claim) is fetched again before use. A revoked token is
+	// therefore refused at most this long (plus the AS's own second of
+	// caching) after its revocation. Zero value: DefaultStatusMaxAge (30 s).
+	StatusMaxAge time.Duration
+	// StatusFailAfter is how long a cached status list is still used while
+	// the AS cannot be reached; after it, tokens with a status claim are
+	// refused with ErrUnavailable (503) until a fetch succeeds. Zero value:
+	// DefaultStatusFailAfter (10 min); never shorter than StatusMaxAge.
+	StatusFailAfter time.Duration
+	// IgnoreStatus turns status list checking off: tokens are then refused
+	// only when they expire (or in introspection mode).
+	IgnoreStatus bool
 	// Now returns the current time. Zero value: time.Now.
 	Now func() time.Time
 	// Logger receives key refresh failures. Zero value: slog.Default().
@@ -101,6 +116,12 @@ type Verifier struct {
 	bgRunning atomic.Bool
 
 	cache *tokenCache
+
+	statusMaxAge    time.Duration
+	statusFailAfter time.Duration
+	ignoreStatus    bool
+	listsMu         sync.Mutex
+	lists           map[string]*statusList
 }
 
 type keySet struct {
@@ -170,6 +191,15 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	if v.now == nil {
 		v.now = time.Now
 	}
+	v.statusMaxAge, v.statusFailAfter, v.ignoreStatus = cfg.StatusMaxAge, cfg.StatusFailAfter, cfg.IgnoreStatus
+	if v.statusMaxAge <= 0 {
+		v.statusMaxAge = DefaultStatusMaxAge
+	}
+	if v.statusFailAfter <= 0 {
+		v.statusFailAfter = DefaultStatusFailAfter
+	}
+	v.statusFailAfter = max(v.statusFailAfter, v.statusMaxAge)
+	v.lists = map[string]*statusList{}
 	if v.log == nil {
 		v.log = slog.Default()
 	}
@@ -194,7 +224,10 @@ func (v *Verifier) Issuer() string { return v.issuer }
 // "at+jwt" or "application/at+jwt", the key is found by kid in the AS's JWKS,
 // the signature, iss equal to the issuer, aud containing the resource (canonical
 // forms compared exactly), exp and nbf with ClockSkew, and sub, client_id and
-// jti present. Verified tokens are cached until they expire.
+// jti present. Verified tokens are cached until they expire. A token with a
+// Token Status List claim (draft-ietf-oauth-status-list §6.1) is also
+// checked, on every call, against the cached list (see StatusMaxAge):
+// a revoked one is refused with ErrInvalidToken.
 func (v *Verifier) Verify(ctx context.Context, token string) (*Principal, error) {
 	if v.introspect != nil {
 		return v.introspectToken(ctx, token)
@@ -202,12 +235,22 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Principal, error)
 	now := v.now()
 	if v.cache != nil {
 		if p, ok := v.cache.get(token, now); ok {
+			if p.status != nil {
+				if err := v.checkStatus(ctx, p.status, now); err != nil {
+					return nil, err
+				}
+			}
 			return p, nil
 		}
 	}
 	p, err := v.verifyJWT(ctx, token, now)
 	if err != nil {
 		return nil, err
+	}
+	if p.status != nil {
+		if err := v.checkStatus(ctx, p.status, now); err != nil {
+			return nil, err
+		}
 	}
 	if v.cache != nil {
 		v.cache.put(token, p, now)
@@ -230,6 +273,8 @@ type claims struct {
 	// SCP is the scope list some servers (fosite's default "scp" field)
 	// send instead of RFC 9068's "scope"; read only when "scope" is absent.
 	SCP jwt.Audience `json:"scp"`
+	// Status is the Token Status List reference (status.go).
+	Status *tokenStatus `json:"status"`
 }
 
 func (c *claims) scopes() []string {
@@ -271,7 +316,14 @@ func (v *Verifier) verifyJWT(ctx context.Context, token string, now time.Time) (
 	if err := json.Unmarshal(payload, &c); err != nil {
 		return nil, invalid("claims: %v", err)
 	}
-	return v.checkClaims(&c, now, true)
+	p, err := v.checkClaims(&c, now, true)
+	if err != nil || c.Status == nil || v.ignoreStatus {
+		return p, err
+	}
+	if p.status, err = v.statusRefFor(c.Status); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // checkClaims applies the RFC 9068 §4 claim checks. jti is required of JWTs
