@@ -35,6 +35,8 @@ type config struct {
 	// those of --issuer and --downstream (a container network); "" for the
 	// same.
 	issuerInternal, downstreamInternal string
+	// statusMaxAge bounds the staleness of the token status list (0: the default).
+	statusMaxAge time.Duration
 	// httpClient reaches the AS (tests); nil means rsmiddleware's default.
 	httpClient *http.Client
 }
@@ -98,10 +100,11 @@ func build(cfg config, logger *slog.Logger) (http.Handler, *mcp.Server, error) {
 		return nil, nil, err
 	}
 	verifier, err := rsmiddleware.NewVerifier(rsmiddleware.Config{
-		Issuer:     cfg.issuer,
-		Resource:   resource,
-		HTTPClient: asClient,
-		Logger:     logger,
+		Issuer:       cfg.issuer,
+		Resource:     resource,
+		HTTPClient:   asClient,
+		Logger:       logger,
+		StatusMaxAge: cfg.statusMaxAge,
 	})
 	if err != nil {
 		return nil, nil, err
