@@ -1,6 +1,7 @@
 package as
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/url"
@@ -67,6 +68,10 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	} else if !matchRedirectURI(c.redirectURIs, redirectURI) {
 		s.errorPage(w, http.StatusBadRequest, "Invalid redirect URI", "The redirect URI does not match any registered for this application.")
 		return
+	} else if !slices.Contains(c.redirectURIs, redirectURI) {
+		// A loopback URI on another port: fosite, which checks the redirect
+		// URI again, sees the client with this one added.
+		ctx = withLoopbackRedirect(ctx, redirectURI)
 	}
 	if !c.GetGrantTypes().Has("authorization_code") {
 		s.errorPage(w, http.StatusBadRequest, "Unauthorized client", "This application may not use the authorization code flow.")
@@ -276,9 +281,14 @@ func checkPKCE(challenge, method string) error {
 	return nil
 }
 
-// matchRedirectURI compares exactly, except that for loopback IP literals
-// (http://127.0.0.1, http://[::1]) the port may differ (RFC 8252 §7.3).
-// "localhost" gets no such relaxation (RFC 8252 §8.3).
+// matchRedirectURI compares exactly, except that for http on loopback
+// (127.0.0.1 and the rest of 127/8, [::1], localhost) the port may differ,
+// and a URI registered without a port matches any (RFC 8252 §7.3: native
+// apps listen on whatever port is free; VS Code, Claude Code and Cursor
+// register such URIs). The host itself, the path and the query are still
+// compared exactly: a URI registered for localhost does not match 127.0.0.1.
+// RFC 8252 §8.3 advises against localhost, but the port is the client's to
+// choose whichever loopback name it registered.
 func matchRedirectURI(registered []string, requested string) bool {
 	if slices.Contains(registered, requested) {
 		return true
@@ -287,8 +297,7 @@ func matchRedirectURI(registered []string, requested string) bool {
 	if err != nil || ru.Scheme != "http" || ru.User != nil || ru.Fragment != "" || strings.Contains(requested, "#") {
 		return false
 	}
-	ip := net.ParseIP(ru.Hostname())
-	if ip == nil || !ip.IsLoopback() {
+	if !loopbackHost(ru.Hostname()) {
 		return false
 	}
 	for _, reg := range registered {
@@ -301,6 +310,24 @@ func matchRedirectURI(registered []string, requested string) bool {
 		}
 	}
 	return false
+}
+
+// loopbackHost reports whether host is a loopback IP literal or localhost.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// loopbackRedirectKey carries, for one authorization request, a loopback
+// redirect URI that matchRedirectURI accepted on a port other than the
+// registered one.
+type loopbackRedirectKey struct{}
+
+func withLoopbackRedirect(ctx context.Context, uri string) context.Context {
+	return context.WithValue(ctx, loopbackRedirectKey{}, uri)
 }
 
 // errorResponseURL is the redirect URI with an error response (RFC 6749

@@ -54,6 +54,10 @@ type client struct {
 	// (not by default); introspection shows a caller the tokens for them.
 	listedResources []string
 	authMethod      string
+	// exactAuthMethod: the client registered authMethod (RFC 7591 §2) and
+	// must authenticate with it; configured clients may send their secret
+	// either way.
+	exactAuthMethod bool
 	jwks            *jose3.JSONWebKeySet
 	jwksURI         string
 	assertionAlg    string // alg of the assertion being checked (see clientManager.authenticate)
@@ -181,6 +185,11 @@ func (m *clientManager) GetClient(ctx context.Context, id string) (fosite.Client
 		cc.assertionAlg = alg
 		return &cc, nil
 	}
+	if uri, ok := ctx.Value(loopbackRedirectKey{}).(string); ok && matchRedirectURI(c.redirectURIs, uri) && !slices.Contains(c.redirectURIs, uri) {
+		cc := *c
+		cc.redirectURIs = append(slices.Clone(c.redirectURIs), uri)
+		return &cc, nil
+	}
 	return c, nil
 }
 
@@ -259,6 +268,7 @@ func (m *clientManager) fromStorage(sc *storage.Client) (*client, error) {
 		c.public = true
 		c.authMethod = authNone
 	}
+	c.exactAuthMethod = sc.TokenEndpointAuthMethod == c.authMethod
 	c.grantTypes = effectiveGrants(sc.GrantTypes, c.public, len(c.redirectURIs) > 0)
 	// The registration policy is the ceiling; the scope the client
 	// registered with is only its default (RFC 7591 §2 leaves the meaning
@@ -489,6 +499,17 @@ func (m *clientManager) authenticate(ctx context.Context, r *http.Request, form 
 	}
 	if sec == "" || !m.hasher.Equal(c.secretHash, sec) {
 		return nil, fosite.ErrInvalidClient.WithHint("Client authentication failed.")
+	}
+	// A registered client uses the method it registered (RFC 7591 §2,
+	// token_endpoint_auth_method), checked after the secret so a wrong
+	// method tells nothing to someone without it.
+	if c.exactAuthMethod {
+		if basic && c.authMethod != authSecretBasic {
+			return nil, fosite.ErrInvalidClient.WithHint("This client registered client_secret_post: send client_id and client_secret in the request body, not HTTP Basic.")
+		}
+		if !basic && c.authMethod != authSecretPost {
+			return nil, fosite.ErrInvalidClient.WithHint("This client registered client_secret_basic: send its credentials with HTTP Basic, not in the request body.")
+		}
 	}
 	if !c.secretExpiresAt.IsZero() && m.now().After(c.secretExpiresAt) {
 		return nil, fosite.ErrInvalidClient.WithHint("The client secret has expired.")

@@ -112,7 +112,7 @@ func TestAuthorizeRejections(t *testing.T) {
 		{"shows a page for a registered URI with a different path", func(v url.Values) { v.Set("redirect_uri", appRedirect+"/x") }, noMatch},
 		{"shows a page for a registered URI extended by a query", func(v url.Values) { v.Set("redirect_uri", appRedirect+"?next=https://evil.example") }, noMatch},
 		{"shows a page for a registered URI on another port", func(v url.Values) { v.Set("redirect_uri", "https://app.example:8443/callback") }, noMatch},
-		{"shows a page for localhost on another port", func(v url.Values) { v.Set("redirect_uri", "http://localhost:7778/cb") }, noMatch},
+		{"shows a page for localhost on another port with another path", func(v url.Values) { v.Set("redirect_uri", "http://localhost:7778/other") }, noMatch},
 		{"shows a page for a loopback URI with another path", func(v url.Values) { v.Set("redirect_uri", "http://127.0.0.1:5555/other") }, noMatch},
 		{"shows a page for a loopback URI extending the registered path", func(v url.Values) { v.Set("redirect_uri", "http://127.0.0.1:5555/cb/x") }, noMatch},
 		{"shows a page for two client ids", func(v url.Values) { v.Add("client_id", "web-app") }, notOne},

@@ -124,10 +124,12 @@ func LoopbackOnly(uris []string) bool {
 }
 
 // MatchRedirectURI reports whether requested equals one of registered exactly,
-// except that for loopback IP literals (http://127.0.0.1, http://[::1]) the
-// port is ignored (RFC 8252 §7.3; VS Code and Claude Code redirect on an
-// ephemeral port to a portless or other-port registration). "localhost" gets
-// no such latitude, as RFC 8252 §8.3 advises.
+// except that for http on loopback (127.0.0.1 and the rest of 127/8, [::1],
+// localhost) the port is ignored, and a URI registered without a port
+// matches any (RFC 8252 §7.3; VS Code and Claude Code redirect on an
+// ephemeral port to a portless or other-port registration, Cursor registers
+// localhost). The host, path and query still match exactly: a registration
+// for localhost does not cover 127.0.0.1.
 func MatchRedirectURI(registered []string, requested string) bool {
 	if slices.Contains(registered, requested) {
 		return true
@@ -137,7 +139,7 @@ func MatchRedirectURI(registered []string, requested string) bool {
 		return false
 	}
 	qh := q.Hostname()
-	if qh != "127.0.0.1" && qh != "::1" {
+	if ip := net.ParseIP(qh); qh != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return false
 	}
 	for _, r := range registered {

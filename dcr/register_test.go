@@ -135,7 +135,7 @@ func TestClaudeReRegistersOnEveryConnect(t *testing.T) {
 }
 
 func TestVSCodeRedirectOnAnotherPortMatchesTheLoopbackRegistration(t *testing.T) {
-	registered := []string{"http://127.0.0.1:33418/", "http://127.0.0.1/"}
+	registered := []string{"http://127.0.0.1:33418/", "http://127.0.0.1/", "http://localhost:8787/callback", "http://[::1]/cb"}
 	cases := []struct {
 		name      string
 		requested string
@@ -144,7 +144,10 @@ func TestVSCodeRedirectOnAnotherPortMatchesTheLoopbackRegistration(t *testing.T)
 		{"the registered port matches", "http://127.0.0.1:33418/", true},
 		{"an ephemeral port matches the portless registration", "http://127.0.0.1:51234/", true},
 		{"a different path does not match", "http://127.0.0.1:51234/other", false},
-		{"localhost is not an IP literal and does not match", "http://localhost:51234/", false},
+		{"a localhost request does not match a 127.0.0.1 registration", "http://localhost:51234/", false},
+		{"localhost on another port matches the localhost registration", "http://localhost:51234/callback", true},
+		{"127.0.0.1 does not match a localhost registration", "http://127.0.0.1:51234/callback", false},
+		{"[::1] on any port matches the portless registration", "http://[::1]:51234/cb", true},
 		{"https on loopback does not match an http registration", "https://127.0.0.1:51234/", false},
 		{"a query that was not registered does not match", "http://127.0.0.1:51234/?x=1", false},
 	}
