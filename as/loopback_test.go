@@ -83,3 +83,34 @@ func TestLoopbackRedirectOnAnyPort(t *testing.T) {
 		})
 	}
 }
+
+// FuzzMatchRedirectURI: a requested URI matches a registered one only when it
+// is the same string, or both are http on the same loopback host with the
+// same path and query (the port alone may differ) and no userinfo or
+// fragment.
+func FuzzMatchRedirectURI(f *testing.F) {
+	for _, s := range [][2]string{
+		{"http://127.0.0.1/cb", "http://127.0.0.1:5000/cb"},
+		{"http://localhost:1/q?x=1", "http://localhost:2/q?x=1"},
+		{"http://[::1]/p", "http://[::1]:9/p"},
+		{"https://app.example/cb", "https://app.example/cb"},
+		{"http://localhost/cb", "http://127.0.0.1/cb"},
+		{"http://localhost/cb", "http://localhost:1/cb#f"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, registered, requested string) {
+		if !matchRedirectURI([]string{registered}, requested) || registered == requested {
+			return
+		}
+		g, err1 := url.Parse(registered)
+		r, err2 := url.Parse(requested)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("%q matched %q, but one does not parse", requested, registered)
+		}
+		if r.Scheme != "http" || g.Scheme != "http" || !loopbackHost(r.Hostname()) || g.Hostname() != r.Hostname() ||
+			g.EscapedPath() != r.EscapedPath() || g.RawQuery != r.RawQuery || r.User != nil || r.Fragment != "" || strings.Contains(requested, "#") {
+			t.Fatalf("%q matched %q", requested, registered)
+		}
+	})
+}

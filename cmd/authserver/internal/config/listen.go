@@ -4,21 +4,29 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 )
 
 // issuerForListen is the development issuer for a listen address: plain http
 // on that address, with an unspecified host (":9500", "0.0.0.0:9500",
-// "[::]:9500") read as 127.0.0.1. An address that does not parse gives the
-// default issuer; validation then reports the listen address.
+// "[::]:9500") read as 127.0.0.1. An address that does not make such a URL
+// gives the default issuer; validation then reports the listen address.
 func issuerForListen(listen string) string {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil || port == "" {
 		return DefaultIssuer
 	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return DefaultIssuer
+	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	iss := "http://" + net.JoinHostPort(host, port)
+	if u, err := url.Parse(iss); err != nil || u.Host != net.JoinHostPort(host, port) || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return DefaultIssuer
+	}
+	return iss
 }
 
 // issuerPortWarning is a warning when the issuer is on loopback but on

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"net"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -90,4 +92,25 @@ func baseWithoutAddresses() string {
 		}
 	}
 	return strings.Join(keep, "\n")
+}
+
+// FuzzIssuerForListen: whatever the listen address, the derived issuer is
+// the default or an http URL on listen's port that validation accepts.
+func FuzzIssuerForListen(f *testing.F) {
+	for _, s := range []string{"127.0.0.1:9000", ":9500", "[::]:1", "localhost:80", "x", "[::1", "a:b:c", "h:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, listen string) {
+		iss := issuerForListen(listen)
+		if iss == DefaultIssuer {
+			return
+		}
+		u, err := url.Parse(iss)
+		if err != nil || u.Scheme != "http" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			t.Fatalf("issuerForListen(%q) = %q: not a plain http origin", listen, iss)
+		}
+		if _, port, _ := net.SplitHostPort(listen); u.Port() != port {
+			t.Fatalf("issuerForListen(%q) = %q: port %q, want %q", listen, iss, u.Port(), port)
+		}
+	})
 }
