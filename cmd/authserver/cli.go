@@ -27,6 +27,7 @@ var verbs = map[string][]string{
 	"migrate": {"up", "status"},
 	"keys":    {"list", "retire", "prune", "rotate"},
 	"clients": {"list", "show", "create", "delete"},
+	"grants":  {"list", "revoke"},
 }
 
 var specs = map[string]*spec{
@@ -67,6 +68,19 @@ var specs = map[string]*spec{
 			fs.BoolVar(&c.public, "public", false, "public client: no secret, PKCE only")
 		}},
 	"clients delete": {name: "clients delete", args: "ID", nargs: 1, help: "Delete a stored client. Clients of the configuration file are changed there."},
+
+	"grants list": {name: "grants list", format: true, help: "List live grants (authorizations with unexpired tokens), of one user and/or one client when given; orphaned ones (user or client gone) are marked.",
+		flags: func(fs *flag.FlagSet, c *command) {
+			fs.StringVar(&c.user, "user", "", "only this user's grants")
+			fs.StringVar(&c.client, "client", "", "only this client's grants")
+		}},
+	"grants revoke": {name: "grants revoke", format: true,
+		help: "Revoke every grant of a user (--user), of a client (--client), of a user for a client (both), or one grant (--grant): refresh tokens are refused at once, access tokens introspect inactive and are flagged in the token status list, remembered consents go.",
+		flags: func(fs *flag.FlagSet, c *command) {
+			fs.StringVar(&c.user, "user", "", "revoke this user's grants")
+			fs.StringVar(&c.client, "client", "", "revoke this client's grants")
+			fs.StringVar(&c.grant, "grant", "", "revoke this one grant (its id, from grants list)")
+		}},
 }
 
 // multiFlag is a repeatable string flag.

@@ -17,6 +17,8 @@
 //	               list signing keys, retire one, delete retired or unloadable ones
 //	clients list|show ID|create|delete ID
 //	               manage stored clients
+//	grants list|revoke
+//	               list or revoke grants by user, client or id
 //	gc             one garbage-collection pass (expired records, idle clients)
 //	check-config   validate the configuration, print warnings and the
 //	               configuration with secrets redacted
@@ -104,6 +106,9 @@ commands:
                          list, retire, delete or add signing keys
   clients list|show ID|create --name N --redirect-uri U [--public]|delete ID
                          manage clients in storage
+  grants list [--user U] [--client C]
+  grants revoke --user U | --client C | --grant ID
+                         list or revoke grants
   gc                     run one garbage-collection pass
   check-config           validate the configuration, print warnings and the
                          configuration with secrets redacted
@@ -242,7 +247,7 @@ func dispatch(ctx context.Context, args []string, e env) error {
 			return rotateKey(ctx, cfg, e)
 		}
 		return operate(ctx, cfg, cmd, logger, e)
-	case "clients":
+	case "clients", "grants":
 		return operate(ctx, cfg, cmd, logger, e)
 	case "gc":
 		return gcOnce(ctx, cfg, logger, e)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,9 +124,32 @@ func operatorCommands(t *testing.T, cfg string) {
 		t.Fatalf("delete configured client: exit %d %s", code, errOut)
 	}
 
+	// grants: one client-credentials grant, issued by the server built on
+	// this storage, listed and revoked from the command line.
+	issueClientCredentials(t, cfg, secret)
+	var grants []as.Grant
+	out = mustCLI(t, secret, "grants", "list", "--client", "ci-bot", "--config", cfg, "--format", "json")
+	if err := json.Unmarshal([]byte(out), &grants); err != nil || len(grants) != 1 || grants[0].Client != "ci-bot" || grants[0].ID == "" {
+		t.Fatalf("grants list: %v %s", err, out)
+	}
+	table = mustCLI(t, secret, "grants", "list", "--config", cfg)
+	if !strings.HasPrefix(table, "GRANT_ID") || !strings.Contains(table, grants[0].ID) {
+		t.Fatalf("grants list (table):\n%s", table)
+	}
+	if code, _, errOut := cli(t, secret, "grants", "revoke", "--config", cfg); code != 2 || !strings.Contains(errOut, "--user, --client or --grant") {
+		t.Fatalf("grants revoke without a filter: exit %d %s", code, errOut)
+	}
+	out = mustCLI(t, secret, "grants", "revoke", "--grant", grants[0].ID, "--config", cfg)
+	if !strings.Contains(out, "revoked 1 grant") {
+		t.Fatalf("grants revoke: %s", out)
+	}
+	out = mustCLI(t, secret, "grants", "list", "--config", cfg, "--format", "json")
+	if strings.TrimSpace(out) != "[]" {
+		t.Fatalf("grants after revoke: %s", out)
+	}
+
 	// keys: rotate twice, list, retire, prune.
-	mustCLI(t, secret, "keys", "rotate", "--config", cfg)
-	mustCLI(t, secret, "keys", "rotate", "--config", cfg)
+	mustCLI(t, secret, "keys", "rotate", "--config", cfg) // the server above made the first key
 	var keys []as.KeyInfo
 	out = mustCLI(t, secret, "keys", "list", "--config", cfg, "--format", "json")
 	if err := json.Unmarshal([]byte(out), &keys); err != nil || len(keys) != 2 || !keys[0].Signing || keys[1].Signing || keys[1].RetiredAt == nil {
@@ -168,6 +193,33 @@ func operatorCommands(t *testing.T, cfg string) {
 		if !k.Loadable || k.ID == pruned.Deleted[0] {
 			t.Fatalf("keys after prune: %+v", keys)
 		}
+	}
+}
+
+// issueClientCredentials gets one token for ci-bot from the server as serve
+// builds it on cfg's storage, over real HTTP.
+func issueClientCredentials(t *testing.T, cfgPath, secret string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := loadTestConfig(t, cfgPath, secret)
+	s, err := build(ctx, cfg, true, discardLogger(), env{lookup: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.store.Close()
+	srv := httptest.NewServer(s.handler)
+	defer srv.Close()
+	req, _ := http.NewRequest("POST", srv.URL+"/token", strings.NewReader("grant_type=client_credentials"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth("ci-bot", "ci-bot-secret-0123456789")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("client credentials: %d", resp.StatusCode)
 	}
 }
 

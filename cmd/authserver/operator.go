@@ -145,7 +145,7 @@ func configuredClients(cfg *config.Config) []ops.Client {
 
 // newOps is the operator's view of one configuration on store.
 func (s *server) newOps(g *generation) *ops.Ops {
-	return &ops.Ops{
+	o := &ops.Ops{
 		Store:        s.store,
 		Configured:   configuredClients(g.cfg),
 		Registrar:    g.dcr,
@@ -154,6 +154,10 @@ func (s *server) newOps(g *generation) *ops.Ops {
 		KeyRetention: as.KeyRetention(g.cfg.Tokens.AccessTTL.D(), g.cfg.Signing.KeyReload.D()),
 		Log:          s.log.With("component", "admin"),
 	}
+	if g.as != nil {
+		o.Grants = g.as
+	}
+	return o
 }
 
 // inProcess serves the admin API's verifier its AS metadata and JWKS from
@@ -291,6 +295,11 @@ func operate(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Lo
 	if kind, _ := cfg.StorageKind(); kind == "memory" {
 		return fmt.Errorf("%s %s: storage is memory, which lives inside one serve process; use the admin API instead", cmd.name, cmd.verb)
 	}
+	out := printer{w: e.stdout, json: cmd.format == "json"}
+	const who = "cli"
+	if cmd.name == "grants" {
+		return operateGrants(ctx, cfg, cmd, log, e, out)
+	}
 	st, err := openStore(ctx, cfg, cfg.MigrateEnabled(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
@@ -306,8 +315,6 @@ func operate(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Lo
 	}
 	s := &server{cfg: cfg, store: st, secret: key, log: log}
 	o := s.newOps(&generation{cfg: cfg, dcr: reg})
-	out := printer{w: e.stdout, json: cmd.format == "json"}
-	const who = "cli"
 	switch cmd.name + " " + cmd.verb {
 	case "clients list":
 		cs, err := o.ListClients(ctx)
@@ -364,6 +371,65 @@ func operate(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Lo
 		return nil
 	}
 	return usagef("unknown command %s %s", cmd.name, cmd.verb)
+}
+
+// operateGrants runs `grants list|revoke`: they need the authorization
+// server itself (which users exist, the status list), so it is built on
+// the configured storage as serve builds it, without listening.
+func operateGrants(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Logger, e env, out printer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	quiet := slog.New(slog.DiscardHandler)
+	s, err := build(ctx, cfg, cfg.MigrateEnabled(), quiet, e)
+	if err != nil {
+		return err
+	}
+	defer s.store.Close()
+	o := s.current().ops
+	o.Log = log
+	if cmd.verb == "list" {
+		gs, err := o.ListGrants(ctx, cmd.user, cmd.client)
+		if err != nil {
+			return err
+		}
+		return out.grants(gs)
+	}
+	if cmd.user == "" && cmd.client == "" && cmd.grant == "" {
+		return &subcommandError{"grants revoke needs --user, --client or --grant", usageOf("grants revoke", specs["grants revoke"])}
+	}
+	gs, err := o.RevokeGrants(ctx, "cli", as.GrantFilter{User: cmd.user, Client: cmd.client, GrantID: cmd.grant})
+	if err != nil {
+		return err
+	}
+	if out.json {
+		return out.encode(map[string]any{"revoked": gs})
+	}
+	fmt.Fprintf(e.stdout, "revoked %d grant(s)\n", len(gs))
+	return out.grants(gs)
+}
+
+func (p printer) grants(gs []as.Grant) error {
+	if p.json {
+		return p.encode(gs)
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GRANT_ID\tUSER\tCLIENT_ID\tCREATED\tLAST_USED\tEXPIRES\tORPHANED")
+	for _, g := range gs {
+		orphaned := "-"
+		if g.Orphaned {
+			orphaned = g.OrphanedBecause
+		}
+		c, l, x := g.CreatedAt, g.LastUsedAt, g.ExpiresAt
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, dash(g.User), g.Client, stamp(&c), stampZero(&l), stamp(&x), orphaned)
+	}
+	return tw.Flush()
+}
+
+func stampZero(t *time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return stamp(t)
 }
 
 // printer writes records as JSON or as an aligned table.

@@ -207,7 +207,16 @@ func TestAdminAPIAndOperatorSurface(t *testing.T) {
 	if st, _, _ := postToken(issuer, url.Values{"grant_type": {"client_credentials"}, "client_id": {"ci-bot"}, "client_secret": {"wrong-secret-wrong"}}); st != 401 {
 		t.Fatalf("wrong client secret: %d", st)
 	}
-	login(t, issuer, "alice", "not-her-password") // counted below as a login failure
+	// Grants: alice's grant to demo-app is listed, then revoked with her
+	// consent; the rotated refresh token stops working at once.
+	status, _, body = adminReq(t, "GET", adminURL+"grants?user=alice", opsTok, nil)
+	grants, _ := body["grants"].([]any)
+	if status != 200 || len(grants) != 1 || grants[0].(map[string]any)["client_id"] != "demo-app" {
+		t.Fatalf("grants of alice: %d %v", status, body)
+	}
+	if status, _, body = adminReq(t, "GET", adminURL+"grants?client=other-bot", opsTok, nil); status != 200 || len(body["grants"].([]any)) == 0 {
+		t.Fatalf("grants of other-bot: %d %v", status, body)
+	}
 	status, _, body = adminReq(t, "GET", adminURL+"consents?user=alice", opsTok, nil)
 	if status != 200 || !strings.Contains(fmt.Sprint(body["consents"]), "demo-app") {
 		t.Fatalf("consents: %d %v", status, body)
@@ -221,6 +230,30 @@ func TestAdminAPIAndOperatorSurface(t *testing.T) {
 	if _, _, body = adminReq(t, "GET", adminURL+"consents?user=alice", opsTok, nil); strings.Contains(fmt.Sprint(body["consents"]), "demo-app") {
 		t.Fatalf("consent still listed: %v", body)
 	}
+	if st, b, _ := postToken(issuer, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refreshed["refresh_token"].(string)}, "client_id": {"demo-app"}}); st != 400 || b["error"] != "invalid_grant" {
+		t.Fatalf("refresh after the admin revoked the consent: %d %v", st, b)
+	}
+	if status, _, body = adminReq(t, "GET", adminURL+"grants?user=alice", opsTok, nil); len(body["grants"].([]any)) != 0 {
+		t.Fatalf("grants of alice after revoking her consent: %v", body)
+	}
+	// One grant by id, and a revocation by client.
+	code2 := authorizationCode(t, issuer, issuer, appRedirect, "alice", alicePW)
+	if st, b, err := postToken(issuer, url.Values{"grant_type": {"authorization_code"}, "code": {code2.Code},
+		"redirect_uri": {appRedirect}, "client_id": {"demo-app"}, "code_verifier": {code2.Verifier}}); err != nil || st != 200 {
+		t.Fatalf("second code: %d %v", st, b)
+	}
+	_, _, body = adminReq(t, "GET", adminURL+"grants?user=alice&client=demo-app", opsTok, nil)
+	gid := body["grants"].([]any)[0].(map[string]any)["id"].(string)
+	if status, _, body = adminReq(t, "DELETE", adminURL+"grants/"+gid, opsTok, nil); status != 200 || len(body["revoked"].([]any)) != 1 {
+		t.Fatalf("revoke grant by id: %d %v", status, body)
+	}
+	if status, _, body = adminReq(t, "DELETE", adminURL+"grants?client=other-bot", opsTok, nil); status != 200 || len(body["revoked"].([]any)) == 0 {
+		t.Fatalf("revoke grants of a client: %d %v", status, body)
+	}
+	if status, _, _ = adminReq(t, "DELETE", adminURL+"grants", opsTok, nil); status != 400 {
+		t.Fatalf("revoke without a filter: %d", status)
+	}
+	login(t, issuer, "alice", "not-her-password") // counted below as a login failure
 
 	// Keys.
 	status, _, body = adminReq(t, "GET", adminURL+"keys", opsTok, nil)
@@ -271,7 +304,7 @@ func TestAdminAPIAndOperatorSurface(t *testing.T) {
 		{"mcpauth_oauth_errors_total", map[string]string{"endpoint": "admin", "error": "invalid_token"}, 1},
 		{"mcpauth_client_auth_failures_total", nil, 1},
 		{"mcpauth_login_failures_total", nil, 1},
-		{"mcpauth_admin_actions_total", nil, 5},
+		{"mcpauth_admin_actions_total", nil, 7},
 		{"mcpauth_http_request_duration_seconds", map[string]string{"endpoint": "token"}, 7},
 	} {
 		if got := metricValue(fams, c.name, c.labels); got < c.min {
@@ -288,7 +321,7 @@ func TestAdminAPIAndOperatorSurface(t *testing.T) {
 	p.stop(t)
 	log := p.stderr.String()
 	// Audit events name the admin client.
-	for _, ev := range []string{"admin.client.created", "admin.client.deleted", "admin.consent.revoked", "admin.key.rotated", "admin.key.retired"} {
+	for _, ev := range []string{"admin.client.created", "admin.client.deleted", "admin.consent.revoked", "admin.grants.revoked", "admin.key.rotated", "admin.key.retired"} {
 		if !strings.Contains(log, "event="+ev+" admin_client=ops-bot") {
 			t.Errorf("no audit event %s naming ops-bot", ev)
 		}
@@ -312,7 +345,7 @@ func TestAdminAPIAndOperatorSurface(t *testing.T) {
 		"server secret": testSecret, "client secret": botSecret, "ops secret": opsSecret, "wrong secret": "wrong-secret-wrong",
 		"password": alicePW, "wrong password": "not-her-password", "code": code.Code, "verifier": code.Verifier,
 		"access token": tokBody["access_token"].(string), "refresh token": refresh,
-		"rotated refresh token": refreshed["refresh_token"].(string), "admin token": opsTok,
+		"rotated refresh token": refreshed["refresh_token"].(string), "admin token": opsTok, "second code": code2.Code,
 	} {
 		if strings.Contains(log, secret) {
 			t.Errorf("the log contains the %s", name)

@@ -68,6 +68,9 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("DELETE "+Prefix+"clients/{id...}", a.deleteClient)
 	mux.HandleFunc("GET "+Prefix+"consents", a.listConsents)
 	mux.HandleFunc("DELETE "+Prefix+"consents", a.revokeConsents)
+	mux.HandleFunc("GET "+Prefix+"grants", a.listGrants)
+	mux.HandleFunc("DELETE "+Prefix+"grants", a.revokeGrants)
+	mux.HandleFunc("DELETE "+Prefix+"grants/{id}", a.revokeGrant)
 	mux.HandleFunc("GET "+Prefix+"keys", a.listKeys)
 	mux.HandleFunc("POST "+Prefix+"keys", a.rotateKey)
 	mux.HandleFunc("POST "+Prefix+"keys/prune", a.pruneKeys)
@@ -159,6 +162,34 @@ func (a *api) revokeConsents(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+func (a *api) listGrants(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	gs, err := a.cfg.Ops().ListGrants(r.Context(), q.Get("user"), q.Get("client"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"grants": gs})
+}
+
+func (a *api) revokeGrants(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	a.revoke(w, r, as.GrantFilter{User: q.Get("user"), Client: q.Get("client")})
+}
+
+func (a *api) revokeGrant(w http.ResponseWriter, r *http.Request) {
+	a.revoke(w, r, as.GrantFilter{GrantID: r.PathValue("id")})
+}
+
+func (a *api) revoke(w http.ResponseWriter, r *http.Request, f as.GrantFilter) {
+	gs, err := a.cfg.Ops().RevokeGrants(r.Context(), actor(r), f)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"revoked": gs})
+}
+
 func (a *api) listKeys(w http.ResponseWriter, r *http.Request) {
 	ks, err := a.cfg.Ops().ListKeys(r.Context())
 	if err != nil {
@@ -212,6 +243,8 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, ops.ErrConfigured):
 		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, as.ErrEmptyFilter):
+		writeError(w, http.StatusBadRequest, "invalid_request", "name a user, a client or a grant")
 	case errors.Is(err, ops.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid_request", strings.TrimPrefix(err.Error(), ops.ErrInvalid.Error()+": "))
 	case errors.Is(err, as.ErrUnsealableKeys):

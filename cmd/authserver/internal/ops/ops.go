@@ -56,6 +56,55 @@ type Ops struct {
 	KeyRetention time.Duration
 	// Log receives the audit events. Nil discards.
 	Log *slog.Logger
+	// Grants lists and revokes grants (the running *as.Server). Nil: the
+	// grant operations answer ErrNoGrants, and revoking a consent only
+	// forgets it.
+	Grants GrantAdmin
+}
+
+// GrantAdmin is what Ops needs of the authorization server to list and
+// revoke grants; *as.Server implements it.
+type GrantAdmin interface {
+	ListGrants(ctx context.Context, f as.GrantFilter, limit int) ([]as.Grant, error)
+	RevokeGrants(ctx context.Context, f as.GrantFilter) ([]as.Grant, error)
+}
+
+// ErrNoGrants: this Ops was built without an authorization server.
+var ErrNoGrants = errors.New("grant operations need the authorization server")
+
+// ListGrants lists the live grants, of one user and/or one client when set,
+// each marked orphaned when its user or client is gone.
+func (o *Ops) ListGrants(ctx context.Context, user, clientID string) ([]as.Grant, error) {
+	if o.Grants == nil {
+		return nil, ErrNoGrants
+	}
+	gs, err := o.Grants.ListGrants(ctx, as.GrantFilter{User: user, Client: clientID}, 0)
+	if gs == nil && err == nil {
+		gs = []as.Grant{}
+	}
+	return gs, err
+}
+
+// RevokeGrants revokes every grant matching f (as.Server.RevokeGrants):
+// refresh tokens refused at once, access tokens inactive at introspection
+// and flagged in the status list, remembered consents gone. An empty
+// filter is refused. It returns the grants that were revoked.
+func (o *Ops) RevokeGrants(ctx context.Context, actor string, f as.GrantFilter) ([]as.Grant, error) {
+	if o.Grants == nil {
+		return nil, ErrNoGrants
+	}
+	if f == (as.GrantFilter{}) {
+		return nil, invalidf("name a user, a client or a grant to revoke")
+	}
+	gs, err := o.Grants.RevokeGrants(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	if gs == nil {
+		gs = []as.Grant{}
+	}
+	o.audit(ctx, actor, "admin.grants.revoked", "sub", f.User, "client_id", f.Client, "grant", f.GrantID, "count", len(gs))
+	return gs, nil
 }
 
 // Client is a client as an operator sees it. It never holds a secret or a
@@ -290,11 +339,17 @@ func (o *Ops) ListConsents(ctx context.Context, user string) ([]Consent, error) 
 	return out, nil
 }
 
-// RevokeConsents forgets user's consents to clientID (every client when
-// clientID is ""), so the next authorization asks again.
+// RevokeConsents revokes user's consents to clientID (every client when
+// clientID is ""): the grants they gave are revoked as by RevokeGrants and
+// the next authorization asks again.
 func (o *Ops) RevokeConsents(ctx context.Context, actor, user, clientID string) error {
 	if user == "" {
 		return invalidf("user is required")
+	}
+	if o.Grants != nil {
+		if _, err := o.Grants.RevokeGrants(ctx, as.GrantFilter{User: user, Client: clientID}); err != nil {
+			return err
+		}
 	}
 	if err := o.Store.DeleteConsents(ctx, user, clientID); err != nil {
 		return err
