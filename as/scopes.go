@@ -65,6 +65,14 @@ func selectScopes(requested, ceiling, defaults []string) ([]string, error) {
 
 // grantScopes decides the scopes of a new grant of client c on resource res.
 func grantScopes(c *client, res *resource, requested []string) ([]string, error) {
+	if len(requested) == 0 {
+		// The common case of client credentials: the defaults, without
+		// building the ceiling.
+		if d := defaultScopes(c, res); len(d) > 0 {
+			return d, nil
+		}
+		return nil, errNoScope()
+	}
 	return selectScopes(requested, scopeCeiling(c, res), defaultScopes(c, res))
 }
 
