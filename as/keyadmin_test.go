@@ -1,8 +1,10 @@
 package as
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +158,41 @@ func TestKeyAdministration(t *testing.T) {
 	}
 	if ids := keyIDs(t, store); len(ids) != 1 || ids[0] != second {
 		t.Fatalf("keys left: %v, want only %s", ids, second)
+	}
+}
+
+// A key sealed under another secret, found at every reload, is logged once
+// and never signs.
+func TestUnloadableKeyIsLoggedOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := memory.New()
+	var buf bytes.Buffer
+	cfg := minimalConfig(store, rightSecret)
+	cfg.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+	s, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signing, _ := s.keys.signingKey()
+	sealer, _ := newKeySealer(wrongSecret)
+	foreign, _ := newSigningKey("ES256")
+	rec, _ := foreign.record(sealer, time.Now().Add(time.Second))
+	if err := store.CreateKey(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := s.keys.reload(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(buf.String(), "signing key does not load"); n != 1 {
+		t.Fatalf("logged %d times:\n%s", n, buf.String())
+	}
+	if !strings.Contains(buf.String(), "keys prune --unloadable") || !strings.Contains(buf.String(), foreign.kid) {
+		t.Fatalf("the line does not say what to do:\n%s", buf.String())
+	}
+	if now, _ := s.keys.signingKey(); now.kid != signing.kid {
+		t.Fatalf("signs with %s, want %s", now.kid, signing.kid)
 	}
 }

@@ -169,6 +169,7 @@ type keyring struct {
 
 	mu         sync.RWMutex
 	unloadable []string // kids of stored keys the secret does not unseal, from the last reload
+	reported   map[string]bool // unloadable kids already logged (guarded by reloadMu)
 	keys       map[string]*signingKey
 	current    *signingKey
 	jwks       []byte
@@ -232,7 +233,16 @@ func (k *keyring) reload(ctx context.Context) error {
 		}
 		sk, err := loadKey(k.sealer, rec)
 		if err != nil {
-			k.log.error(ctx, "signing key does not load (wrong secret?)", "kid", rec.ID, "err", err)
+			// Logged once per key, not at every reload: a key written by
+			// an instance with another secret stays until it is pruned.
+			if !k.reported[rec.ID] {
+				if k.reported == nil {
+					k.reported = map[string]bool{}
+				}
+				k.reported[rec.ID] = true
+				k.log.error(ctx, "signing key does not load (sealed under another secret); it is not used. Remove keys no instance can load with `authserver keys prune --unloadable`",
+					"kid", rec.ID, "err", err)
+			}
 			unloadable = append(unloadable, rec.ID)
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -318,8 +319,18 @@ func TestAdminAPIAndOperatorSurface(t *testing.T) {
 		}
 	}
 
+	// An unknown client at /authorize gets an error page, and a log line.
+	resp, err := http.Get(issuer + "/authorize?response_type=code&client_id=nobody-known&redirect_uri=https://x.example/cb&code_challenge=abc&code_challenge_method=S256")
+	if err != nil || resp.StatusCode < 400 {
+		t.Fatalf("unknown client at /authorize: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
 	p.stop(t)
 	log := p.stderr.String()
+	if !regexp.MustCompile(`msg=access component=http method=GET path=/authorize status=4\d\d .*client_id=nobody-known`).MatchString(log) {
+		t.Error("no access line for the unknown client at /authorize")
+	}
 	// Audit events name the admin client.
 	for _, ev := range []string{"admin.client.created", "admin.client.deleted", "admin.consent.revoked", "admin.grants.revoked", "admin.key.rotated", "admin.key.retired"} {
 		if !strings.Contains(log, "event="+ev+" admin_client=ops-bot") {
