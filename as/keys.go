@@ -168,7 +168,7 @@ type keyring struct {
 	log       logger
 
 	mu         sync.RWMutex
-	unloadable []string // kids of stored keys the secret does not unseal, from the last reload
+	unloadable []string        // kids of stored keys the secret does not unseal, from the last reload
 	reported   map[string]bool // unloadable kids already logged (guarded by reloadMu)
 	keys       map[string]*signingKey
 	current    *signingKey
