@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -140,7 +141,7 @@ func TestPrivateKeyJWTAndJTIReplay(t *testing.T) {
 	form := func(a string) url.Values {
 		return url.Values{"grant_type": {"client_credentials"}, "client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"}, "client_assertion": {a}}
 	}
-	a := h.assertion(t, h.jwtKey, "jti-1", h.issuer+"/token", time.Minute)
+	a := h.assertion(t, h.jwtKey, "jti-1", h.issuer, time.Minute)
 	resp, body := h.post("/token", form(a), "", "")
 	if resp.StatusCode != 200 {
 		t.Fatalf("first use: %d %v", resp.StatusCode, body)
@@ -152,17 +153,18 @@ func TestPrivateKeyJWTAndJTIReplay(t *testing.T) {
 	if resp.StatusCode != 401 || body["error"] != "invalid_client" {
 		t.Errorf("replayed jti: %d %v", resp.StatusCode, body)
 	}
-	// The issuer is an acceptable audience too (RFC 7523 §3).
-	resp, body = h.post("/token", form(h.assertion(t, h.jwtKey, "jti-2", h.issuer, time.Minute)), "", "")
+	// The issuer with one trailing slash is the same audience (URL
+	// normalising clients; the MCP conformance suite accepts both).
+	resp, body = h.post("/token", form(h.assertion(t, h.jwtKey, "jti-2", h.issuer+"/", time.Minute)), "", "")
 	if resp.StatusCode != 200 {
-		t.Errorf("issuer as audience: %d %v", resp.StatusCode, body)
+		t.Errorf("issuer with a trailing slash as audience: %d %v", resp.StatusCode, body)
 	}
 	other, _ := ecdsaKey()
 	cases := []struct {
 		name, a string
 		hint    string // in error_description: which check refused it
 	}{
-		{"refuses another audience", h.assertion(t, h.jwtKey, "jti-3", "https://other.example/token", time.Minute), "must match the authorization server's token endpoint"},
+		{"refuses another audience", h.assertion(t, h.jwtKey, "jti-3", "https://other.example/token", time.Minute), "must be this server's issuer identifier"},
 		{"refuses a long-lived assertion", h.assertion(t, h.jwtKey, "jti-4", h.issuer, 24*time.Hour), "The client assertion lives too long."},
 		{"refuses an expired assertion", h.assertion(t, h.jwtKey, "jti-5", h.issuer, -time.Minute), "Client authentication failed."},
 		{"refuses garbage", "a.b.c", "The client assertion is not a JWS."},
@@ -330,7 +332,7 @@ func TestPrivateKeyJWTWithJWKSURI(t *testing.T) {
 	}
 	assert := func(jti string) url.Values {
 		now := time.Now()
-		a, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: "uri-bot", Subject: "uri-bot", Audience: jwt.Audience{h.issuer + "/token"}, ID: jti,
+		a, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: "uri-bot", Subject: "uri-bot", Audience: jwt.Audience{h.issuer}, ID: jti,
 			IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(time.Minute))}).Serialize()
 		if err != nil {
 			t.Fatal(err)
@@ -374,7 +376,7 @@ func TestPrivateKeyJWTStoredKeysWithoutUse(t *testing.T) {
 	}
 	now := time.Now()
 	a, err := jwt.Signed(signer).Claims(jwt.Claims{
-		Issuer: "dcr-jwt", Subject: "dcr-jwt", Audience: jwt.Audience{h.issuer + "/token"}, ID: "jti-stored",
+		Issuer: "dcr-jwt", Subject: "dcr-jwt", Audience: jwt.Audience{h.issuer}, ID: "jti-stored",
 		IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(time.Minute)),
 	}).Serialize()
 	if err != nil {
@@ -419,7 +421,7 @@ func TestPrivateKeyJWTWithBrokenJWKSURI(t *testing.T) {
 				t.Fatal(err)
 			}
 			now := time.Now()
-			a, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: "uri-bot", Subject: "uri-bot", Audience: jwt.Audience{h.issuer + "/token"}, ID: "b-1",
+			a, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: "uri-bot", Subject: "uri-bot", Audience: jwt.Audience{h.issuer}, ID: "b-1",
 				IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(time.Minute))}).Serialize()
 			if err != nil {
 				t.Fatal(err)
@@ -430,5 +432,109 @@ func TestPrivateKeyJWTWithBrokenJWKSURI(t *testing.T) {
 				t.Errorf("%d %v", resp.StatusCode, body)
 			}
 		})
+	}
+}
+
+// typedAssertion builds a client assertion for jwt-bot with the given JOSE
+// typ (none when empty) and raw aud claim value.
+func (h *harness) typedAssertion(t *testing.T, typ string, aud any, jti string) string {
+	t.Helper()
+	opts := (&jose.SignerOptions{}).WithHeader("kid", "k1")
+	if typ != "" {
+		opts = opts.WithType(jose.ContentType(typ))
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: h.jwtKey}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	s, err := jwt.Signed(signer).Claims(map[string]any{
+		"iss": "jwt-bot", "sub": "jwt-bot", "aud": aud, "jti": jti,
+		"iat": now.Unix(), "exp": now.Add(time.Minute).Unix(),
+	}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestClientAssertionAudienceAndType checks the rfc7523bis rules: the
+// issuer as the sole aud value (a string or a one-element array, with or
+// without one trailing slash), the token endpoint URL refused unless the
+// legacy switch is on, and typ client-authentication+jwt or none.
+func TestClientAssertionAudienceAndType(t *testing.T) {
+	h := newHarness(t, nil)
+	form := func(a string) url.Values {
+		return url.Values{"grant_type": {"client_credentials"}, "client_assertion_type": {clientAssertionType}, "client_assertion": {a}}
+	}
+	n := 0
+	jti := func() string { n++; return fmt.Sprintf("aud-typ-%d", n) }
+	ok := []struct {
+		name string
+		typ  string
+		aud  any
+	}{
+		{"issuer as a string, untyped", "", h.issuer},
+		{"issuer in a one-element array", "", []string{h.issuer}},
+		{"issuer with a trailing slash in an array", "", []string{h.issuer + "/"}},
+		{"typ client-authentication+jwt", "client-authentication+jwt", h.issuer},
+		{"typ application/client-authentication+jwt", "application/client-authentication+jwt", h.issuer},
+		{"typ JWT counts as untyped", "JWT", h.issuer},
+	}
+	for _, tc := range ok {
+		t.Run("accepts "+tc.name, func(t *testing.T) {
+			resp, body := h.post("/token", form(h.typedAssertion(t, tc.typ, tc.aud, jti())), "", "")
+			if resp.StatusCode != 200 || body["access_token"] == nil {
+				t.Errorf("%d %v", resp.StatusCode, body)
+			}
+		})
+	}
+	bad := []struct {
+		name string
+		typ  string
+		aud  any
+		hint string
+	}{
+		{"the token endpoint URL", "", h.issuer + "/token", "issuer identifier"},
+		{"the token endpoint URL in an array", "", []string{h.issuer + "/token"}, "issuer identifier"},
+		{"the issuer beside another audience", "", []string{h.issuer, "https://other.example"}, "issuer identifier"},
+		{"the issuer twice", "", []string{h.issuer, h.issuer}, "issuer identifier"},
+		{"the issuer with two trailing slashes", "", h.issuer + "//", "issuer identifier"},
+		{"an empty array", "", []string{}, "issuer identifier"},
+		{"no aud", "", nil, "issuer identifier"},
+		{"a number as aud", "", 7, "issuer identifier"},
+		{"the issuer in another case", "", strings.ToUpper(h.issuer), "issuer identifier"},
+		{"typ at+jwt", "at+jwt", h.issuer, "typ"},
+		{"typ oauth-id-jag+jwt", "oauth-id-jag+jwt", h.issuer, "typ"},
+		{"typ dpop+jwt", "dpop+jwt", h.issuer, "typ"},
+	}
+	for _, tc := range bad {
+		t.Run("refuses "+tc.name, func(t *testing.T) {
+			resp, body := h.post("/token", form(h.typedAssertion(t, tc.typ, tc.aud, jti())), "", "")
+			desc, _ := body["error_description"].(string)
+			if resp.StatusCode != 401 || body["error"] != "invalid_client" || !strings.Contains(desc, tc.hint) || body["access_token"] != nil {
+				t.Errorf("%d %v; want 401 invalid_client about %q", resp.StatusCode, body, tc.hint)
+			}
+		})
+	}
+	t.Run("refuses another client_assertion_type with invalid_client", func(t *testing.T) {
+		f := form(h.typedAssertion(t, "", h.issuer, jti()))
+		f.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:saml2-bearer")
+		resp, body := h.post("/token", f, "", "")
+		if resp.StatusCode != 401 || body["error"] != "invalid_client" {
+			t.Errorf("%d %v", resp.StatusCode, body)
+		}
+	})
+
+	legacy := newHarness(t, func(c *Config) { c.AssertionAudienceTokenEndpoint = true })
+	for _, aud := range []any{legacy.issuer + "/token", legacy.issuer} {
+		resp, body := legacy.post("/token", form(legacy.typedAssertion(t, "", aud, jti())), "", "")
+		if resp.StatusCode != 200 {
+			t.Errorf("legacy switch, aud %v: %d %v", aud, resp.StatusCode, body)
+		}
+	}
+	resp, body := legacy.post("/token", form(legacy.typedAssertion(t, "", []string{legacy.issuer, legacy.issuer + "/token"}, jti())), "", "")
+	if resp.StatusCode != 401 || body["error"] != "invalid_client" {
+		t.Errorf("legacy switch, two audiences: %d %v", resp.StatusCode, body)
 	}
 }

@@ -109,6 +109,9 @@ type clientManager struct {
 	now          func() time.Time
 	f            *fosite.Fosite // set after construction, for private_key_jwt
 	jwks         *jwksFetcher
+	// assertionAudiences are the accepted sole aud values of client
+	// assertions (see assertionAudiences).
+	assertionAudiences []string
 
 	// converted caches fromStorage results of registered and CIMD clients,
 	// so a warm client costs a lookup and a copy rather than a conversion
@@ -518,6 +521,11 @@ func (m *clientManager) authenticate(ctx context.Context, r *http.Request, form 
 }
 
 func (m *clientManager) authenticateAssertion(ctx context.Context, r *http.Request, form url.Values) (fosite.Client, error) {
+	// RFC 7523 §2.2 defines one assertion type; anything else cannot
+	// authenticate the client (RFC 6749 §5.2 invalid_client).
+	if form.Get("client_assertion_type") != clientAssertionType {
+		return nil, fosite.ErrInvalidClient.WithHint("The client_assertion_type must be " + clientAssertionType + ".")
+	}
 	assertion := form.Get("client_assertion")
 	if len(assertion) > 8192 {
 		return nil, fosite.ErrInvalidClient.WithHint("The client assertion is too large.")
@@ -528,6 +536,7 @@ func (m *clientManager) authenticateAssertion(ctx context.Context, r *http.Reque
 	}
 	var h struct {
 		Alg string `json:"alg"`
+		Typ string `json:"typ"`
 		JKU string `json:"jku"`
 		JWK any    `json:"jwk"`
 		X5U string `json:"x5u"`
@@ -538,11 +547,18 @@ func (m *clientManager) authenticateAssertion(ctx context.Context, r *http.Reque
 	if h.JKU != "" || h.JWK != nil || h.X5U != "" {
 		return nil, fosite.ErrInvalidClient.WithHint("Key references in the assertion header are not honoured.")
 	}
+	if !clientAssertionTyp(h.Typ) {
+		return nil, fosite.ErrInvalidClient.WithHint("The client assertion's typ must be " + typClientAuthentication + " or absent.")
+	}
 	var cl struct {
-		Exp *float64 `json:"exp"`
+		Exp *float64        `json:"exp"`
+		Aud json.RawMessage `json:"aud"`
 	}
 	if json.Unmarshal(claims, &cl) != nil || cl.Exp == nil {
 		return nil, fosite.ErrInvalidClient.WithHint("The client assertion must carry exp.")
+	}
+	if aud, ok := soleAudience(cl.Aud); !ok || !slices.Contains(m.assertionAudiences, aud) {
+		return nil, fosite.ErrInvalidClient.WithHint("The client assertion's aud must be this server's issuer identifier, as its only value.")
 	}
 	if time.Unix(int64(*cl.Exp), 0).After(m.now().Add(maxAssertionLifetime)) {
 		return nil, fosite.ErrInvalidClient.WithHint("The client assertion lives too long.")
@@ -553,6 +569,55 @@ func (m *clientManager) authenticateAssertion(ctx context.Context, r *http.Reque
 		return nil, authErr(err)
 	}
 	return c, nil
+}
+
+// clientAssertionType is the RFC 7523 §2.2 client_assertion_type.
+const clientAssertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+// typClientAuthentication is the explicit type of client assertions
+// (draft-ietf-oauth-rfc7523bis §3.2).
+const typClientAuthentication = "client-authentication+jwt"
+
+// clientAssertionTyp reports whether a client assertion's JOSE typ is
+// acceptable: client-authentication+jwt (with or without the "application/"
+// prefix, compared case-insensitively, RFC 7515 §4.1.9), or no explicit
+// type at all. rfc7523bis makes rejecting untyped assertions NOT
+// RECOMMENDED; "JWT" (RFC 7519 §5.1) says only that the object is a JWT, the
+// default of many libraries, and counts as untyped. Any other type names
+// another kind of JWT (an access token, an ID-JAG, a DPoP proof), which must
+// not authenticate a client.
+func clientAssertionTyp(typ string) bool {
+	t := strings.ToLower(typ)
+	t = strings.TrimPrefix(t, "application/")
+	return t == "" || t == "jwt" || t == typClientAuthentication
+}
+
+// soleAudience returns the single value of an aud claim given as a string
+// or as an array of exactly one string (RFC 7519 §4.1.3).
+func soleAudience(raw json.RawMessage) (string, bool) {
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return one, one != ""
+	}
+	var many []string
+	if json.Unmarshal(raw, &many) == nil && len(many) == 1 && many[0] != "" {
+		return many[0], true
+	}
+	return "", false
+}
+
+// assertionAudiences are the aud values a client assertion may carry as its
+// sole value: the issuer identifier, also with one trailing slash (some
+// clients normalise URLs so; the MCP conformance suite accepts both), and
+// the token endpoint URL only when legacy is set
+// (draft-ietf-oauth-rfc7523bis §3: the token endpoint URL "MUST NOT be used
+// as an audience value").
+func assertionAudiences(issuer, tokenURL string, legacy bool) []string {
+	out := []string{issuer, issuer + "/"}
+	if legacy {
+		out = append(out, tokenURL)
+	}
+	return out
 }
 
 // maxAssertionLifetime bounds how far in the future a client assertion's exp

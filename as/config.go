@@ -140,6 +140,12 @@ type Config struct {
 	// SSRF-safe (internal/safehttp). Nil: clients with a jwks_uri cannot
 	// authenticate (clients with inline JWKS still can).
 	JWKSHTTPClient *http.Client
+	// AssertionAudienceTokenEndpoint also accepts private_key_jwt client
+	// assertions whose aud is the token endpoint URL. By default only the
+	// issuer identifier (with or without one trailing slash) is accepted,
+	// as the sole aud value (draft-ietf-oauth-rfc7523bis §3); this switch
+	// is for clients written to RFC 7523's older wording.
+	AssertionAudienceTokenEndpoint bool
 	// RegistrationEndpoint is advertised in the metadata when set.
 	RegistrationEndpoint string
 	// RegistrationScopes and RegistrationResources are the registration

@@ -175,16 +175,16 @@ func TestClientAssertionHeaderChecks(t *testing.T) {
 	form := func(a string) url.Values {
 		return url.Values{"grant_type": {"client_credentials"}, "client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"}, "client_assertion": {a}}
 	}
-	good := signAssertion(t, h.jwtKey, (&jose.SignerOptions{}).WithHeader("kid", "k1"), "jwt-bot", h.issuer+"/token")
+	good := signAssertion(t, h.jwtKey, (&jose.SignerOptions{}).WithHeader("kid", "k1"), "jwt-bot", h.issuer)
 	if resp, body := h.post("/token", form(good), "", ""); resp.StatusCode != 200 {
 		t.Fatalf("a plain assertion signed with the registered key: %d %v", resp.StatusCode, body)
 	}
 	cases := []struct {
 		name, assertion, hint string
 	}{
-		{"refuses a jku next to the registered key", signAssertion(t, h.jwtKey, (&jose.SignerOptions{}).WithHeader("kid", "k1").WithHeader("jku", "https://attacker.example/jwks"), "jwt-bot", h.issuer+"/token"), "Key references"},
-		{"refuses an x5u next to the registered key", signAssertion(t, h.jwtKey, (&jose.SignerOptions{}).WithHeader("kid", "k1").WithHeader("x5u", "https://attacker.example/cert"), "jwt-bot", h.issuer+"/token"), "Key references"},
-		{"refuses the registered key embedded as jwk", signAssertion(t, h.jwtKey, (&jose.SignerOptions{EmbedJWK: true}).WithHeader("kid", "k1"), "jwt-bot", h.issuer+"/token"), "Key references"},
+		{"refuses a jku next to the registered key", signAssertion(t, h.jwtKey, (&jose.SignerOptions{}).WithHeader("kid", "k1").WithHeader("jku", "https://attacker.example/jwks"), "jwt-bot", h.issuer), "Key references"},
+		{"refuses an x5u next to the registered key", signAssertion(t, h.jwtKey, (&jose.SignerOptions{}).WithHeader("kid", "k1").WithHeader("x5u", "https://attacker.example/cert"), "jwt-bot", h.issuer), "Key references"},
+		{"refuses the registered key embedded as jwk", signAssertion(t, h.jwtKey, (&jose.SignerOptions{EmbedJWK: true}).WithHeader("kid", "k1"), "jwt-bot", h.issuer), "Key references"},
 		{"refuses an algorithm outside the list", relabel(t, good, "EdDSA"), "algorithm is not allowed"},
 		{"refuses HS256", relabel(t, good, "HS256"), "algorithm is not allowed"},
 		{"refuses alg none", relabel(t, good, "none"), "algorithm is not allowed"},

@@ -439,7 +439,7 @@ func TestTokenExchangeWithPrivateKeyJWT(t *testing.T) {
 	user := h.codeFlow("mcp:tools")
 	form := exchangeForm(user.AccessToken, otherURI,
 		"client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
-		"client_assertion", h.assertion(t, h.jwtKey, "x-jti-1", h.issuer+"/token", time.Minute))
+		"client_assertion", h.assertion(t, h.jwtKey, "x-jti-1", h.issuer, time.Minute))
 	resp, body := h.post("/token", form, "", "")
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %v", resp.StatusCode, body)

@@ -86,13 +86,13 @@ func hostileRequests(t *testing.T, h *harness) []hostileCase {
 	}))
 	t.Cleanup(attackerJWKS.Close)
 	assertion := func(opts *jose.SignerOptions) string {
-		return signAssertion(t, attacker, opts, "jwt-bot", h.issuer+"/token")
+		return signAssertion(t, attacker, opts, "jwt-bot", h.issuer)
 	}
 	jkuAssertion := assertion((&jose.SignerOptions{}).WithHeader("kid", "k1").WithHeader("jku", attackerJWKS.URL))
 	x5uAssertion := assertion((&jose.SignerOptions{}).WithHeader("kid", "k1").WithHeader("x5u", attackerJWKS.URL))
 	jwkAssertion := assertion((&jose.SignerOptions{EmbedJWK: true}).WithHeader("kid", "k1"))
 	noneAssertion := unsignedJWT(map[string]any{"alg": "none", "kid": "k1"}, map[string]any{
-		"iss": "jwt-bot", "sub": "jwt-bot", "aud": h.issuer + "/token", "jti": "none-1", "exp": time.Now().Add(time.Minute).Unix(),
+		"iss": "jwt-bot", "sub": "jwt-bot", "aud": h.issuer, "jti": "none-1", "exp": time.Now().Add(time.Minute).Unix(),
 	})
 	ccAssertion := func(a string) string {
 		return url.Values{"grant_type": {"client_credentials"}, "client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"}, "client_assertion": {a}}.Encode()

@@ -60,8 +60,9 @@ type Server struct {
 	statusList *statusList
 }
 
-// fositeConfig is fosite's Config with the token URLs a client assertion may
-// name as its audience: the token endpoint and the issuer (RFC 7523 §3).
+// fositeConfig is fosite's Config with the values a client assertion may
+// name as its audience (assertionAudiences; authenticateAssertion has
+// already required one of them as the sole value).
 type fositeConfig struct {
 	*fosite.Config
 	tokenURLs []string
@@ -135,15 +136,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 
 	s.clients = &clientManager{
-		static:       map[string]*client{},
-		store:        cfg.Store,
-		resolver:     cfg.ClientResolver,
-		resources:    resources,
-		regScopes:    slices.Clone(cfg.RegistrationScopes),
-		regResources: slices.Clone(cfg.RegistrationResources),
-		hasher:       hasher,
-		now:          cfg.Now,
-		jwks:         &jwksFetcher{client: cfg.JWKSHTTPClient, now: cfg.Now, cache: map[string]jwksEntry{}},
+		static:             map[string]*client{},
+		store:              cfg.Store,
+		resolver:           cfg.ClientResolver,
+		resources:          resources,
+		regScopes:          slices.Clone(cfg.RegistrationScopes),
+		regResources:       slices.Clone(cfg.RegistrationResources),
+		hasher:             hasher,
+		now:                cfg.Now,
+		jwks:               &jwksFetcher{client: cfg.JWKSHTTPClient, now: cfg.Now, cache: map[string]jwksEntry{}},
+		assertionAudiences: assertionAudiences(cfg.Issuer, s.endpoint("/token"), cfg.AssertionAudienceTokenEndpoint),
 	}
 	for i, cc := range cfg.Clients {
 		c, err := s.clients.fromConfig(i, cc)
@@ -198,7 +200,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			OmitRedirectScopeParam:     false,
 			SendDebugMessagesToClients: false,
 		},
-		tokenURLs: []string{s.endpoint("/token"), cfg.Issuer},
+		tokenURLs: s.clients.assertionAudiences,
 	}
 	s.fcfg.ClientAuthenticationStrategy = s.clients.authenticate
 

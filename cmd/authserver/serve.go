@@ -209,6 +209,9 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 		ClientResolver:    resolver,
 		JWKSHTTPClient:    jwksClient,
 		ExchangePolicy:    asExchange(cfg),
+		// Legacy clients that name the token endpoint as a client
+		// assertion's audience (RFC 7523 before rfc7523bis).
+		AssertionAudienceTokenEndpoint: cfg.ClientAssertions.AcceptTokenEndpointAudience,
 		// The registration policy is the ceiling of registered and CIMD
 		// clients; the scope a client registered with is its default.
 		RegistrationScopes:    regScopes,

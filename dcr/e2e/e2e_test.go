@@ -376,7 +376,7 @@ func TestChatGPTCIMDAuthenticatesWithPrivateKeyJWT(t *testing.T) {
 			t.Fatal(err)
 		}
 		now := time.Now()
-		s, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: id, Subject: id, Audience: jwt.Audience{w.issuer + "/token"}, ID: jti,
+		s, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: id, Subject: id, Audience: jwt.Audience{w.issuer}, ID: jti,
 			IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(time.Minute))}).Serialize()
 		if err != nil {
 			t.Fatal(err)

@@ -64,11 +64,13 @@ type Config struct {
 	Registration   Registration   `yaml:"registration"`
 	CIMD           CIMD           `yaml:"cimd"`
 	Exchange       []ExchangeRule `yaml:"exchange"`
-	Sessions       Sessions       `yaml:"sessions"`
-	GC             GC             `yaml:"gc"`
-	MigrateOnStart *bool          `yaml:"migrate_on_start"`
-	Log            Log            `yaml:"log"`
-	Admin          Admin          `yaml:"admin"`
+	// ClientAssertions are the rules for private_key_jwt client assertions.
+	ClientAssertions ClientAssertions `yaml:"client_assertions"`
+	Sessions         Sessions         `yaml:"sessions"`
+	GC               GC               `yaml:"gc"`
+	MigrateOnStart   *bool            `yaml:"migrate_on_start"`
+	Log              Log              `yaml:"log"`
+	Admin            Admin            `yaml:"admin"`
 
 	// FromFile is false when no configuration file was given and the
 	// development defaults are in use. Not a YAML key.
@@ -203,6 +205,15 @@ type ExchangeRule struct {
 	// Clients may use the rule; empty means every client allowed the
 	// token-exchange grant.
 	Clients []string `yaml:"clients"`
+}
+
+// ClientAssertions configures the checks of private_key_jwt client
+// assertions (RFC 7523 §3, draft-ietf-oauth-rfc7523bis §3).
+type ClientAssertions struct {
+	// AcceptTokenEndpointAudience also accepts an assertion whose sole aud
+	// is the token endpoint URL, as RFC 7523 allowed; by default only the
+	// issuer identifier (with or without one trailing slash) is.
+	AcceptTokenEndpointAudience bool `yaml:"accept_token_endpoint_audience"`
 }
 
 // Sessions are the lifetimes of a signed-in browser session, which is
