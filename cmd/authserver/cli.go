@@ -49,14 +49,14 @@ var specs = map[string]*spec{
 
 	"keys list": {name: "keys list", format: true,
 		help: "List the stored signing keys, newest first: kid, algorithm, created, retired, whether it signs and whether this server's secret unseals it."},
-	"keys retire": {name: "keys retire", args: "KID", nargs: 1,
+	"keys retire": {name: "keys retire", args: "KID", nargs: 1, format: true,
 		help: "Retire signing key KID: it stops signing and stays in the JWKS until its tokens expire. Retiring the key that signs first adds a new one (signing.algorithm)."},
 	"keys prune": {name: "keys prune", format: true,
 		help: "Delete keys retired longer than their tokens live. --unloadable also deletes every key this server's secret cannot unseal (keys written by an instance started with a wrong secret); refused when the secret unseals no key at all.",
 		flags: func(fs *flag.FlagSet, c *command) {
 			fs.BoolVar(&c.unloadable, "unloadable", false, "also delete keys the configured secret cannot unseal")
 		}},
-	"keys rotate": {name: "keys rotate", help: "Add a new signing key (signing.algorithm) and retire the others."},
+	"keys rotate": {name: "keys rotate", format: true, help: "Add a new signing key (signing.algorithm) and retire the others."},
 
 	"clients list": {name: "clients list", format: true, help: "List the configured clients, then the stored ones (registered, CIMD, created here)."},
 	"clients show": {name: "clients show", args: "ID", nargs: 1, format: true, help: "Show one client."},
@@ -67,7 +67,7 @@ var specs = map[string]*spec{
 			fs.Var(&c.redirectURIs, "redirect-uri", "redirect URI (required; repeat for several)")
 			fs.BoolVar(&c.public, "public", false, "public client: no secret, PKCE only")
 		}},
-	"clients delete": {name: "clients delete", args: "ID", nargs: 1, help: "Delete a stored client. Clients of the configuration file are changed there."},
+	"clients delete": {name: "clients delete", args: "ID", nargs: 1, format: true, help: "Delete a stored client. Clients of the configuration file are changed there."},
 
 	"grants list": {name: "grants list", format: true, help: "List live grants (authorizations with unexpired tokens), of one user and/or one client when given; orphaned ones (user or client gone) are marked.",
 		flags: func(fs *flag.FlagSet, c *command) {

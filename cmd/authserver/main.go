@@ -244,7 +244,7 @@ func dispatch(ctx context.Context, args []string, e env) error {
 		return migrate(ctx, cfg, cmd.verb, e)
 	case "keys":
 		if cmd.verb == "rotate" {
-			return rotateKey(ctx, cfg, e)
+			return rotateKey(ctx, cfg, e, cmd.format == "json")
 		}
 		return operate(ctx, cfg, cmd, logger, e)
 	case "clients", "grants":

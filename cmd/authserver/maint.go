@@ -87,7 +87,7 @@ func migrate(ctx context.Context, cfg *config.Config, what string, e env) error 
 // rotateKey is `authserver keys rotate`: it adds a signing key of the
 // configured algorithm and retires the others. Running servers pick it up
 // at their next key reload.
-func rotateKey(ctx context.Context, cfg *config.Config, e env) error {
+func rotateKey(ctx context.Context, cfg *config.Config, e env, asJSON bool) error {
 	key, _, err := serverSecret(cfg)
 	if err != nil {
 		return err
@@ -103,6 +103,9 @@ func rotateKey(ctx context.Context, cfg *config.Config, e env) error {
 	kid, err := as.RotateKey(ctx, st, key, cfg.Signing.Algorithm)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		return printer{w: e.stdout, json: true}.encode(map[string]string{"signing_kid": kid, "alg": cfg.Signing.Algorithm})
 	}
 	fmt.Fprintf(e.stdout, "new signing key %s (%s); older keys stay in the JWKS until their tokens expire\n", kid, cfg.Signing.Algorithm)
 	return nil

@@ -114,7 +114,11 @@ func operatorCommands(t *testing.T, cfg string) {
 	}
 
 	// clients delete: stored clients go; configured ones are refused.
-	mustCLI(t, secret, "clients", "delete", created.ID, "--config", cfg)
+	var deleted map[string]string
+	out = mustCLI(t, secret, "clients", "delete", created.ID, "--config", cfg, "--format", "json")
+	if err := json.Unmarshal([]byte(out), &deleted); err != nil || deleted["deleted"] != created.ID {
+		t.Fatalf("clients delete --format json: %v %s", err, out)
+	}
 	code, _, errOut = cli(t, secret, "clients", "show", created.ID, "--config", cfg)
 	if code != 1 {
 		t.Fatalf("deleted client still shown: exit %d %s", code, errOut)
@@ -149,7 +153,11 @@ func operatorCommands(t *testing.T, cfg string) {
 	}
 
 	// keys: rotate twice, list, retire, prune.
-	mustCLI(t, secret, "keys", "rotate", "--config", cfg) // the server above made the first key
+	var rotated map[string]string
+	out = mustCLI(t, secret, "keys", "rotate", "--config", cfg, "--format", "json") // the server above made the first key
+	if err := json.Unmarshal([]byte(out), &rotated); err != nil || rotated["signing_kid"] == "" || rotated["alg"] != "ES256" {
+		t.Fatalf("keys rotate --format json: %v %s", err, out)
+	}
 	var keys []as.KeyInfo
 	out = mustCLI(t, secret, "keys", "list", "--config", cfg, "--format", "json")
 	if err := json.Unmarshal([]byte(out), &keys); err != nil || len(keys) != 2 || !keys[0].Signing || keys[1].Signing || keys[1].RetiredAt == nil {

@@ -341,6 +341,9 @@ func operate(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Lo
 		if err := o.DeleteClient(ctx, who, cmd.args[0]); err != nil {
 			return err
 		}
+		if out.json {
+			return out.encode(map[string]string{"deleted": cmd.args[0]})
+		}
 		fmt.Fprintf(e.stdout, "deleted client %s\n", cmd.args[0])
 		return nil
 	case "keys list":
@@ -353,6 +356,9 @@ func operate(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Lo
 		signing, err := o.RetireKey(ctx, who, cmd.args[0])
 		if err != nil {
 			return err
+		}
+		if out.json {
+			return out.encode(map[string]string{"retired_kid": cmd.args[0], "signing_kid": signing})
 		}
 		fmt.Fprintf(e.stdout, "retired %s; %s signs; running servers switch at their next key reload\n", cmd.args[0], signing)
 		return nil
