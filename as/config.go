@@ -54,6 +54,12 @@ type Resource struct {
 	// At most one resource is the default; with a single resource it is the
 	// default whether marked or not.
 	Default bool
+	// IntrospectionClients are the ids of configured clients (Config.Clients,
+	// confidential) that are this resource's servers: they may introspect
+	// any access token whose audience is this resource (RFC 7662 §2.1,
+	// §4). Nobody else learns about other clients' tokens for it; in
+	// particular no registered or CIMD client ever does.
+	IntrospectionClients []string
 }
 
 // Client is a pre-registered client from configuration. It lives in memory
@@ -179,6 +185,8 @@ type resource struct {
 	Scopes        []string
 	DefaultScopes []string // never empty when Scopes is not
 	Default       bool
+	// introspectors are Resource.IntrospectionClients.
+	introspectors []string
 }
 
 func (c *Config) validate() error {
@@ -261,7 +269,8 @@ func buildResources(in []Resource) ([]resource, error) {
 		if len(def) == 0 {
 			def = slices.Clone(r.Scopes)
 		}
-		out = append(out, resource{URI: c, Name: r.Name, Scopes: slices.Clone(r.Scopes), DefaultScopes: def, Default: r.Default})
+		out = append(out, resource{URI: c, Name: r.Name, Scopes: slices.Clone(r.Scopes), DefaultScopes: def, Default: r.Default,
+			introspectors: slices.Clone(r.IntrospectionClients)})
 	}
 	if defaults > 1 {
 		return nil, errors.New("as: more than one Resource is marked Default")

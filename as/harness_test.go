@@ -109,7 +109,7 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 	cfg := Config{
 		Issuer: issuer,
 		Resources: []Resource{
-			{URI: mcpURI, Name: "Example MCP", Scopes: []string{"mcp:tools", "mcp:admin"}, Default: true},
+			{URI: mcpURI, Name: "Example MCP", Scopes: []string{"mcp:tools", "mcp:admin"}, Default: true, IntrospectionClients: []string{"rs"}},
 			{URI: otherURI, Name: "Other", Scopes: []string{"other:read"}},
 		},
 		Clients: []Client{

@@ -31,9 +31,10 @@ type introspection struct {
 var inactive = []byte(`{"active":false}` + "\n")
 
 // serveIntrospect is the introspection endpoint (RFC 7662). Only
-// authenticated confidential clients may call it, and a caller learns only
-// about tokens issued to itself or whose audience is a resource listed for
-// it (a resource server's own client); everything else is active:false.
+// authenticated confidential clients from the configuration may call it
+// (never registered or CIMD clients), and a caller learns only about tokens
+// issued to itself or, when it is one of a resource's IntrospectionClients,
+// access tokens for that resource; everything else is active:false.
 //
 // The answer comes from the stored record, found by the token's signature,
 // not from re-verifying the JWT: the record is what revocation changes, and
@@ -57,6 +58,11 @@ func (s *Server) serveIntrospect(w http.ResponseWriter, r *http.Request) {
 	caller := fc.(*client)
 	if caller.public {
 		s.writeError(w, r, fosite.ErrInvalidClient.WithHint("Only confidential clients may introspect tokens."))
+		return
+	}
+	if caller.source != "config" {
+		// Registered and CIMD clients are nobody's resource server.
+		s.writeError(w, r, fosite.ErrInvalidClient.WithHint("Only clients configured as resource servers may introspect tokens."))
 		return
 	}
 	token := r.PostForm.Get("token")
@@ -124,7 +130,11 @@ func (s *Server) describe(caller *client, kind storage.TokenKind, token string, 
 	if len(sr.GrantedAud) == 1 {
 		aud = sr.GrantedAud[0]
 	}
-	visible := sr.ClientID == caller.id || (kind == storage.KindAccessToken && aud != "" && slices.Contains(caller.listedResources, aud))
+	// RFC 7662 §4: a caller learns about its own tokens, and a declared
+	// resource server (Resource.IntrospectionClients) about access tokens
+	// for its resource; only configured clients are either.
+	visible := caller.source == "config" &&
+		(sr.ClientID == caller.id || kind == storage.KindAccessToken && aud != "" && s.introspects(caller.id, aud))
 	if !visible {
 		return nil
 	}
@@ -153,6 +163,17 @@ func (s *Server) describe(caller *client, kind storage.TokenKind, token string, 
 		out.TokenType = "refresh_token"
 	}
 	return out
+}
+
+// introspects reports whether clientID is a declared resource server of
+// the resource uri.
+func (s *Server) introspects(clientID, uri string) bool {
+	for _, r := range s.resources {
+		if r.URI == uri {
+			return slices.Contains(r.introspectors, clientID)
+		}
+	}
+	return false
 }
 
 // signingInputHash binds a stored access token record to the exact token:

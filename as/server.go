@@ -157,6 +157,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		s.clients.static[c.id] = c
 	}
+	for i, r := range resources {
+		for j, id := range r.introspectors {
+			c, ok := s.clients.static[id]
+			if !ok || c.public {
+				return nil, fmt.Errorf("as: Resources[%d].IntrospectionClients[%d]: %q is not a configured confidential client", i, j, id)
+			}
+		}
+	}
 
 	s.store = &tokenStore{store: cfg.Store, sealer: tokenSealer, clients: s.clients, now: cfg.Now, grace: cfg.RefreshGrace, log: log}
 	s.keys = &keyring{

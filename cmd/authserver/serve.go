@@ -159,7 +159,7 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 	regEndpoint := cfg.Issuer + "/register"
 	// What a registered or CIMD client may be granted.
 	regScopes := orAll(reg.Scopes, allScopes(cfg))
-	regResources := orAll(reg.Resources, allResources(cfg))
+	regResources := cfg.RegistrationResources()
 	g.dcr, err = newRegistrar(cfg, s.store, s.secret, s.log, g.addrs)
 	if err != nil {
 		return nil, err
@@ -255,7 +255,7 @@ func newRegistrar(cfg *config.Config, st storage.Store, key []byte, log *slog.Lo
 			Open:                   cfg.RegistrationEnabled() && cfg.RegistrationOpen(),
 			InitialAccessTokens:    reg.InitialAccessTokens,
 			Scopes:                 orAll(reg.Scopes, allScopes(cfg)),
-			Resources:              orAll(reg.Resources, allResources(cfg)),
+			Resources:              cfg.RegistrationResources(),
 			AllowClientCredentials: reg.AllowClientCredentials,
 			RedirectHostAllow:      reg.AllowedRedirectHosts,
 			RedirectHostDeny:       reg.DeniedRedirectHosts,
@@ -331,7 +331,8 @@ func (s *server) users(cfg *config.Config, e env) ([]loginui.User, error) {
 func asResources(cfg *config.Config) []as.Resource {
 	out := make([]as.Resource, 0, len(cfg.Resources)+1)
 	for _, r := range cfg.Resources {
-		out = append(out, as.Resource{URI: r.URI, Name: r.Name, Scopes: r.Scopes, DefaultScopes: r.DefaultScopes, Default: r.Default})
+		out = append(out, as.Resource{URI: r.URI, Name: r.Name, Scopes: r.Scopes, DefaultScopes: r.DefaultScopes, Default: r.Default,
+			IntrospectionClients: r.IntrospectionClients})
 	}
 	if cfg.AdminEnabled() {
 		out = append(out, as.Resource{URI: cfg.AdminResource(), Name: "mcpauth admin API", Scopes: []string{config.AdminScope}})

@@ -29,6 +29,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mcpauth/mcpauth/internal/redact"
+	"github.com/mcpauth/mcpauth/metadata"
 )
 
 // Config is the whole configuration file. Field tags are the public YAML
@@ -94,6 +95,10 @@ type Resource struct {
 	// own); each one of Scopes. Empty: every scope in Scopes.
 	DefaultScopes []string `yaml:"default_scopes"`
 	Default       bool     `yaml:"default"`
+	// IntrospectionClients are the ids of configured confidential clients
+	// that are this resource's servers: they may introspect access tokens
+	// for it (RFC 7662). No other client can, and registered clients never.
+	IntrospectionClients []string `yaml:"introspection_clients"`
 }
 
 // Client is one pre-registered client.
@@ -572,6 +577,38 @@ func (c *Config) Proxies() []string {
 		return c.TrustedProxies
 	}
 	return c.Registration.TrustedProxies
+}
+
+// RegistrationResources are the resources registered and CIMD clients may
+// get tokens for: registration.resources, or by default every configured
+// resource except exchange-only ones. A resource is exchange-only when it is
+// the `to` of some exchange rule and the `from` of none: a downstream API
+// reached by RFC 8693 token exchange from another resource, which clients
+// are not meant to get tokens for directly.
+func (c *Config) RegistrationResources() []string {
+	if len(c.Registration.Resources) > 0 {
+		return c.Registration.Resources
+	}
+	canon := func(u string) string {
+		if cu, err := metadata.CanonicalResource(u); err == nil {
+			return cu
+		}
+		return u
+	}
+	from, to := map[string]bool{}, map[string]bool{}
+	for _, x := range c.Exchange {
+		from[canon(x.From)] = true
+		to[canon(x.To)] = true
+	}
+	var out []string
+	for _, r := range c.Resources {
+		u := canon(r.URI)
+		if to[u] && !from[u] {
+			continue
+		}
+		out = append(out, r.URI)
+	}
+	return out
 }
 
 // CIMDEnabled reports cimd.enabled (default true).

@@ -109,6 +109,8 @@ func TestParseRejectsBadFields(t *testing.T) {
 		{"rejects a trusted proxy that is not an address", add("registration:\n  trusted_proxies: [proxy.local]"), "config: registration.trusted_proxies[0]: not an IP address"},
 		{"rejects an idle session lifetime above the absolute one", add("sessions:\n  idle_ttl: 13h"), "config: sessions.idle_ttl: must be between 1m and sessions.absolute_ttl"},
 		{"rejects a session lifetime of seconds", add("sessions:\n  absolute_ttl: 30s"), "config: sessions.absolute_ttl: must be between 1m and 720h"},
+		{"rejects an introspection client that is not configured", repl("    scopes: [read]\n", "    scopes: [read]\n    introspection_clients: [nobody]\n"), "config: resources[1].introspection_clients[0]: \"nobody\" is not a configured confidential client"},
+		{"rejects a public introspection client", repl("    scopes: [read]\n", "    scopes: [read]\n    introspection_clients: [demo-app]\n"), "config: resources[1].introspection_clients[0]: \"demo-app\" is not a configured confidential client"},
 		{"rejects a top-level trusted proxy that is not an address", add("trusted_proxies: [10.0.0.0/8, proxy.local]"), "config: trusted_proxies[1]: not an IP address"},
 		{"rejects both spellings of trusted_proxies with different lists", add("trusted_proxies: [10.0.0.0/8]\nregistration:\n  trusted_proxies: [192.0.2.1]"), "config: registration.trusted_proxies: is the older spelling"},
 		{"rejects a redirect host with a port", add("registration:\n  denied_redirect_hosts: [\"evil.example:443\"]"), "config: registration.denied_redirect_hosts[0]: not a host name"},
@@ -191,6 +193,28 @@ func TestTrustedProxiesHasOneValueForEveryComponent(t *testing.T) {
 			}
 			if got := strings.Join(c.Proxies(), ","); got != tc.want {
 				t.Fatalf("Proxies() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRegistrationResourcesLeaveOutExchangeOnlyTargets(t *testing.T) {
+	for _, tc := range []struct{ name, extra, want string }{
+		{"no exchange: every resource", "", "https://mcp.example.com/mcp https://other.example.com/api"},
+		{"an exchange-only target is left out", "exchange:\n  - from: https://mcp.example.com/mcp\n    to: https://other.example.com/api\n    scopes: [read]",
+			"https://mcp.example.com/mcp"},
+		{"a target that is also a source stays", "exchange:\n  - from: https://mcp.example.com/mcp\n    to: https://other.example.com/api\n    scopes: [read]\n  - from: https://other.example.com/api\n    to: https://mcp.example.com/mcp\n    scopes: [mcp:tools]",
+			"https://mcp.example.com/mcp https://other.example.com/api"},
+		{"registration.resources wins", "registration:\n  resources: [https://other.example.com/api]\nexchange:\n  - from: https://mcp.example.com/mcp\n    to: https://other.example.com/api\n    scopes: [read]",
+			"https://other.example.com/api"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(base+tc.extra+"\n"), envOf(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(c.RegistrationResources(), " "); got != tc.want {
+				t.Fatalf("RegistrationResources() = %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -126,6 +126,15 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	for i, r := range c.Resources {
+		for j, id := range r.IntrospectionClients {
+			k := slices.IndexFunc(c.Clients, func(cl Client) bool { return cl.ID == id })
+			if k < 0 || c.Clients[k].Public {
+				return errf(fmt.Sprintf("resources[%d].introspection_clients[%d]", i, j), "%q is not a configured confidential client", id)
+			}
+		}
+	}
+
 	// Users.
 	names := map[string]bool{}
 	for i, u := range c.Users {
