@@ -11,12 +11,15 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/mcpauth/mcpauth/storage"
 )
 
 func FuzzParseFields(f *testing.F) {
 	f.Add("mcpauth_step=login&csrf=a&flow=b&username=alice&password=pw")
 	f.Add("mcpauth_step=consent&action=approve&action=deny")
 	f.Add("mcpauth_step=revoke&client_id=%zz")
+	f.Add("mcpauth_step=end_session&session_id=abc&session_id=def")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, body string) {
 		v, err := url.ParseQuery(body)
@@ -28,11 +31,11 @@ func FuzzParseFields(f *testing.F) {
 			return
 		}
 		switch form.Step {
-		case "", stepLogin, stepConsent, "logout", "revoke":
+		case "", stepLogin, stepConsent, "logout", "revoke", "end_session":
 		default:
 			t.Fatalf("accepted step %q", form.Step)
 		}
-		if len(form.Username) > maxUsernameLen || len(form.Password) > maxPasswordLen || len(form.CSRF) > maxTokenLen {
+		if len(form.Username) > maxUsernameLen || len(form.Password) > maxPasswordLen || len(form.CSRF) > maxTokenLen || len(form.SessionID) > 128 {
 			t.Fatal("accepted an overlong field")
 		}
 	})
@@ -42,11 +45,11 @@ func FuzzParseFields(f *testing.F) {
 // logged-in session: it never answers 5xx and never completes a flow.
 func FuzzAuthorizePost(f *testing.F) {
 	h := newHarness(f, func(c *Config) { c.Users = nil })
-	logged := h.encodeSession(session{ID: "sid", Subject: "alice", Exp: 1 << 40})
 	h.ui.users["alice"] = h.ui.dummyHash
+	logged := h.encodeSession(h.storedSession(f, "alice"))
 	f.Add("mcpauth_step=consent&action=approve&csrf=x&flow=y", true)
 	f.Add("mcpauth_step=login&username=alice&password=x", false)
-	f.Add("mcpauth_step=consent&action=approve&csrf="+h.ui.csrfToken(session{ID: "sid"}), true)
+	f.Add("mcpauth_step=consent&action=approve&csrf=x&flow=y&session_id=z", true)
 	f.Fuzz(func(t *testing.T, body string, loggedIn bool) {
 		req := httptest.NewRequest(http.MethodPost, authorizePath(), strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -66,7 +69,21 @@ func FuzzAuthorizePost(f *testing.F) {
 
 // fuzzPrompt is the authorization request the form fuzzers post to.
 var fuzzPrompt = Prompt{ClientID: "demo-app", RedirectURI: "https://app.example/callback", RedirectHost: "app.example",
-	Resource: "http://127.0.0.1:8080/mcp", Scopes: []string{"mcp:tools"}, ForceConsent: true}
+	Resource: "http://127.0.0.1:8080/mcp", Scopes: []string{"mcp:tools"}, ForceConsent: true,
+	RedirectURIs: []string{"https://app.example/callback", "http://127.0.0.1/cb"}}
+
+// storedSession is a signed-in session of subject, stored as a login
+// stores it, in its cookie form.
+func (h *harness) storedSession(t testing.TB, subject string) session {
+	t.Helper()
+	now := h.clock.Now()
+	s := session{ID: "sid-" + randomID(), Subject: subject, AuthTime: now.Unix(), Exp: now.Add(time.Hour).Unix()}
+	if err := h.ui.cfg.Sessions.CreateSession(context.Background(), &storage.Session{ID: h.ui.sessionKey(s.ID), Subject: subject,
+		CreatedAt: now, LastSeenAt: now, IdleExpiresAt: now.Add(time.Hour), ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 // postForm posts fields, then the raw extra text, to the authorization
 // request with the session cookie of sess.
@@ -144,7 +161,7 @@ func FuzzConsentForm(f *testing.F) {
 	f.Add("approve", "mcpauth_step=login&username=bob")
 	f.Add("", "%zz")
 	f.Fuzz(func(t *testing.T, action, extra string) {
-		sess := session{ID: "sid-" + randomID(), Subject: "alice", AuthTime: h.clock.Now().Unix(), Exp: h.clock.Now().Add(time.Hour).Unix()}
+		sess := h.storedSession(t, "alice")
 		fields := url.Values{stepField: {stepConsent}, "csrf": {h.ui.csrfToken(sess)}, "flow": {h.ui.newFlow(sess, stepConsent, bind)}, "action": {action}}
 		_ = h.store.DeleteConsents(context.Background(), "alice", "demo-app")
 		rec, res, ok := h.postForm(sess, fields, extra)
@@ -152,11 +169,17 @@ func FuzzConsentForm(f *testing.F) {
 			t.Fatalf("status %d", rec.Code)
 		}
 		sent, _ := url.ParseQuery(fields.Encode() + "&" + extra)
-		_, err := h.store.GetConsent(context.Background(), "alice", "demo-app", fuzzPrompt.Resource)
+		c, err := h.store.GetConsent(context.Background(), "alice", "demo-app", fuzzPrompt.Resource)
 		stored := err == nil
+		if stored && !slices.Equal(c.RedirectURIs, []string{"http://127.0.0.1/cb", "https://app.example/callback"}) {
+			t.Fatalf("consent stored for redirect URIs %q, want the prompt's sorted set", c.RedirectURIs)
+		}
 		if !ok {
 			if stored {
 				t.Fatal("consent stored by a refused form")
+			}
+			if (action == "approve" || action == "deny") && extra == "" {
+				t.Fatalf("the plain %s form was refused: %d", action, rec.Code)
 			}
 			return
 		}
