@@ -128,6 +128,7 @@ resources:
     name: Example MCP server
     scopes: [mcp:tools]
     default: true
+    introspection_clients: [%s]
 clients:
   - id: %s
     secret: %s
@@ -144,7 +145,7 @@ registration:
   rate_limit: {per_minute: 0, burst: 1}
 log:
   level: warn
-`, c.issuer, c.listen, c.storage, resource, botID, botSecret, resource, appID, redirectURI, username, aliceHash(tb))
+`, c.issuer, c.listen, c.storage, resource, botID, botID, botSecret, resource, appID, redirectURI, username, aliceHash(tb))
 	if c.grace != "" {
 		s += "tokens:\n  refresh_grace: " + c.grace + "\n"
 	}
