@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mcpauth/mcpauth/storage"
 	"github.com/mcpauth/mcpauth/storage/memory"
@@ -40,4 +41,34 @@ func ExampleTransactional() {
 	_, err := s.GetClient(ctx, "made-in-tx")
 	fmt.Println(errors.Is(err, storage.ErrNotFound))
 	// Output: true
+}
+
+// UpdateCounters runs a read-modify-write on counters atomically, on every
+// instance sharing the store: here a counter of attempts that expires an
+// hour after the last one.
+func ExampleCounterStore() {
+	ctx := context.Background()
+	var s storage.Store = memory.New()
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+	attempt := func(cs []storage.Counter) ([]storage.Counter, error) {
+		cs[0].Count++
+		cs[0].ExpiresAt = now.Add(time.Hour)
+		return cs, nil
+	}
+	for range 3 {
+		_ = s.UpdateCounters(ctx, []string{"login:alice"}, now, attempt)
+	}
+	_ = s.UpdateCounters(ctx, []string{"login:alice"}, now, func(cs []storage.Counter) ([]storage.Counter, error) {
+		fmt.Println(cs[0].Key, cs[0].Count)
+		return cs, nil
+	})
+	// Two hours later the counter reads as new.
+	_ = s.UpdateCounters(ctx, []string{"login:alice"}, now.Add(2*time.Hour), func(cs []storage.Counter) ([]storage.Counter, error) {
+		fmt.Println(cs[0].Key, cs[0].Count)
+		return cs, nil
+	})
+	// Output:
+	// login:alice 3
+	// login:alice 0
 }

@@ -111,3 +111,23 @@ func ExampleUI_Handler() {
 	// /auth/ui/style.css 200 text/css
 	// /auth/logout 200 text/html
 }
+
+// An authorization error for a client the operator did not configure is
+// shown on the server's own page, with a link back that the person may
+// follow, instead of an automatic redirect (RFC 9700 §4.11.2).
+func ExampleUI_ClientErrorPage() {
+	store := memory.New()
+	ui, err := loginui.New(loginui.Config{Consents: store, JTIs: store, Secret: []byte("an example secret of at least 32 bytes")})
+	if err != nil {
+		panic(err)
+	}
+	rec := httptest.NewRecorder()
+	ui.ClientErrorPage(rec, http.StatusBadRequest, "The request could not be completed", "PKCE is required.",
+		"https://app.example/cb?error=invalid_request&state=xyz")
+	body := rec.Body.String()
+	fmt.Println(rec.Code, rec.Header().Get("Location") == "")
+	fmt.Println(strings.Contains(body, `<a href="https://app.example/cb?error=invalid_request&amp;state=xyz" rel="noreferrer">Return to app.example</a>`))
+	// Output:
+	// 400 true
+	// true
+}

@@ -3,6 +3,7 @@ package loginui
 import (
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -134,5 +135,31 @@ func TestConsentsPageListsAndEndsSessions(t *testing.T) {
 	noCSRF.Fields.Del("csrf")
 	if got := a.submit(noCSRF); got.StatusCode != http.StatusForbidden {
 		t.Fatalf("ending a session without CSRF: %d, want 403", got.StatusCode)
+	}
+}
+
+// TestClientErrorPageLinks: the link back works for a private-use scheme
+// (html/template alone would blank it) and is left out for schemes that run
+// code.
+func TestClientErrorPageLinks(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, tc := range []struct{ back, want string }{
+		{"cursor://anysphere.cursor-mcp/cb?error=x", `href="cursor://anysphere.cursor-mcp/cb?error=x"`},
+		{"http://127.0.0.1:7777/cb?error=x", `href="http://127.0.0.1:7777/cb?error=x"`},
+		{"javascript:alert(1)", ""},
+		{"data:text/html,hi", ""},
+	} {
+		rec := httptest.NewRecorder()
+		h.ui.ClientErrorPage(rec, http.StatusBadRequest, "Error", "", tc.back)
+		body := rec.Body.String()
+		if tc.want == "" {
+			if strings.Contains(body, "Return to") || strings.Contains(body, "alert") || strings.Contains(body, "data:") {
+				t.Errorf("%s: a link was rendered:\n%s", tc.back, body)
+			}
+			continue
+		}
+		if !strings.Contains(body, tc.want) {
+			t.Errorf("%s: no %s in:\n%s", tc.back, tc.want, body)
+		}
 	}
 }
