@@ -49,6 +49,8 @@ resources:
 users:
   - username: alice
     password_hash: %q
+registration:
+  rate_limit: {per_minute: 1, burst: 2}
 `, issuer, listen, storage, aliceUser(t))
 }
 
@@ -91,7 +93,8 @@ func loginFrom(t *testing.T, issuer, addr, user, pw string) int {
 
 // TestLoginThrottleIsSharedAndSeesThroughTheProxy runs two instances on one
 // PostgreSQL behind a trusted proxy. Failures spread over both instances
-// lock the account at the failing address as one instance would; failures
+// lock the account at the failing address as one instance would, and so do
+// registrations for the registration rate limit; failures
 // from many forwarded addresses do not lock out a person at another one;
 // and audit lines name the forwarded address, not the proxy's.
 func TestLoginThrottleIsSharedAndSeesThroughTheProxy(t *testing.T) {
@@ -124,6 +127,30 @@ func TestLoginThrottleIsSharedAndSeesThroughTheProxy(t *testing.T) {
 	// Alice elsewhere is unaffected.
 	if got := loginFrom(t, procs[1].issuer, "203.0.113.10", "alice", alicePassword); got != http.StatusOK {
 		t.Fatalf("alice from her own address: %d, want 200", got)
+	}
+
+	// The registration rate limit (a burst of 2 per address) is shared too:
+	// the third registration from one address is refused on either
+	// instance, another address still registers.
+	register := func(issuer, addr string) int {
+		req, _ := http.NewRequest(http.MethodPost, issuer+"/register",
+			strings.NewReader(`{"redirect_uris":["https://app.example/cb"],"token_endpoint_auth_method":"none"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", addr)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i, want := range []int{http.StatusCreated, http.StatusCreated, http.StatusTooManyRequests, http.StatusTooManyRequests} {
+		if got := register(procs[i%2].issuer, "198.51.100.200"); got != want {
+			t.Fatalf("registration %d from one address, alternating instances: %d, want %d", i+1, got, want)
+		}
+	}
+	if got := register(procs[0].issuer, "198.51.100.201"); got != http.StatusCreated {
+		t.Fatalf("registration from another address: %d, want 201", got)
 	}
 
 	logs := procs[0].stderr.String() + procs[1].stderr.String()
