@@ -116,6 +116,19 @@ func cluster(t *testing.T, stores []storage.Store, mod func(*Config)) []*harness
 			}
 		}))
 	}
+	// Each harness's clock starts at the real time it was created; on a
+	// loaded machine instances start seconds apart, more than a grace
+	// window. Instances behind one load balancer share the time: move every
+	// clock to the latest.
+	latest := hs[0].clock.Now()
+	for _, h := range hs {
+		if n := h.clock.Now(); n.After(latest) {
+			latest = n
+		}
+	}
+	for _, h := range hs {
+		h.clock.Advance(latest.Sub(h.clock.Now()))
+	}
 	return hs
 }
 
