@@ -124,50 +124,116 @@ func parseRequests(body []byte) ([]*rpcRequest, error) {
 	if _, err := peekJSONRPC(body); err != nil {
 		return nil, err
 	}
-	body = bytes.TrimSpace(body)
-	var msgs []json.RawMessage
-	if body[0] == '[' {
-		if err := json.Unmarshal(body, &msgs); err != nil {
-			return nil, errPeek
-		}
-	} else {
-		msgs = []json.RawMessage{body}
-	}
 	var out []*rpcRequest
-	for _, m := range msgs {
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(m, &fields); err != nil {
-			return nil, errPeek
+	err := forEachMessage(bytes.TrimSpace(body), func(m []byte) error {
+		var rawID, rawMethod, rawParams []byte
+		if err := objectFields(m, func(key string, val []byte) error {
+			switch key {
+			case "id":
+				rawID = val
+			case "method":
+				rawMethod = val
+			case "params":
+				rawParams = val
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
-		rawMethod, ok := fields["method"]
-		if !ok {
-			continue // a response to a request of the server
+		if rawMethod == nil {
+			return nil // a response to a request of the server
 		}
 		req := &rpcRequest{}
-		if err := json.Unmarshal(rawMethod, &req.method); err != nil {
-			return nil, errPeek
+		var err error
+		if req.method, err = jsonString(rawMethod); err != nil {
+			return errPeek
 		}
-		if id, ok := fields["id"]; ok && string(bytes.TrimSpace(id)) != "null" {
-			key, err := CanonicalJSON(id)
-			if err != nil {
-				return nil, errPeek
+		if rawID != nil && string(rawID) != "null" {
+			if req.key, err = idKey(rawID); err != nil {
+				return errPeek
 			}
-			req.key, req.id = string(key), string(key)
+			req.id = req.key
 		}
 		if req.method == "tools/call" || req.method == "prompts/get" {
-			var params map[string]json.RawMessage
-			if p, ok := fields["params"]; ok && json.Unmarshal(p, &params) == nil {
-				_ = json.Unmarshal(params["name"], &req.tool)
-				d, err := ArgumentsDigest(params["arguments"])
-				if err != nil {
-					return nil, errPeek
+			var name, args []byte
+			if rawParams != nil && objectFields(rawParams, func(key string, val []byte) error {
+				switch key {
+				case "name":
+					name = val
+				case "arguments":
+					args = val
 				}
-				req.args = d
+				return nil
+			}) == nil {
+				req.tool, _ = jsonString(name)
+				if req.args, err = ArgumentsDigest(args); err != nil {
+					return errPeek
+				}
 			}
 		}
 		out = append(out, req)
+		return nil
+	})
+	if err != nil {
+		return nil, errPeek
 	}
 	return out, nil
+}
+
+// forEachMessage calls fn with each message of the valid JSON-RPC body v,
+// an object or an array of them.
+func forEachMessage(v []byte, fn func([]byte) error) error {
+	if len(v) == 0 {
+		return errPeek
+	}
+	if v[0] != '[' {
+		return fn(v)
+	}
+	i := skipWS(v, 1)
+	for i < len(v) && v[i] != ']' {
+		end := skipValue(v, i)
+		if err := fn(v[i:end]); err != nil {
+			return err
+		}
+		i = skipWS(v, end)
+		if i < len(v) && v[i] == ',' {
+			i = skipWS(v, i+1)
+		}
+	}
+	return nil
+}
+
+// jsonString decodes a JSON string value; plain ones without a copy of
+// the decoder's.
+func jsonString(raw []byte) (string, error) {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err
+}
+
+// idKey is the canonical JSON (RFC 8785) of a JSON-RPC id, so that an
+// answer's id matches its request's however either is spelt. Small
+// integers and strings without escapes are their own canonical form.
+func idKey(raw []byte) (string, error) {
+	plain := len(raw) > 0 && len(raw) <= 15
+	for i, c := range raw {
+		if !plain {
+			break
+		}
+		plain = c >= '0' && c <= '9' || c == '-' && i == 0 && len(raw) > 1
+	}
+	if plain && (raw[0] != '0' || len(raw) == 1) && (raw[0] != '-' || raw[1] != '0') {
+		return string(raw), nil
+	}
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && !bytes.ContainsAny(raw[1:len(raw)-1], "\\\"") &&
+		!bytes.ContainsFunc(raw, func(r rune) bool { return r < 0x20 }) {
+		return string(raw), nil
+	}
+	k, err := CanonicalJSON(raw)
+	return string(k), err
 }
 
 // Wrap returns next with list answers filtered and requests audited.
@@ -574,47 +640,57 @@ func (fw *filterWriter) filterMessages(data []byte) ([]byte, bool) {
 // filterMessage handles one JSON-RPC message: an answer to an audited
 // request is recorded, and a list answer is cut to what the caller may see.
 func (fw *filterWriter) filterMessage(m []byte) ([]byte, bool) {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(m, &fields) != nil {
+	if !json.Valid(m) {
 		return m, false
 	}
-	if _, isRequest := fields["method"]; isRequest {
-		return m, false
-	}
-	rawID, hasID := fields["id"]
-	result, hasResult := fields["result"]
-	rpcErr, hasErr := fields["error"]
-	if !hasID || !hasResult && !hasErr {
+	var rawID, result, rpcErr []byte
+	isRequest := false
+	if objectFields(m, func(key string, val []byte) error {
+		switch key {
+		case "method":
+			isRequest = true
+		case "id":
+			rawID = val
+		case "result":
+			result = val
+		case "error":
+			rpcErr = val
+		}
+		return nil
+	}) != nil || isRequest || rawID == nil || result == nil && rpcErr == nil {
 		return m, false
 	}
 	var q *rpcRequest
-	if key, err := CanonicalJSON(rawID); err == nil {
-		q = fw.byID[string(key)]
+	if key, err := idKey(rawID); err == nil {
+		q = fw.byID[key]
 	}
 	if q != nil && !q.done {
 		status := fw.status
 		switch {
-		case hasErr:
+		case rpcErr != nil:
 			var e struct {
 				Code int `json:"code"`
 			}
 			_ = json.Unmarshal(rpcErr, &e)
 			fw.emit(q, AuditRPCError, e.Code, false, status)
 		case q.method == "tools/call":
-			var r struct {
-				IsError bool `json:"isError"`
-			}
-			_ = json.Unmarshal(result, &r)
+			isError := false
+			_ = objectFields(result, func(key string, val []byte) error {
+				if key == "isError" {
+					isError = string(val) == "true"
+				}
+				return nil
+			})
 			res := AuditOK
-			if r.IsError {
+			if isError {
 				res = AuditToolError
 			}
-			fw.emit(q, res, 0, r.IsError, status)
+			fw.emit(q, res, 0, isError, status)
 		default:
 			fw.emit(q, AuditOK, 0, false, status)
 		}
 	}
-	if !hasResult {
+	if result == nil {
 		return m, false
 	}
 	method := ""
@@ -623,6 +699,10 @@ func (fw *filterWriter) filterMessage(m []byte) ([]byte, bool) {
 	}
 	nr, changed := fw.f.trimResult(method, result, fw.p)
 	if !changed {
+		return m, false
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(m, &fields) != nil {
 		return m, false
 	}
 	fields["result"] = nr
