@@ -37,6 +37,7 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
         ./examples/mcpserver \
         ./examples/downstream \
         ./examples/client \
+        ./cmd/mcpgateway \
         ./deploy/healthcheck
 
 FROM gcr.io/distroless/static-debian12:nonroot
@@ -48,7 +49,7 @@ WORKDIR /home/nonroot
 # Inside a container the server must listen on every interface for a
 # published port (-p) to reach it; this overrides the file's `listen`.
 ENV AUTHSERVER_LISTEN=0.0.0.0:9000
-EXPOSE 9000 8080 8081
+EXPOSE 9000 8080 8081 8090
 # distroless has no shell or curl: the server probes itself (/readyz, else
 # /healthz, on AUTHSERVER_LISTEN or the file's listen).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \

@@ -3,9 +3,14 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/mcpauth/mcpauth/examples/stack/launch"
 )
 
 func env(m map[string]string) Lookup {
@@ -104,20 +109,62 @@ func TestParseConfigRefusesMistakes(t *testing.T) {
 	}
 }
 
-// The files shipped in deploy/ parse (the compose service mounts them).
-func TestShippedConfigParses(t *testing.T) {
-	matches, _ := filepath.Glob("../../deploy/mcpgateway*.yaml")
-	if len(matches) == 0 {
-		t.Fatal("no deploy/mcpgateway*.yaml")
+// The compose service runs the shipped configuration, which parses with
+// the environment compose gives it (deploy/stack.env), from an image that
+// holds the binary; its health check asks the configured listen address.
+// (No Docker engine here: the files are checked.)
+func TestComposeServiceRunsTheShippedConfig(t *testing.T) {
+	raw, err := os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, m := range matches {
-		data, err := os.ReadFile(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := ParseConfig(data, env(map[string]string{"MCPGATEWAY_CLIENT_SECRET": "x"})); err != nil {
-			t.Errorf("%s: %v", m, err)
-		}
+	var compose struct {
+		Services map[string]struct {
+			Entrypoint  []string `yaml:"entrypoint"`
+			Command     []string `yaml:"command"`
+			Volumes     []string `yaml:"volumes"`
+			EnvFile     string   `yaml:"env_file"`
+			NetworkMode string   `yaml:"network_mode"`
+			Healthcheck struct {
+				Test []string `yaml:"test"`
+			} `yaml:"healthcheck"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(raw, &compose); err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	svc, ok := compose.Services["mcpgateway"]
+	if !ok {
+		t.Fatal("docker-compose.yml has no mcpgateway service")
+	}
+	if !slices.Equal(svc.Entrypoint, []string{"/usr/local/bin/mcpgateway"}) || !slices.Equal(svc.Command, []string{"--config", "/etc/mcpauth/mcpgateway.yaml"}) ||
+		!slices.Contains(svc.Volumes, "./deploy/mcpgateway.yaml:/etc/mcpauth/mcpgateway.yaml:ro") || svc.NetworkMode != "host" {
+		t.Fatalf("mcpgateway service %+v", svc)
+	}
+	env, err := launch.ReadEnvFile(filepath.Join("../..", svc.EnvFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("../../deploy/mcpgateway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseConfig(data, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatalf("deploy/mcpgateway.yaml with %s: %v", svc.EnvFile, err)
+	}
+	if hc := svc.Healthcheck.Test; len(hc) != 3 || hc[2] != "http://"+c.Listen+"/healthz" {
+		t.Errorf("health check %v does not ask %s", hc, c.Listen)
+	}
+	if _, err := NewGateway(c, Options{AuditWriter: discard{}}); err != nil {
+		t.Fatal(err)
+	}
+	dockerfile, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(dockerfile), "./cmd/mcpgateway") {
+		t.Error("the Dockerfile does not build ./cmd/mcpgateway")
 	}
 }
 
