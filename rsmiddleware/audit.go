@@ -16,6 +16,7 @@ const (
 	AuditAccepted   = "accepted"    // a notification, answered 202 Accepted
 	AuditHTTPError  = "http_error"  // the server answered the HTTP request with a failure status
 	AuditNoResponse = "no_response" // the exchange ended without a response for this id
+	AuditDenied     = "denied"      // refused with 403 insufficient_scope before reaching the server
 )
 
 // AuditEvent is one JSON-RPC request seen by MCPFilter. It names the call,

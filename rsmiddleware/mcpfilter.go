@@ -281,6 +281,30 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 	})
 }
 
+// AuditDenied writes the audit events of a request the Middleware refuses
+// for missing scopes (a call of a hidden or forbidden tool): set it as
+// MiddlewareConfig.OnInsufficientScope. Each JSON-RPC request of body gets
+// an event with Result AuditDenied and Status 403.
+func (f *MCPFilter) AuditDenied(r *http.Request, p *Principal, body []byte) {
+	if f.audit == nil {
+		return
+	}
+	reqs, err := parseRequests(body)
+	if err != nil || len(reqs) == 0 {
+		reqs = []*rpcRequest{{method: "unknown"}}
+	}
+	base := AuditEvent{Time: f.now(), Session: r.Header.Get(SessionHeader), Subject: p.Subject, ClientID: p.ClientID}
+	if f.tenantClaim != "" {
+		if tok, err := ParseAuthorization(r.Header.Get("Authorization")); err == nil {
+			base.Tenant = claimOf(tok, f.tenantClaim)
+		}
+	}
+	fw := &filterWriter{f: f, base: base, start: base.Time}
+	for _, q := range reqs {
+		fw.emit(q, AuditDenied, 0, false, http.StatusForbidden)
+	}
+}
+
 // trims reports whether some list answer may have to be cut for p.
 func (f *MCPFilter) trims(p *Principal) bool {
 	return len(p.MissingScopes(f.toolScopes)) > 0 ||

@@ -105,12 +105,6 @@ type filterFixture struct {
 func newFilterFixture(t *testing.T, upstream http.Handler, mod func(*MCPFilterConfig)) *filterFixture {
 	t.Helper()
 	ks := newKeyServer(t)
-	prm, _ := ResourceMetadataURL(testResource)
-	mw, err := NewMiddleware(MiddlewareConfig{Verifier: ks.verifier(t, nil), ResourceMetadataURL: prm, Scopes: filterScopes,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
 	audit := &syncBuffer{}
 	cfg := MCPFilterConfig{Scopes: filterScopes, Audit: AuditLog(audit, "json"), TenantClaim: "tenant",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -118,6 +112,12 @@ func newFilterFixture(t *testing.T, upstream http.Handler, mod func(*MCPFilterCo
 		mod(&cfg)
 	}
 	f := NewMCPFilter(cfg)
+	prm, _ := ResourceMetadataURL(testResource)
+	mw, err := NewMiddleware(MiddlewareConfig{Verifier: ks.verifier(t, nil), ResourceMetadataURL: prm, Scopes: filterScopes,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnInsufficientScope: f.AuditDenied})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(mw.Wrap(f.Wrap(upstream)))
 	t.Cleanup(srv.Close)
 	return &filterFixture{ks: ks, srv: srv, audit: audit}
@@ -232,6 +232,12 @@ func TestMCPFilterHiddenToolCallGetsTheStepUpChallenge(t *testing.T) {
 	}
 	if h := resp.Header.Get("WWW-Authenticate"); !strings.Contains(h, `scope="mcp:tools mcp:admin"`) || !strings.Contains(h, `error="insufficient_scope"`) {
 		t.Errorf("challenge %q", h)
+	}
+	// The refused call is audited too.
+	lines := auditLines(t, fx.audit.String())
+	if len(lines) != 1 || lines[0].Event != "tool.call" || lines[0].Tool != "admin_stats" || lines[0].Result != AuditDenied ||
+		lines[0].Status != http.StatusForbidden || lines[0].Tenant != "acme" || len(lines[0].Args) != 64 {
+		t.Errorf("audit of the refused call: %+v", lines)
 	}
 }
 

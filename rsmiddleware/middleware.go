@@ -26,6 +26,11 @@ type MiddlewareConfig struct {
 	// Logger receives verification failures (never the token).
 	// Zero value: slog.Default().
 	Logger *slog.Logger
+	// OnInsufficientScope, when set, is called before the 403
+	// insufficient_scope answer to a request whose verified token lacks
+	// scopes it needs, with the JSON-RPC body read to decide (nil when the
+	// scopes did not need it). MCPFilter.AuditDenied audits such requests.
+	OnInsufficientScope func(r *http.Request, p *Principal, body []byte)
 }
 
 // Middleware is the Bearer token guard of an MCP server.
@@ -35,6 +40,7 @@ type Middleware struct {
 	scopes  Scopes
 	maxBody int64
 	log     *slog.Logger
+	denied  func(*http.Request, *Principal, []byte)
 }
 
 // ResourceMetadataURL returns the path-inserted RFC 9728 §3.1 URL of the
@@ -55,7 +61,8 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 	if cfg.ResourceMetadataURL == "" {
 		return nil, errors.New("rsmiddleware: MiddlewareConfig.ResourceMetadataURL is required")
 	}
-	m := &Middleware{v: cfg.Verifier, prmURL: cfg.ResourceMetadataURL, scopes: cfg.Scopes, maxBody: cfg.MaxBodyBytes, log: cfg.Logger}
+	m := &Middleware{v: cfg.Verifier, prmURL: cfg.ResourceMetadataURL, scopes: cfg.Scopes, maxBody: cfg.MaxBodyBytes, log: cfg.Logger,
+		denied: cfg.OnInsufficientScope}
 	if m.maxBody <= 0 {
 		m.maxBody = 4 << 20
 	}
@@ -121,8 +128,9 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		need := m.scopes.Base
+		var body []byte
 		if m.scopes.needsBody() && r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
-			body, err := readBody(r, m.maxBody)
+			body, err = readBody(r, m.maxBody)
 			if err != nil {
 				http.Error(w, "cannot read request body", http.StatusBadRequest)
 				return
@@ -142,6 +150,9 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			r.Body = readCloser{bytes.NewReader(body), r.Body}
 		}
 		if len(p.MissingScopes(need)) > 0 {
+			if m.denied != nil {
+				m.denied(r, p, body)
+			}
 			m.challenge(w, r, need, ErrCodeInsufficientScope, "the access token lacks scopes this request needs")
 			return
 		}

@@ -61,13 +61,6 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	scopes := rsmiddleware.Scopes{Base: cfg.Scopes.Base, Tools: cfg.Scopes.Tools, Methods: cfg.Scopes.Methods}
-	mw, err := rsmiddleware.NewMiddleware(rsmiddleware.MiddlewareConfig{
-		Verifier: verifier, ResourceMetadataURL: prmURL, Scopes: scopes,
-		MaxBodyBytes: cfg.Limits.MaxRequestBytes, Logger: o.Logger,
-	})
-	if err != nil {
-		return nil, err
-	}
 	var audit rsmiddleware.AuditFunc
 	if cfg.Audit.Format != "off" {
 		w := o.AuditWriter
@@ -87,6 +80,14 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 		Scopes: scopes, Audit: audit, TenantClaim: cfg.TenantClaim,
 		MaxBodyBytes: cfg.Limits.MaxRequestBytes, MaxResponseBytes: cfg.Limits.MaxResponseBytes, Logger: o.Logger,
 	})
+	mw, err := rsmiddleware.NewMiddleware(rsmiddleware.MiddlewareConfig{
+		Verifier: verifier, ResourceMetadataURL: prmURL, Scopes: scopes,
+		MaxBodyBytes: cfg.Limits.MaxRequestBytes, Logger: o.Logger,
+		OnInsufficientScope: filter.AuditDenied,
+	})
+	if err != nil {
+		return nil, err
+	}
 	// The MCP Go SDK's client registers again (DCR) for a step-up, so its
 	// client ID changes within a session: sessions are bound to the user.
 	binding := &rsmiddleware.SessionBinding{Owner: func(p *rsmiddleware.Principal) string { return p.Subject }}

@@ -70,6 +70,14 @@ func TestGatewayTrimsToolListsAndStepsUpHiddenTools(t *testing.T) {
 				!strings.Contains(log, `"tenant":"user-bot"`) || !strings.Contains(log, `"event":"initialize"`) {
 				t.Errorf("audit:\n%s", log)
 			}
+			denied := false
+			for _, line := range strings.Split(log, "\n") {
+				denied = denied || strings.Contains(line, `"tool":"admin_stats"`) && strings.Contains(line, `"sub":"user-bot"`) &&
+					strings.Contains(line, `"result":"denied"`) && strings.Contains(line, `"status":403`)
+			}
+			if !denied {
+				t.Errorf("no denied line for user-bot's admin_stats call:\n%s", log)
+			}
 		})
 	}
 }
