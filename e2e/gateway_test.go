@@ -154,10 +154,12 @@ func gatewayConfig(t *testing.T, s *launch.Stack, gw, ts, auditFile string, with
 	return p
 }
 
-func startGateway(t *testing.T, s *launch.Stack, logs *lockedBuffer, configPath string) {
+func startGateway(t *testing.T, s *launch.Stack, logs *lockedBuffer, configPath, gw, ts string) {
 	t.Helper()
-	startProcess(t, logs, "mcpgateway: listening", []string{"MCPGATEWAY_CLIENT_SECRET=" + s.Env["MCPGATEWAY_CLIENT_SECRET"]},
-		gatewayBinary(t), "--config", configPath)
+	startProcess(t, logs, "mcpgateway: listening", []string{
+		"MCPGATEWAY_CLIENT_SECRET=" + s.Env["MCPGATEWAY_CLIENT_SECRET"],
+		"MCPGATEWAY_LISTEN=" + gw, "MCPGATEWAY_UPSTREAM=http://" + ts + "/mcp", "MCPGATEWAY_ISSUER_INTERNAL=",
+	}, gatewayBinary(t), "--config", configPath)
 }
 
 // TestGatewayInFrontOfATypeScriptServer runs deploy/mcpgateway.yaml in front
@@ -183,7 +185,7 @@ func TestGatewayInFrontOfATypeScriptServer(t *testing.T) {
 		}
 	})
 	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
-	startGateway(t, s, logs, gatewayConfig(t, s, gw, ts, auditFile, false))
+	startGateway(t, s, logs, gatewayConfig(t, s, gw, ts, auditFile, false), gw, ts)
 	resource := "http://" + gw + "/mcp"
 
 	// The Go SDK's OAuth client: 401 -> PRM -> AS metadata -> DCR -> the
@@ -468,7 +470,7 @@ func TestGatewayGivesTheTypeScriptServerItsOwnToken(t *testing.T) {
 			t.Logf("--- gateway and upstream output ---\n%s", logs)
 		}
 	})
-	startGateway(t, s, logs, gatewayConfig(t, s, gw, ts, filepath.Join(t.TempDir(), "audit.jsonl"), true))
+	startGateway(t, s, logs, gatewayConfig(t, s, gw, ts, filepath.Join(t.TempDir(), "audit.jsonl"), true), gw, ts)
 	resource := "http://" + gw + "/mcp"
 
 	redirect := loopbackRedirect(t)

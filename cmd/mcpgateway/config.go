@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mcpauth/mcpauth/metadata"
+	"github.com/mcpauth/mcpauth/rsmiddleware"
 )
 
 // maxConfigSize bounds the configuration file.
@@ -23,12 +24,16 @@ const maxConfigSize = 1 << 20
 // Config is the gateway's configuration file. The keys are public interface;
 // README.md documents each.
 type Config struct {
-	Listen      string       `yaml:"listen"`
-	Resource    string       `yaml:"resource"`
-	Issuer      string       `yaml:"issuer"`
-	Upstream    string       `yaml:"upstream"`
-	Scopes      ScopesConfig `yaml:"scopes"`
-	TenantClaim string       `yaml:"tenant_claim"`
+	Listen   string `yaml:"listen"`
+	Resource string `yaml:"resource"`
+	Issuer   string `yaml:"issuer"`
+	// IssuerInternal is the origin at which the gateway reaches the AS when
+	// it is not the issuer's (http://authserver:9000 in a container
+	// network); tokens are still checked against Issuer.
+	IssuerInternal string       `yaml:"issuer_internal"`
+	Upstream       string       `yaml:"upstream"`
+	Scopes         ScopesConfig `yaml:"scopes"`
+	TenantClaim    string       `yaml:"tenant_claim"`
 	// UpstreamAuth: how the gateway authenticates to the upstream. Nil:
 	// the upstream gets no Authorization header at all.
 	UpstreamAuth *UpstreamAuth `yaml:"upstream_auth"`
@@ -240,6 +245,11 @@ func (c *Config) check() error {
 	}
 	if _, err := metadata.DiscoveryURLs(c.Issuer); err != nil {
 		return fmt.Errorf("issuer: %v", err)
+	}
+	if c.IssuerInternal != "" {
+		if _, err := rsmiddleware.RewriteOrigins(nil, map[string]string{c.Issuer: c.IssuerInternal}); err != nil {
+			return fmt.Errorf("issuer_internal: %v", err)
+		}
 	}
 	if c.Upstream == "" {
 		return errors.New("upstream: required (the MCP endpoint behind the gateway)")

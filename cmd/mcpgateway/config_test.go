@@ -97,6 +97,7 @@ func TestParseConfigRefusesMistakes(t *testing.T) {
 		{"refuses a listen address without port", base + "listen: localhost\n", "listen"},
 		{"refuses aliases", base + "tenant_claim: &a x\naudit: {file: *a}\n", "aliases"},
 		{"refuses an empty file", "", "empty"},
+		{"refuses an issuer_internal with a path", base + "issuer_internal: http://authserver:9000/x\n", "issuer_internal"},
 		{"refuses a list at the top", "- a\n", "config"},
 	}
 	for _, tt := range tests {
@@ -120,11 +121,12 @@ func TestComposeServiceRunsTheShippedConfig(t *testing.T) {
 	}
 	var compose struct {
 		Services map[string]struct {
-			Entrypoint  []string `yaml:"entrypoint"`
-			Command     []string `yaml:"command"`
-			Volumes     []string `yaml:"volumes"`
-			EnvFile     string   `yaml:"env_file"`
-			NetworkMode string   `yaml:"network_mode"`
+			Entrypoint  []string          `yaml:"entrypoint"`
+			Command     []string          `yaml:"command"`
+			Volumes     []string          `yaml:"volumes"`
+			EnvFile     string            `yaml:"env_file"`
+			Environment map[string]string `yaml:"environment"`
+			Ports       []string          `yaml:"ports"`
 			Healthcheck struct {
 				Test []string `yaml:"test"`
 			} `yaml:"healthcheck"`
@@ -138,12 +140,15 @@ func TestComposeServiceRunsTheShippedConfig(t *testing.T) {
 		t.Fatal("docker-compose.yml has no mcpgateway service")
 	}
 	if !slices.Equal(svc.Entrypoint, []string{"/usr/local/bin/mcpgateway"}) || !slices.Equal(svc.Command, []string{"--config", "/etc/mcpauth/mcpgateway.yaml"}) ||
-		!slices.Contains(svc.Volumes, "./deploy/mcpgateway.yaml:/etc/mcpauth/mcpgateway.yaml:ro") || svc.NetworkMode != "host" {
+		!slices.Contains(svc.Volumes, "./deploy/mcpgateway.yaml:/etc/mcpauth/mcpgateway.yaml:ro") || !slices.Contains(svc.Ports, "127.0.0.1:8090:8090") {
 		t.Fatalf("mcpgateway service %+v", svc)
 	}
 	env, err := launch.ReadEnvFile(filepath.Join("../..", svc.EnvFile))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for k, v := range svc.Environment {
+		env[k] = v // the service's environment overrides the env_file
 	}
 	data, err := os.ReadFile("../../deploy/mcpgateway.yaml")
 	if err != nil {
@@ -153,8 +158,12 @@ func TestComposeServiceRunsTheShippedConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("deploy/mcpgateway.yaml with %s: %v", svc.EnvFile, err)
 	}
-	if hc := svc.Healthcheck.Test; len(hc) != 3 || hc[2] != "http://"+c.Listen+"/healthz" {
-		t.Errorf("health check %v does not ask %s", hc, c.Listen)
+	_, port, _ := strings.Cut(c.Listen, ":")
+	if hc := svc.Healthcheck.Test; len(hc) != 3 || hc[2] != "http://127.0.0.1:"+port+"/healthz" || c.Listen != "0.0.0.0:8090" {
+		t.Errorf("health check %v does not ask the listen address %s", hc, c.Listen)
+	}
+	if c.IssuerInternal != "http://authserver:9000" || c.Issuer != "http://127.0.0.1:9000" || c.Resource != "http://127.0.0.1:8090/mcp" {
+		t.Errorf("issuer %s (internal %s), resource %s", c.Issuer, c.IssuerInternal, c.Resource)
 	}
 	if _, err := NewGateway(c, Options{AuditWriter: discard{}}); err != nil {
 		t.Fatal(err)

@@ -48,6 +48,21 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 		o.Logger = slog.Default()
 	}
 	g := &Gateway{cfg: cfg}
+	if cfg.IssuerInternal != "" {
+		base := http.DefaultTransport
+		timeout := 10 * time.Second
+		if o.HTTPClient != nil {
+			if o.HTTPClient.Transport != nil {
+				base = o.HTTPClient.Transport
+			}
+			timeout = o.HTTPClient.Timeout
+		}
+		rt, err := rsmiddleware.RewriteOrigins(base, map[string]string{cfg.Issuer: cfg.IssuerInternal})
+		if err != nil {
+			return nil, err
+		}
+		o.HTTPClient = &http.Client{Transport: rt, Timeout: timeout}
+	}
 	vcfg := rsmiddleware.Config{Issuer: cfg.Issuer, Resource: cfg.Resource, HTTPClient: o.HTTPClient, Logger: o.Logger}
 	if i := cfg.Introspection; i != nil {
 		vcfg.Introspection = &rsmiddleware.ClientCredentials{ClientID: i.ClientID, ClientSecret: i.ClientSecret}
