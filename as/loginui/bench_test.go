@@ -19,14 +19,15 @@ func benchPrompt() Prompt {
 }
 
 // BenchmarkAuthorizeRememberedConsent is the path of a returning person:
-// decode the session cookie, look up the consent, answer.
+// decode the session cookie, look up the stored session and the consent,
+// answer.
 func BenchmarkAuthorizeRememberedConsent(b *testing.B) {
 	h := newHarness(b, nil)
 	p := benchPrompt()
 	if err := h.store.PutConsent(context.Background(), &storage.Consent{Subject: "alice", ClientID: p.ClientID, Resource: p.Resource, Scopes: p.Scopes, GrantedAt: time.Now()}); err != nil {
 		b.Fatal(err)
 	}
-	cookie := &http.Cookie{Name: "mcpauth_session", Value: h.encodeSession(session{ID: "sid", Subject: "alice", AuthTime: time.Now().Unix(), Exp: time.Now().Add(time.Hour).Unix()})}
+	cookie := &http.Cookie{Name: "mcpauth_session", Value: h.encodeSession(h.storedSession(b, "alice"))}
 	path := authorizePath()
 	b.ReportAllocs()
 	for b.Loop() {
