@@ -15,7 +15,7 @@ import (
 
 // singleAuthorizeParams may appear at most once (RFC 6749 §3.1).
 var singleAuthorizeParams = []string{"response_type", "scope", "state", "code_challenge", "code_challenge_method",
-	"prompt", "response_mode", "nonce"}
+	"prompt", "response_mode", "nonce", "dpop_jkt"}
 
 // serveAuthorize is the authorization endpoint (RFC 6749 §4.1.1, RFC 7636,
 // RFC 8707, RFC 9207). It validates the request, hands the person-facing part
@@ -114,6 +114,10 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		fail(err)
 		return
 	}
+	if jkt := q.Get("dpop_jkt"); jkt != "" && !validJKT(jkt) {
+		fail(fosite.ErrInvalidRequest.WithHint("The dpop_jkt parameter is not a SHA-256 JWK thumbprint."))
+		return
+	}
 	res, err := s.pickResource(c, q["resource"])
 	if err != nil {
 		fail(err)
@@ -191,6 +195,8 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	}
 	sess := newSession(result.Subject)
 	sess.GrantedAt = s.now()
+	// RFC 9449 §10: the code may only be redeemed with a proof of this key.
+	sess.AuthorizeJKT = q.Get("dpop_jkt")
 	ar.SetRequestedAudience(fosite.Arguments{res.URI})
 	ar.GrantAudience(res.URI)
 	for _, sc := range result.Scopes {

@@ -65,6 +65,9 @@ type client struct {
 	// lastUsedAt is storage.Client.LastUsedAt as read with the client.
 	lastUsedAt time.Time
 	native     bool
+	// dpopBound: the client registered dpop_bound_access_tokens (RFC 9449
+	// §5.2) and gets no token without a DPoP proof.
+	dpopBound bool
 }
 
 var _ fosite.OpenIDConnectClient = (*client)(nil)
@@ -137,7 +140,7 @@ func sameClientRecord(a, b *storage.Client) bool {
 		a.TokenEndpointAuthMethod == b.TokenEndpointAuthMethod && a.JWKSURI == b.JWKSURI &&
 		bytes.Equal(a.JWKS, b.JWKS) && a.Source == b.Source && a.ApplicationType == b.ApplicationType &&
 		slices.Equal(a.GrantTypes, b.GrantTypes) && slices.Equal(a.Scopes, b.Scopes) &&
-		slices.Equal(a.Resources, b.Resources)
+		slices.Equal(a.Resources, b.Resources) && bytes.Equal(a.Metadata, b.Metadata)
 }
 
 // maxConverted bounds the conversion cache; it is cleared when full.
@@ -166,6 +169,7 @@ func (m *clientManager) convert(sc *storage.Client) (*client, error) {
 	rec.SecretHash, rec.JWKS = bytes.Clone(sc.SecretHash), bytes.Clone(sc.JWKS)
 	rec.RedirectURIs, rec.GrantTypes = slices.Clone(sc.RedirectURIs), slices.Clone(sc.GrantTypes)
 	rec.Scopes, rec.Resources = slices.Clone(sc.Scopes), slices.Clone(sc.Resources)
+	rec.Metadata = bytes.Clone(sc.Metadata)
 	m.converted[sc.ID] = convertedClient{c: c, rec: rec}
 	m.convMu.Unlock()
 	cc := *c
@@ -284,6 +288,7 @@ func (m *clientManager) fromStorage(sc *storage.Client) (*client, error) {
 	c.scopes = withOffline(c.scopes, c.grantTypes)
 	c.defaultScopes = slices.Clone(sc.Scopes)
 	c.listedResources = listed(res)
+	c.dpopBound = registeredDPoPBound(sc.Metadata)
 	return c, nil
 }
 
@@ -358,7 +363,7 @@ func (m *clientManager) fromConfig(i int, cc Client) (*client, error) {
 	if cc.ID == "" {
 		return nil, fmt.Errorf("as: Clients[%d].ID is required", i)
 	}
-	c := &client{id: cc.ID, name: cc.Name, public: cc.Public, redirectURIs: slices.Clone(cc.RedirectURIs), source: "config"}
+	c := &client{id: cc.ID, name: cc.Name, public: cc.Public, redirectURIs: slices.Clone(cc.RedirectURIs), source: "config", dpopBound: cc.DPoPBoundAccessTokens}
 	switch {
 	case len(cc.JWKS) > 0 || cc.JWKSURI != "":
 		if cc.Public {
@@ -748,4 +753,17 @@ func listed(rs []string) []string {
 		}
 	}
 	return out
+}
+
+// registeredDPoPBound reads dpop_bound_access_tokens (RFC 9449 §5.2) from
+// the metadata a registered or CIMD client was accepted with.
+func registeredDPoPBound(md []byte) bool {
+	if len(md) == 0 {
+		return false
+	}
+	var v struct {
+		DPoP bool `json:"dpop_bound_access_tokens"`
+	}
+	_ = json.Unmarshal(md, &v)
+	return v.DPoP
 }

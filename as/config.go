@@ -86,6 +86,9 @@ type Client struct {
 	// private_key_jwt (RFC 7523 §2.2) instead of a secret.
 	JWKS    []byte
 	JWKSURI string
+	// DPoPBoundAccessTokens makes every token request of this client carry a
+	// DPoP proof (RFC 9449 §5.2, client metadata dpop_bound_access_tokens).
+	DPoPBoundAccessTokens bool
 }
 
 // ClientResolver resolves client_ids that are https URLs (Client ID Metadata
@@ -169,6 +172,10 @@ type Config struct {
 	// ExchangeRule). Zero value: no exchange is allowed; the grant is still
 	// advertised, and every exchange request gets invalid_target.
 	ExchangePolicy []ExchangeRule
+	// DPoP configures sender-constrained tokens (RFC 9449); the zero value
+	// accepts proofs, binds the tokens of requests that carry one, and
+	// requires none.
+	DPoP DPoPConfig
 	// KeyReloadInterval is how often signing keys are reloaded from the
 	// store. Zero means 15 seconds.
 	KeyReloadInterval time.Duration

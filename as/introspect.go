@@ -12,6 +12,7 @@ import (
 
 	"github.com/ory/fosite"
 
+	"github.com/mcpauth/mcpauth/dpop"
 	"github.com/mcpauth/mcpauth/storage"
 )
 
@@ -26,6 +27,8 @@ type introspection struct {
 	ExpiresAt int64  `json:"exp,omitempty"`
 	IssuedAt  int64  `json:"iat,omitempty"`
 	TokenType string `json:"token_type,omitempty"`
+	// Cnf of a DPoP-bound access token (RFC 9449 §6.2).
+	Cnf *cnfClaim `json:"cnf,omitempty"`
 }
 
 var inactive = []byte(`{"active":false}` + "\n")
@@ -161,6 +164,9 @@ func (s *Server) describe(caller *client, kind storage.TokenKind, token string, 
 	}
 	if kind == storage.KindRefreshToken {
 		out.TokenType = "refresh_token"
+	} else if sr.Session != nil && sr.Session.CnfJKT != "" {
+		out.TokenType = dpop.HeaderName
+		out.Cnf = &cnfClaim{JKT: sr.Session.CnfJKT}
 	}
 	return out
 }

@@ -29,6 +29,14 @@ type accessClaims struct {
 	// Status points into the Token Status List
 	// (draft-ietf-oauth-status-list §6.1; status.go).
 	Status *statusClaim `json:"status,omitempty"`
+	// Cnf binds the token to a DPoP key (RFC 9449 §6.1).
+	Cnf *cnfClaim `json:"cnf,omitempty"`
+}
+
+// cnfClaim is the RFC 7800 confirmation claim with the RFC 9449 §6.1 jkt
+// member.
+type cnfClaim struct {
+	JKT string `json:"jkt"`
 }
 
 // tokenStrategy issues RFC 9068 JWT access tokens signed with the keyring,
@@ -106,7 +114,17 @@ func (t *tokenStrategy) GenerateAccessToken(ctx context.Context, r fosite.Reques
 		ExpiresAt: exp.Unix(),
 		ID:        randomID(),
 	}
+	jkt := dpopKeyFrom(ctx)
+	if jkt != "" {
+		c.Cnf = &cnfClaim{JKT: jkt}
+	}
 	if s, ok := sess.(*session); ok {
+		s.CnfJKT = jkt
+		if jkt != "" && r.GetClient().IsPublic() {
+			// RFC 9449 §5: a public client's refresh tokens are bound to
+			// the key it proved; the session is stored with them.
+			s.RefreshJKT = jkt
+		}
 		c.Act = s.Act
 		if t.status != nil {
 			if s.StatusIdx == 0 {

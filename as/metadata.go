@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/mcpauth/mcpauth/dpop"
 	"github.com/mcpauth/mcpauth/metadata"
 )
 
@@ -49,6 +50,7 @@ func (s *Server) Metadata() metadata.AuthorizationServerMetadata {
 		AuthorizationResponseISSParameterSupported: true,
 		ClientIDMetadataDocumentSupported:          s.cfg.ClientResolver != nil,
 		StatusListAggregationEndpoint:              s.endpoint(statusAggregationPath),
+		DPoPSigningAlgValuesSupported:              dpop.DefaultAlgs,
 	}
 }
 

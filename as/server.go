@@ -58,6 +58,7 @@ type Server struct {
 	// users decides whether a grant's person may still use it (nil: all may).
 	users      UserDirectory
 	statusList *statusList
+	dpop       *dpopState
 }
 
 // fositeConfig is fosite's Config with the values a client assertion may
@@ -265,7 +266,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		codeRace{gated{codeHandler}, s}, pkceGate{gated{pkceHandler}, s}, gated{refreshHandler}, gated{ccHandler},
 	}
 	th = append(th, s.extensionHandlers()...)
-	th = append(th, &resourcePostHandler{s: s}, &userGate{s: s})
+	th = append(th, &resourcePostHandler{s: s}, &userGate{s: s}, &dpopHandler{s: s})
 	s.fcfg.TokenEndpointHandlers = th
 	s.fcfg.RevocationHandlers = fosite.RevocationHandlers{revocation}
 	s.provider = &fosite.Fosite{Store: s.clients, Config: s.fcfg}
@@ -279,6 +280,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		// Revoking a client on /consents revokes its grants (RevokeGrants).
 		s.ui.SetGrantRevoker(consentRevoker{s})
+	}
+	if err := s.initDPoP(); err != nil {
+		return nil, err
 	}
 	s.metadata, err = s.buildMetadata()
 	if err != nil {
@@ -361,10 +365,10 @@ func cors(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
 		hd.Set("Access-Control-Allow-Origin", "*")
-		hd.Set("Access-Control-Expose-Headers", "WWW-Authenticate")
+		hd.Set("Access-Control-Expose-Headers", "WWW-Authenticate, DPoP-Nonce")
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			hd.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-			hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, MCP-Protocol-Version")
+			hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, MCP-Protocol-Version, DPoP")
 			hd.Set("Access-Control-Max-Age", "86400")
 			w.WriteHeader(http.StatusNoContent)
 			return

@@ -31,6 +31,17 @@ type session struct {
 	// StatusIdx is the grant's index in the Token Status List (status.go),
 	// set when its first access token is issued; 0 before.
 	StatusIdx int64 `json:"si,omitempty"`
+	// CnfJKT is the RFC 7638 thumbprint of the DPoP key the access token
+	// issued with this session is bound to (RFC 9449 §6: cnf.jkt); empty
+	// for a Bearer token. Set at every issuance.
+	CnfJKT string `json:"jkt,omitempty"`
+	// RefreshJKT binds the refresh tokens of a public client to the key of
+	// the proof it showed when they were issued (RFC 9449 §5); every
+	// refresh must prove that key, and rotation carries it on.
+	RefreshJKT string `json:"rjkt,omitempty"`
+	// AuthorizeJKT is the dpop_jkt sent to the authorization endpoint
+	// (RFC 9449 §10): the code may only be redeemed with a proof of that key.
+	AuthorizeJKT string `json:"ajkt,omitempty"`
 }
 
 var _ fosite.Session = (*session)(nil)
@@ -57,7 +68,11 @@ func (s *session) Clone() fosite.Session {
 	if s == nil {
 		return nil
 	}
-	return &session{Subject: s.Subject, ExpiresAt: maps.Clone(s.ExpiresAt), Act: maps.Clone(s.Act), GrantedAt: s.GrantedAt, Scopes: slices.Clone(s.Scopes), TokenHash: s.TokenHash, StatusIdx: s.StatusIdx}
+	// A copy of every field, then of what the fields share, so a field
+	// added later is never lost on refresh (fosite clones the session).
+	c := *s
+	c.ExpiresAt, c.Act, c.Scopes = maps.Clone(s.ExpiresAt), maps.Clone(s.Act), slices.Clone(s.Scopes)
+	return &c
 }
 
 // storedRequest is the JSON form of a fosite.Requester kept (sealed) in

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ory/fosite"
 
+	"github.com/mcpauth/mcpauth/dpop"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/storage"
 )
@@ -34,6 +35,14 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	ctx, err := s.checkTokenProof(ctx, r)
+	if err != nil {
+		if errors.Is(err, errUseDPoPNonce) {
+			s.setNonceHeader(w)
+		}
+		s.writeError(w, r, err)
+		return
+	}
 	ctx = withRedemption(ctx)
 	ar, err := s.provider.NewAccessRequest(ctx, r, newSession(""))
 	if err != nil {
@@ -56,6 +65,11 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 		if err := s.cfg.Store.TouchClient(ctx, c.id, s.now()); err != nil && !errors.Is(err, storage.ErrNotFound) {
 			s.log.error(ctx, "touching client", "client_id", c.id, "err", err)
 		}
+	}
+	if jkt := dpopKeyFrom(ctx); jkt != "" {
+		// RFC 9449 §5: a bound token is of type DPoP.
+		resp.SetTokenType(dpop.HeaderName)
+		s.setNonceHeader(w)
 	}
 	s.log.audit(ctx, "token.issued", "client_id", ar.GetClient().GetID(), "grant_type", ar.GetGrantTypes()[0],
 		"sub", ar.GetSession().GetSubject(), "aud", strings.Join(ar.GetGrantedAudience(), " "), "scope", strings.Join(ar.GetGrantedScopes(), " "))

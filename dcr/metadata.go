@@ -35,6 +35,10 @@ type ClientMetadata struct {
 	SoftwareID              string          `json:"software_id,omitempty"`
 	SoftwareVersion         string          `json:"software_version,omitempty"`
 	ApplicationType         string          `json:"application_type,omitempty"`
+	// DPoPBoundAccessTokens (RFC 9449 §5.2): the client always sends a
+	// DPoP proof, and the authorization server refuses its token requests
+	// that lack one.
+	DPoPBoundAccessTokens bool `json:"dpop_bound_access_tokens,omitempty"`
 
 	// scopeDefaulted marks accepted metadata whose scope names none of the
 	// policy's scopes: Scope then lists the policy's (what the client may

@@ -528,3 +528,7 @@ func (m *MemoryJTIs) UseJTI(_ context.Context, id string, expiresAt time.Time) e
 	m.order = append(m.order, id)
 	return nil
 }
+
+// SetClock replaces the clock that sets iat (time.Now by default), for
+// clients whose clock is known to be off and for tests.
+func (s *Signer) SetClock(now func() time.Time) { s.now = now }

@@ -27,6 +27,8 @@ type AuthorizationServerMetadata struct {
 	// draft-ietf-oauth-status-list §9.1: the Status List Aggregation, which
 	// names every Token Status List the server publishes.
 	StatusListAggregationEndpoint string `json:"status_list_aggregation_endpoint,omitempty"`
+	// RFC 9449 §5.1: the JWS algorithms accepted in DPoP proofs.
+	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported,omitempty"`
 	// OpenID Connect Discovery fields some clients require at the OIDC locations.
 	SubjectTypesSupported            []string `json:"subject_types_supported,omitempty"`
 	IDTokenSigningAlgValuesSupported []string `json:"id_token_signing_alg_values_supported,omitempty"`
@@ -44,4 +46,9 @@ type ProtectedResourceMetadata struct {
 	ResourceDocumentation             string   `json:"resource_documentation,omitempty"`
 	ResourcePolicyURI                 string   `json:"resource_policy_uri,omitempty"`
 	ResourceTOSURI                    string   `json:"resource_tos_uri,omitempty"`
+	// RFC 9728 §2 (defined by RFC 9449 §5.1 for AS metadata, reused for
+	// resources): the JWS algorithms accepted in DPoP proofs, and whether
+	// the resource refuses tokens that are not DPoP-bound.
+	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported,omitempty"`
+	DPoPBoundAccessTokensRequired bool     `json:"dpop_bound_access_tokens_required,omitempty"`
 }

@@ -212,6 +212,7 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 		// Legacy clients that name the token endpoint as a client
 		// assertion's audience (RFC 7523 before rfc7523bis).
 		AssertionAudienceTokenEndpoint: cfg.ClientAssertions.AcceptTokenEndpointAudience,
+		DPoP:                           as.DPoPConfig{Nonce: cfg.DPoP.Nonce, RequiredFor: cfg.DPoP.RequiredFor},
 		// The registration policy is the ceiling of registered and CIMD
 		// clients; the scope a client registered with is its default.
 		RegistrationScopes:    regScopes,
@@ -375,6 +376,8 @@ func asClients(cfg *config.Config) []as.Client {
 			Scopes:       scopes,
 			Resources:    resources,
 			Name:         c.Name,
+
+			DPoPBoundAccessTokens: c.DPoPBoundAccessTokens,
 		})
 	}
 	return out

@@ -67,6 +67,7 @@ type Config struct {
 	Exchange       []ExchangeRule `yaml:"exchange"`
 	// ClientAssertions are the rules for private_key_jwt client assertions.
 	ClientAssertions ClientAssertions `yaml:"client_assertions"`
+	DPoP             DPoP             `yaml:"dpop"`
 	Sessions         Sessions         `yaml:"sessions"`
 	GC               GC               `yaml:"gc"`
 	MigrateOnStart   *bool            `yaml:"migrate_on_start"`
@@ -111,6 +112,17 @@ type Client struct {
 	Resources    []string `yaml:"resources"`
 	RedirectURIs []string `yaml:"redirect_uris"`
 	Name         string   `yaml:"name"`
+	// DPoPBoundAccessTokens: every token request of the client must carry
+	// a DPoP proof (RFC 9449 §5.2).
+	DPoPBoundAccessTokens bool `yaml:"dpop_bound_access_tokens"`
+}
+
+// DPoP configures sender-constrained tokens (RFC 9449). Proofs are always
+// accepted; Nonce makes the token endpoint require server nonces (§8), and
+// RequiredFor lists resource URIs whose tokens are only issued DPoP-bound.
+type DPoP struct {
+	Nonce       bool     `yaml:"nonce"`
+	RequiredFor []string `yaml:"required_for"`
 }
 
 // User is one local account.

@@ -188,6 +188,15 @@ func (c *Config) Validate() error {
 		return err
 	}
 
+	// DPoP (RFC 9449): resources whose tokens must be sender-constrained.
+	for i, u := range c.DPoP.RequiredFor {
+		canon, err := configuredResource(u, byURI)
+		if err != nil {
+			return errf(fmt.Sprintf("dpop.required_for[%d]", i), "%v", err)
+		}
+		c.DPoP.RequiredFor[i] = canon
+	}
+
 	// Token exchange policy (RFC 8693).
 	for i, x := range c.Exchange {
 		p := fmt.Sprintf("exchange[%d]", i)
