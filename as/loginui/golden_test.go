@@ -28,6 +28,7 @@ func TestGoldenPages(t *testing.T) {
 	pages["login.html"] = b.get(authorizePath("test_client_name", "Demo <App>", "redirect_uri", "http://127.0.0.1:7777/callback"))
 	pages["consent.html"] = b.login(authorizePath("test_client_name", "Demo <App>", "redirect_uri", "http://127.0.0.1:7777/callback", "test_cimd_host", "cimd.example", "scope", "mcp:tools mcp:admin"), "alice", alicePW)
 	b.submit(pages["consent.html"].form(t, "action", "approve")).redirectedTo(t)
+	pages["continue.html"] = b.get(authorizePath("test_client_name", "Demo <App>", "redirect_uri", "http://127.0.0.1:7777/callback", "test_cimd_host", "cimd.example", "scope", "mcp:tools mcp:admin", "test_confirm", "1"))
 	pages["consents.html"] = b.get("/consents")
 	pages["logout.html"] = b.get("/logout")
 	pages["error.html"] = b.get("/authorize?redirect_uri=%3A")

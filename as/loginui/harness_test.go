@@ -128,6 +128,8 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 			Scopes:       strings.Fields(q.Get("scope")),
 			ForceLogin:   q.Get("prompt") == "login",
 			ForceConsent: q.Get("prompt") == "consent",
+			// as/ sets it for public loopback and private-use-scheme clients.
+			ConfirmRemembered: q.Get("test_confirm") == "1",
 		}
 		res, ok := h.ui.Authorize(w, r, p)
 		if !ok {
