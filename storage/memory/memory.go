@@ -177,6 +177,22 @@ func (s *Store) BeginTX(ctx context.Context) (context.Context, error) {
 	return context.WithValue(ctx, txKey{}, &tx{s: s}), nil
 }
 
+// afterTransactions makes a revocation of grants wait for the transaction
+// open in another goroutine (a refresh rotating a token of the grant and
+// writing its successors), as row locks make the SQL backends wait: run
+// in a transaction of its own, it sees the successors and revokes them too.
+// With a transaction in ctx it runs in that one.
+func (s *Store) afterTransactions(ctx context.Context) (context.Context, func(), error) {
+	if s.txFrom(ctx) != nil {
+		return ctx, func() {}, nil
+	}
+	tctx, err := s.BeginTX(ctx)
+	if err != nil {
+		return ctx, nil, err
+	}
+	return tctx, func() { _ = s.Commit(tctx) }, nil
+}
+
 // ErrNoTransaction is returned by Commit and Rollback when ctx carries no open
 // transaction of this store.
 var ErrNoTransaction = errors.New("memory: no open transaction in context")
@@ -304,6 +320,11 @@ func (s *Store) UpdateClient(ctx context.Context, id string, update func(storage
 
 // DeleteClient implements storage.ClientStore.
 func (s *Store) DeleteClient(ctx context.Context, id string) error {
+	ctx, done, err := s.afterTransactions(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	t, err := s.lock(ctx)
 	if err != nil {
 		return err
@@ -376,6 +397,11 @@ func (s *Store) ListClients(ctx context.Context, afterID string, limit int) ([]s
 
 // ReapClients implements storage.ClientStore. A limit <= 0 deletes nothing.
 func (s *Store) ReapClients(ctx context.Context, neverUsedBefore, idleBefore time.Time, limit int) (int, error) {
+	ctx, done, err := s.afterTransactions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
 	t, err := s.lock(ctx)
 	if err != nil {
 		return 0, err
@@ -592,6 +618,11 @@ func (s *Store) RevokeGrants(ctx context.Context, f storage.GrantFilter) (int, e
 	if f.IsZero() {
 		return 0, storage.ErrInvalidFilter
 	}
+	ctx, done, err := s.afterTransactions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
 	t, err := s.lock(ctx)
 	if err != nil {
 		return 0, err

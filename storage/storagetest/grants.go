@@ -275,3 +275,63 @@ var statusCases = []testCase{
 		same(t, "statuses left", invalidIndices(t, s, at), []int64{4, 5})
 	}},
 }
+
+// raceCases: a revocation racing a refresh that rotates a token of the
+// grant in a transaction and writes its successor leaves nothing active.
+var raceCases = []testCase{
+	{"a revocation racing a rotation leaves no token of the grant active", func(t *testing.T, s storage.Store) {
+		ctx := context.Background()
+		at := now()
+		for i := range 20 {
+			req := fmt.Sprintf("race-%d", i)
+			ok(t, s.CreateToken(ctx, grantToken(storage.KindRefreshToken, "r0-"+req, req, "alice", "client-1", int64(i+1), at)), "CreateToken")
+			// The revocation starts once the rotation has happened and
+			// while its transaction, which still writes the successor,
+			// is open: it must wait for it (row locks, the single writer,
+			// the memory store's transaction slot) and revoke the successor.
+			var wg sync.WaitGroup
+			rotated := make(chan struct{})
+			var rotateErr error
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				tctx, err := s.BeginTX(ctx)
+				if err != nil {
+					close(rotated)
+					rotateErr = err
+					return
+				}
+				err = s.RotateToken(tctx, storage.KindRefreshToken, "r0-"+req, at, 0)
+				close(rotated)
+				if err != nil {
+					_ = s.Rollback(tctx)
+					rotateErr = err
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+				if err := s.CreateToken(tctx, grantToken(storage.KindRefreshToken, "r1-"+req, req, "alice", "client-1", int64(i+1), at)); err != nil {
+					_ = s.Rollback(tctx)
+					rotateErr = err
+					return
+				}
+				rotateErr = s.Commit(tctx)
+			}()
+			go func() {
+				defer wg.Done()
+				<-rotated
+				_, err := s.RevokeGrants(ctx, storage.GrantFilter{RequestID: req})
+				if err != nil {
+					t.Errorf("RevokeGrants: %v", err)
+				}
+			}()
+			wg.Wait()
+			ok(t, rotateErr, "rotation")
+			for _, sig := range []string{"r0-" + req, "r1-" + req} {
+				tok, err := s.GetToken(ctx, storage.KindRefreshToken, sig)
+				if err == nil && tok.Active {
+					t.Fatalf("round %d: %s is active after the grant was revoked", i, sig)
+				}
+			}
+		}
+	}},
+}

@@ -43,6 +43,7 @@ func RunTests(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"clients", clientCases},
 		{"tokens", tokenCases},
 		{"grants", grantCases},
+		{"grant races", raceCases},
 		{"statuses", statusCases},
 		{"consents", consentCases},
 		{"keys", keyCases},
