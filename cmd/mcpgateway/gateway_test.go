@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -311,5 +312,47 @@ func TestGatewayPassesTheSessionLifecycleThrough(t *testing.T) {
 	}
 	if resp := rawPost(t, s, alice, session, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, map[string]string{"Mcp-Protocol-Version": "2025-06-18"}); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("deleted session: %d, want 404", resp.StatusCode)
+	}
+}
+
+// Each SSE event of the upstream reaches the client while the upstream is
+// still working on the next: the gateway flushes, it does not buffer answers.
+func TestGatewayStreamsEventsAsTheUpstreamSendsThem(t *testing.T) {
+	release := make(chan struct{})
+	s := newStack(t, false, baseConfig)
+	s.up.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "id: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"tick\"}}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+			// The client never saw the first event: a buffering gateway.
+			fmt.Fprint(w, "id: 2\ndata: {\"jsonrpc\":\"2.0\",\"id\":5,\"error\":{\"code\":-1,\"message\":\"first event not delivered\"}}\n\n")
+			return
+		}
+		fmt.Fprint(w, "id: 2\ndata: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}}\n\n")
+	})
+	resp := rawPost(t, s, s.token(t, "user-bot"), "", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`, nil)
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	br := bufio.NewReader(resp.Body)
+	var first strings.Builder
+	for !strings.HasSuffix(first.String(), "\n\n") {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("first event: %q %v", first.String(), err)
+		}
+		first.WriteString(line)
+	}
+	close(release) // only now may the upstream send its answer
+	if !strings.Contains(first.String(), `"data":"tick"`) {
+		t.Fatalf("first event %q", first.String())
+	}
+	rest, _ := io.ReadAll(br)
+	if !strings.Contains(string(rest), `"id":5`) || !strings.Contains(string(rest), "done") {
+		t.Fatalf("rest %q", rest)
 	}
 }
