@@ -115,7 +115,9 @@ func (s *tsServer) seen(t *testing.T) []seenRequest {
 	return out
 }
 
-func startTSServer(t *testing.T, logs *lockedBuffer, addr string) *tsServer {
+// startTSServer starts the TypeScript server on addr; jsonResponse makes it
+// answer POSTs with application/json instead of an event stream.
+func startTSServer(t *testing.T, logs *lockedBuffer, addr string, jsonResponse bool) *tsServer {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -125,7 +127,11 @@ func startTSServer(t *testing.T, logs *lockedBuffer, addr string) *tsServer {
 		requireCI(t, "the TypeScript MCP SDK is not installed: (cd e2e/testdata/tsserver && npm ci)")
 	}
 	_, port, _ := strings.Cut(addr, ":")
-	startProcess(t, logs, "listening on", []string{"PORT=" + port}, node, filepath.Join(tsServerDir, "server.mjs"))
+	env := []string{"PORT=" + port, "JSON_RESPONSE=0"}
+	if jsonResponse {
+		env[1] = "JSON_RESPONSE=1"
+	}
+	startProcess(t, logs, "listening on", env, node, filepath.Join(tsServerDir, "server.mjs"))
 	return &tsServer{url: "http://" + addr + "/mcp"}
 }
 
@@ -175,7 +181,7 @@ func TestGatewayInFrontOfATypeScriptServer(t *testing.T) {
 		}
 		*p = a
 	}
-	upstream := startTSServer(t, logs, ts)
+	upstream := startTSServer(t, logs, ts, false)
 	s := startStack(t, stackOptions{editConfig: func(c string) string {
 		return strings.NewReplacer(gatewayAddr, gw, tsServerAddr, ts).Replace(c)
 	}})
@@ -451,6 +457,8 @@ func readUntil(t *testing.T, r io.Reader, want string) string {
 // TestGatewayGivesTheTypeScriptServerItsOwnToken runs the shipped
 // configuration as it is, with upstream_auth: the server behind the gateway
 // sees a token whose aud is its own resource and whose act names the gateway.
+// The server answers in JSON here (the other test has event streams), and
+// the tool list is cut in that form too.
 func TestGatewayGivesTheTypeScriptServerItsOwnToken(t *testing.T) {
 	logs := &lockedBuffer{}
 	var gw, ts string
@@ -461,7 +469,7 @@ func TestGatewayGivesTheTypeScriptServerItsOwnToken(t *testing.T) {
 		}
 		*p = a
 	}
-	upstream := startTSServer(t, logs, ts)
+	upstream := startTSServer(t, logs, ts, true)
 	s := startStack(t, stackOptions{editConfig: func(c string) string {
 		return strings.NewReplacer(gatewayAddr, gw, tsServerAddr, ts).Replace(c)
 	}})
@@ -479,6 +487,9 @@ func TestGatewayGivesTheTypeScriptServerItsOwnToken(t *testing.T) {
 		RedirectURL:              redirect,
 		AuthorizationCodeFetcher: newFormLogin(demoUser, demoPassword, redirect).fetch,
 		NewTokenSource:           tokens.newTokenSource,
+		ScopeFilter: func(discovered []string) []string {
+			return slices.DeleteFunc(slices.Clone(discovered), func(s string) bool { return s == "mcp:admin" })
+		},
 		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
 			ClientName: "mcpauth e2e gateway client", RedirectURIs: []string{redirect}, TokenEndpointAuthMethod: "none",
 		}},
@@ -497,6 +508,18 @@ func TestGatewayGivesTheTypeScriptServerItsOwnToken(t *testing.T) {
 	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
 	if err != nil || res.IsError {
 		t.Fatalf("echo: %v %+v", err, res)
+	}
+	list, err := session.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range list.Tools {
+		if tl.Name == "admin_stats" {
+			t.Errorf("the JSON tools/list answer shows admin_stats to a token without mcp:admin")
+		}
+	}
+	if len(list.Tools) != 2 {
+		t.Errorf("tools %v, want countdown and echo", list.Tools)
 	}
 	user := jwtClaims(t, tokens.all()[0].AccessToken)
 	seen := upstream.seen(t)
