@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"html"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/mcpauth/mcpauth/internal/password"
+	"github.com/mcpauth/mcpauth/rsmiddleware"
 )
 
 var formRE = regexp.MustCompile(`(?s)<form method="post" action="([^"]*)">(.*?)</form>`)
@@ -144,5 +146,56 @@ func TestRemovedUserIsRefusedAfterRestart(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"active":false`) {
 		t.Errorf("introspection of the removed user's token: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestDeletedClientsTokensDieAtTheResourceServer: a client registered by
+// RFC 7591 and deleted by RFC 7592 DELETE takes its tokens with it; a
+// resource server verifying tokens locally with rsmiddleware refuses its
+// access token once its cached status list is refreshed.
+func TestDeletedClientsTokensDieAtTheResourceServer(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	issuer := "http://" + addr
+	cfg := writeConfig(t, dir, stackConfig(issuer, addr, "sqlite:"+filepath.Join(dir, "auth.db")))
+	p := start(t, dir, issuer, testEnv, "--config", cfg)
+	defer p.stop(t)
+	md := discover(t, issuer)
+	reg := register(t, md)
+	tok, err := clientToken(t, md, reg.ClientID, reg.ClientSecret, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := rsmiddleware.NewVerifier(rsmiddleware.Config{Issuer: issuer, Resource: "http://127.0.0.1:8080/mcp", StatusMaxAge: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := v.Verify(ctx, tok.AccessToken); err != nil {
+		t.Fatalf("the registered client's token before deletion: %v", err)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, reg.RegistrationClientURI, nil)
+	req.Header.Set("Authorization", "Bearer "+reg.RegistrationAccessToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("RFC 7592 DELETE: %d", resp.StatusCode)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := v.Verify(ctx, tok.AccessToken)
+		if errors.Is(err, rsmiddleware.ErrInvalidToken) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after deletion: %v, want ErrInvalidToken", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the deleted client's access token is still accepted by the resource server")
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
