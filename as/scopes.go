@@ -20,7 +20,8 @@ import (
 //     registered client registered with (RFC 7591 §2 leaves its meaning to
 //     the server), else the resource's DefaultScopes;
 //   - when nothing requested can be granted the answer is invalid_scope
-//     (RFC 6749 §4.1.2.1, §5.2);
+//     (RFC 6749 §4.1.2.1, §5.2); a resource that has no scopes grants none
+//     and refuses nothing;
 //   - offline_access (OpenID Connect Core §11) is accepted and granted when
 //     asked for, and never the cause of invalid_scope: refresh tokens are
 //     issued whatever the scope. A request whose only grantable scope is
@@ -32,6 +33,12 @@ const offlineAccess = "offline_access"
 // errNoScope is the invalid_scope answer when nothing requested can be granted.
 func errNoScope() error {
 	return fosite.ErrInvalidScope.WithHint("None of the requested scopes can be granted to this client for this resource.")
+}
+
+// errNoDefaultScope is the invalid_scope answer to a request naming no scope
+// when the client has no default scope it may be granted on the resource.
+func errNoDefaultScope() error {
+	return fosite.ErrInvalidScope.WithHint("No scope was requested and this client has no default scope it may be granted for this resource.")
 }
 
 // selectScopes applies the rule to requested (empty entries ignored):
@@ -58,6 +65,9 @@ func selectScopes(requested, ceiling, defaults []string) ([]string, error) {
 		out = append(out, offlineAccess)
 	}
 	if len(out) == 0 {
+		if !named {
+			return nil, errNoDefaultScope()
+		}
 		return nil, errNoScope()
 	}
 	return out, nil
@@ -65,13 +75,21 @@ func selectScopes(requested, ceiling, defaults []string) ([]string, error) {
 
 // grantScopes decides the scopes of a new grant of client c on resource res.
 func grantScopes(c *client, res *resource, requested []string) ([]string, error) {
+	if len(res.Scopes) == 0 {
+		// A resource without scopes grants none: whatever is named is
+		// dropped, and there is nothing to refuse.
+		if slices.Contains(requested, offlineAccess) && slices.Contains(c.scopes, offlineAccess) {
+			return []string{offlineAccess}, nil
+		}
+		return nil, nil
+	}
 	if len(requested) == 0 {
 		// The common case of client credentials: the defaults, without
 		// building the ceiling.
 		if d := defaultScopes(c, res); len(d) > 0 {
 			return d, nil
 		}
-		return nil, errNoScope()
+		return nil, errNoDefaultScope()
 	}
 	return selectScopes(requested, scopeCeiling(c, res), defaultScopes(c, res))
 }
@@ -124,7 +142,7 @@ func refreshScopes(c *client, res *resource, original, requested []string) ([]st
 			ceiling = append(ceiling, sc)
 		}
 	}
-	if !namesScope(requested) {
+	if !namesScope(requested) || res == nil || len(res.Scopes) == 0 {
 		return ceiling, nil
 	}
 	defaults := make([]string, 0, len(ceiling))

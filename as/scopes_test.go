@@ -215,3 +215,43 @@ func TestRegisteredClientScopeIsItsDefaultNotItsCeiling(t *testing.T) {
 		t.Errorf("only a scope outside the policy: %d, want our page linking to an invalid_scope response:\n%s", p.StatusCode, p.Body)
 	}
 }
+
+// TestResourceWithoutScopesGrantsNoneAndRefusesNothing: a resource that
+// defines no scopes issues tokens without scope, whatever is named.
+func TestResourceWithoutScopesGrantsNoneAndRefusesNothing(t *testing.T) {
+	const plainURI = "http://127.0.0.1:8082/plain"
+	const plainSecret = "plain-bot-secret-0123456789abcdef"
+	h := newHarness(t, func(c *Config) {
+		c.Resources = append(c.Resources, Resource{URI: plainURI, Name: "Plain"})
+		c.Clients = append(c.Clients, Client{ID: "plain-bot", Secret: plainSecret, GrantTypes: []string{"client_credentials"}, Resources: []string{plainURI}})
+	})
+	for _, scope := range []string{"", "openid", "offline_access"} {
+		form := url.Values{"grant_type": {"client_credentials"}, "resource": {plainURI}}
+		if scope != "" {
+			form.Set("scope", scope)
+		}
+		resp, body := h.post("/token", form, "plain-bot", plainSecret)
+		if sc, _ := body["scope"].(string); resp.StatusCode != 200 || sc != "" {
+			t.Errorf("scope %q: %d %v, want 200 without scope", scope, resp.StatusCode, body)
+			continue
+		}
+		if _, c := h.claims(body["access_token"].(string)); c["aud"] != plainURI || c["scope"] != nil {
+			t.Errorf("scope %q: claims %v", scope, c)
+		}
+	}
+}
+
+// TestNoGrantableDefaultIsInvalidScope: a request naming no scope, from a
+// client that may have none of the resource's default scopes, is refused
+// rather than given a token without scope.
+func TestNoGrantableDefaultIsInvalidScope(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Resources[0].DefaultScopes = []string{"mcp:admin"} })
+	// ci-bot may have mcp:tools only.
+	status, body := h.ccToken("ci-bot", ciSecret, "")
+	if status != http.StatusBadRequest || body["error"] != "invalid_scope" || !strings.Contains(body["error_description"].(string), "No scope was requested") {
+		t.Errorf("%d %v, want 400 invalid_scope saying no scope was requested", status, body)
+	}
+	if status, body := h.ccToken("ci-bot", ciSecret, "mcp:tools"); status != 200 || body["scope"] != "mcp:tools" {
+		t.Errorf("naming mcp:tools: %d %v", status, body)
+	}
+}
