@@ -17,6 +17,8 @@ const (
 // statusOf is the one table from RFC 6750 §3.1 error code to HTTP status.
 var statusOf = map[string]int{
 	"":                       http.StatusUnauthorized,
+	ErrCodeInvalidDPoPProof:  http.StatusUnauthorized,
+	ErrCodeUseDPoPNonce:      http.StatusUnauthorized,
 	ErrCodeInvalidRequest:    http.StatusBadRequest,
 	ErrCodeInvalidToken:      http.StatusUnauthorized,
 	ErrCodeInsufficientScope: http.StatusForbidden,
@@ -25,6 +27,10 @@ var statusOf = map[string]int{
 // Challenge is a Bearer WWW-Authenticate challenge (RFC 6750 §3,
 // RFC 9728 §5.1).
 type Challenge struct {
+	// Scheme is SchemeBearer (the zero value) or SchemeDPoP (RFC 9449 §7.1).
+	Scheme string
+	// Algs, for a DPoP challenge, are the accepted proof algorithms.
+	Algs             []string
 	ResourceMetadata string   // resource_metadata, the PRM URL
 	Scopes           []string // scope: every scope the request needs
 	Error            string   // "" when no token was sent
@@ -36,7 +42,12 @@ type Challenge struct {
 //	Bearer resource_metadata="https://h/.well-known/oauth-protected-resource/mcp", scope="read", error="invalid_token"
 func (c Challenge) String() string {
 	var b strings.Builder
-	b.WriteString("Bearer ")
+	scheme := SchemeBearer
+	if c.Scheme != "" {
+		scheme = c.Scheme
+	}
+	b.WriteString(scheme)
+	b.WriteString(" ")
 	sep := ""
 	param := func(k, v string) {
 		v = quote(v)
@@ -49,6 +60,9 @@ func (c Challenge) String() string {
 		b.WriteString(v)
 		b.WriteString(`"`)
 		sep = ", "
+	}
+	if scheme == SchemeDPoP {
+		param("algs", strings.Join(c.Algs, " "))
 	}
 	param("resource_metadata", c.ResourceMetadata)
 	param("scope", strings.Join(c.Scopes, " "))
@@ -81,8 +95,18 @@ func quote(s string) string {
 // Write sends the challenge: status from the error code, the
 // WWW-Authenticate header, CORS exposure of that header, and a small JSON body.
 func (c Challenge) Write(w http.ResponseWriter, r *http.Request) {
+	writeChallenges(w, r, c)
+}
+
+// writeChallenges sends one WWW-Authenticate field per challenge (RFC 9110
+// §11.6.1), the first one's error deciding the status and body.
+func writeChallenges(w http.ResponseWriter, r *http.Request, cs ...Challenge) {
+	c := cs[0]
 	h := w.Header()
-	h.Set("WWW-Authenticate", c.String())
+	h.Del("WWW-Authenticate")
+	for _, ch := range cs {
+		h.Add("WWW-Authenticate", ch.String())
+	}
 	h.Set("Access-Control-Expose-Headers", "WWW-Authenticate")
 	if r != nil && r.Header.Get("Origin") != "" && h.Get("Access-Control-Allow-Origin") == "" {
 		h.Set("Access-Control-Allow-Origin", "*")

@@ -9,7 +9,8 @@ import (
 
 // TestDependenciesStayLight proves the package contract: what an MCP server
 // imports never pulls in the authorization server, registration, storage,
-// fosite or pgx, and metadata imports the standard library only.
+// fosite or pgx, metadata imports the standard library only, and dpop the
+// standard library and go-jose.
 func TestDependenciesStayLight(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -47,8 +48,17 @@ func TestDependenciesStayLight(t *testing.T) {
 	for _, dep := range list(".") {
 		first, _, _ := strings.Cut(dep, "/")
 		if strings.Contains(first, ".") && !strings.HasPrefix(dep, "github.com/go-jose/go-jose/v4") &&
-			!strings.HasPrefix(dep, "github.com/mcpauth/mcpauth/metadata") && !strings.HasPrefix(dep, "github.com/mcpauth/mcpauth/rsmiddleware") {
-			t.Errorf("rsmiddleware core depends on %s (allowed: std, go-jose, metadata)", dep)
+			!strings.HasPrefix(dep, "github.com/mcpauth/mcpauth/metadata") && !strings.HasPrefix(dep, "github.com/mcpauth/mcpauth/rsmiddleware") &&
+			dep != "github.com/mcpauth/mcpauth/dpop" {
+			t.Errorf("rsmiddleware core depends on %s (allowed: std, go-jose, metadata, dpop)", dep)
+		}
+	}
+	// dpop is shared by clients, the AS and resource servers: the standard
+	// library and go-jose only.
+	for _, dep := range list("../dpop") {
+		first, _, _ := strings.Cut(dep, "/")
+		if strings.Contains(first, ".") && !strings.HasPrefix(dep, "github.com/go-jose/go-jose/v4") && dep != "github.com/mcpauth/mcpauth/dpop" {
+			t.Errorf("dpop depends on %s (allowed: std, go-jose)", dep)
 		}
 	}
 }

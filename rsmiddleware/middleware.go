@@ -31,6 +31,11 @@ type MiddlewareConfig struct {
 	// scopes it needs, with the JSON-RPC body read to decide (nil when the
 	// scopes did not need it). MCPFilter.AuditDenied audits such requests.
 	OnInsufficientScope func(r *http.Request, p *Principal, body []byte)
+	// DPoP, when set, accepts DPoP-bound tokens under the DPoP scheme
+	// (RFC 9449 §7) and adds a DPoP challenge beside the Bearer one. Nil:
+	// only Bearer; a DPoP-bound token is refused either way when it is
+	// sent as Bearer (§7.2).
+	DPoP *DPoP
 }
 
 // Middleware is the Bearer token guard of an MCP server.
@@ -41,6 +46,7 @@ type Middleware struct {
 	maxBody int64
 	log     *slog.Logger
 	denied  func(*http.Request, *Principal, []byte)
+	dpop    *DPoP
 }
 
 // ResourceMetadataURL returns the path-inserted RFC 9728 §3.1 URL of the
@@ -62,7 +68,7 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 		return nil, errors.New("rsmiddleware: MiddlewareConfig.ResourceMetadataURL is required")
 	}
 	m := &Middleware{v: cfg.Verifier, prmURL: cfg.ResourceMetadataURL, scopes: cfg.Scopes, maxBody: cfg.MaxBodyBytes, log: cfg.Logger,
-		denied: cfg.OnInsufficientScope}
+		denied: cfg.OnInsufficientScope, dpop: cfg.DPoP}
 	if m.maxBody <= 0 {
 		m.maxBody = 4 << 20
 	}
@@ -94,19 +100,24 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		if r.URL.RawQuery != "" && r.URL.Query().Has("access_token") {
-			m.challenge(w, r, m.scopes.Base, ErrCodeInvalidRequest, "access tokens are accepted in the Authorization header only")
+			m.forScheme(SchemeBearer).challenge(w, r, m.scopes.Base, ErrCodeInvalidRequest, "access tokens are accepted in the Authorization header only")
 			return
 		}
 		values := r.Header.Values("Authorization")
 		if len(values) > 1 {
-			m.challenge(w, r, m.scopes.Base, ErrCodeInvalidRequest, "more than one Authorization header")
+			m.forScheme(SchemeBearer).challenge(w, r, m.scopes.Base, ErrCodeInvalidRequest, "more than one Authorization header")
 			return
 		}
 		var header string
 		if len(values) == 1 {
 			header = values[0]
 		}
-		token, err := ParseAuthorization(header)
+		scheme, token, err := ParseAuthorizationScheme(header)
+		if scheme == SchemeDPoP && m.dpop == nil {
+			// Another scheme than the one this server accepts.
+			token, err = "", ErrNoToken
+		}
+		m := m.forScheme(scheme)
 		switch {
 		case errors.Is(err, ErrNoToken):
 			m.challenge(w, r, m.scopes.Base, "", "")
@@ -116,6 +127,15 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		p, err := m.v.Verify(r.Context(), token)
+		if err == nil {
+			err = m.dpop.Check(r.Context(), r, scheme, token, p)
+			var de *DPoPError
+			if errors.As(err, &de) {
+				m.log.Debug("rsmiddleware: DPoP refused", "err", err)
+				m.forScheme(de.Scheme).challenge(w, r, m.scopes.Base, de.Code, de.Description)
+				return
+			}
+		}
 		if err != nil {
 			if errors.Is(err, ErrUnavailable) {
 				m.log.Warn("rsmiddleware: cannot verify token", "err", err)
@@ -158,6 +178,7 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 		}
 		r = r.WithContext(ContextWithPrincipal(r.Context(), p, token))
 		r.Header.Del("Authorization")
+		r.Header.Del("DPoP")
 		next.ServeHTTP(w, r)
 	})
 }
@@ -183,6 +204,36 @@ type readCloser struct {
 
 func (rc readCloser) Close() error { return rc.c.Close() }
 
-func (m *Middleware) challenge(w http.ResponseWriter, r *http.Request, scopes []string, code, desc string) {
-	Challenge{ResourceMetadata: m.prmURL, Scopes: scopes, Error: code, Description: desc}.Write(w, r)
+// schemed is the Middleware answering a request made under one scheme:
+// the error goes in that scheme's challenge (RFC 9449 §7.2).
+type schemed struct {
+	*Middleware
+	scheme string
+}
+
+func (m *Middleware) forScheme(scheme string) schemed { return schemed{m, scheme} }
+
+// challenge answers with a Bearer challenge, and with DPoP configured a
+// DPoP one too (only the DPoP one when DPoP is required): the error, if
+// any, in the challenge of the scheme the request used, listed first.
+func (m schemed) challenge(w http.ResponseWriter, r *http.Request, scopes []string, code, desc string) {
+	bearer := Challenge{ResourceMetadata: m.prmURL, Scopes: scopes}
+	if m.dpop == nil {
+		bearer.Error, bearer.Description = code, desc
+		writeChallenges(w, r, bearer)
+		return
+	}
+	dp := Challenge{Scheme: SchemeDPoP, Algs: m.dpop.algs, ResourceMetadata: m.prmURL, Scopes: scopes}
+	if m.dpop.required {
+		dp.Error, dp.Description = code, desc
+		writeChallenges(w, r, dp)
+		return
+	}
+	if m.scheme == SchemeDPoP {
+		dp.Error, dp.Description = code, desc
+		writeChallenges(w, r, dp, bearer)
+		return
+	}
+	bearer.Error, bearer.Description = code, desc
+	writeChallenges(w, r, bearer, dp)
 }

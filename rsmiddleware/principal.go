@@ -26,6 +26,9 @@ type Principal struct {
 	Expiry   time.Time
 	Audience []string
 	Actor    *Actor // nil unless the token came from a token exchange
+	// DPoPThumbprint is the token's cnf.jkt (RFC 9449 §6): the RFC 7638
+	// thumbprint of the key it is bound to; empty for a Bearer token.
+	DPoPThumbprint string
 
 	status *statusRef // the token's Token Status List entry, checked on every Verify
 }

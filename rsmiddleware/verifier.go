@@ -275,6 +275,11 @@ type claims struct {
 	SCP jwt.Audience `json:"scp"`
 	// Status is the Token Status List reference (status.go).
 	Status *tokenStatus `json:"status"`
+	// Cnf is the RFC 7800 confirmation; jkt binds the token to a DPoP key
+	// (RFC 9449 §6.1, and §6.2 for introspection).
+	Cnf *struct {
+		JKT string `json:"jkt"`
+	} `json:"cnf"`
 }
 
 func (c *claims) scopes() []string {
@@ -355,11 +360,20 @@ func (v *Verifier) checkClaims(c *claims, now time.Time, requireJTI bool) (*Prin
 	if c.Subject == "" || c.ClientID == "" || (requireJTI && c.ID == "") {
 		return nil, invalid("sub, client_id and jti are required")
 	}
-	return &Principal{
+	p := &Principal{
 		Issuer: c.Issuer, Subject: c.Subject, ClientID: c.ClientID,
 		Scopes: c.scopes(), TokenID: c.ID,
 		IssuedAt: iat, Expiry: exp, Audience: []string(c.Audience), Actor: c.Act,
-	}, nil
+	}
+	if c.Cnf != nil {
+		if c.Cnf.JKT == "" {
+			// A confirmation this package cannot check (x5t#S256, jwk):
+			// the token is sender-constrained some other way.
+			return nil, invalid("cnf without jkt")
+		}
+		p.DPoPThumbprint = c.Cnf.JKT
+	}
+	return p, nil
 }
 
 // audienceMatches compares canonical forms exactly (never by prefix).
@@ -591,7 +605,8 @@ func (v *Verifier) introspectToken(ctx context.Context, token string) (*Principa
 	if !ir.Active {
 		return nil, invalid("introspection: inactive")
 	}
-	if ir.TokenType != "" && !strings.EqualFold(ir.TokenType, "Bearer") && !strings.EqualFold(ir.TokenType, "access_token") {
+	if ir.TokenType != "" && !strings.EqualFold(ir.TokenType, "Bearer") && !strings.EqualFold(ir.TokenType, "access_token") &&
+		!(strings.EqualFold(ir.TokenType, "DPoP") && ir.Cnf != nil) {
 		return nil, invalid("introspection: token_type %q", ir.TokenType)
 	}
 	if ir.Issuer == "" { // RFC 7662 makes iss optional; the AS we asked is the issuer

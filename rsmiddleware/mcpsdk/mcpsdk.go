@@ -46,8 +46,28 @@ var errInvalidToken = fmt.Errorf("%w: the access token is invalid, expired, or n
 // make the inbound token available to rsmiddleware.Exchanger; use
 // rsmiddleware.Middleware when the server calls downstream APIs.
 func TokenVerifier(v rsmiddleware.TokenVerifier) auth.TokenVerifier {
-	return func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	return DPoPTokenVerifier(v, nil)
+}
+
+// DPoPTokenVerifier is TokenVerifier for a server that also accepts
+// DPoP-bound tokens (RFC 9449 §7): wrap the auth.RequireBearerToken handler
+// in AcceptDPoP, which hands the SDK a DPoP-scheme request as a Bearer one
+// and remembers the scheme; the verifier then checks the request's DPoP
+// proof with d. Under either verifier a DPoP-bound token sent as Bearer is
+// refused (§7.2). d nil: no token is accepted under the DPoP scheme.
+func DPoPTokenVerifier(v rsmiddleware.TokenVerifier, d *rsmiddleware.DPoP) auth.TokenVerifier {
+	return func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
 		p, err := v.Verify(ctx, token)
+		if err == nil && r != nil {
+			scheme := rsmiddleware.SchemeBearer
+			if r.Context().Value(dpopSchemeKey{}) != nil {
+				scheme = rsmiddleware.SchemeDPoP
+			}
+			err = d.Check(ctx, r, scheme, token, p)
+		} else if err == nil && p.DPoPThumbprint != "" {
+			// A bound token without the request to check its proof.
+			err = fmt.Errorf("%w: DPoP-bound token without a request", rsmiddleware.ErrInvalidToken)
+		}
 		if err != nil {
 			if errors.Is(err, rsmiddleware.ErrInvalidToken) {
 				slog.DebugContext(ctx, "mcpsdk: token refused", "err", err)
@@ -78,4 +98,23 @@ func Principal(ctx context.Context) (*rsmiddleware.Principal, bool) {
 	}
 	p, ok := ti.Extra[ExtraPrincipal].(*rsmiddleware.Principal)
 	return p, ok
+}
+
+type dpopSchemeKey struct{}
+
+// AcceptDPoP lets auth.RequireBearerToken, which reads the Bearer scheme
+// only, see requests made with "Authorization: DPoP <token>" (RFC 9449
+// §7.1): it rewrites the header to the Bearer form and marks the request,
+// so DPoPTokenVerifier checks its proof (the DPoP header is left as it is).
+func AcceptDPoP(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if vs := r.Header.Values("Authorization"); len(vs) == 1 {
+			if scheme, tok, err := rsmiddleware.ParseAuthorizationScheme(vs[0]); err == nil && scheme == rsmiddleware.SchemeDPoP {
+				r = r.WithContext(context.WithValue(r.Context(), dpopSchemeKey{}, true))
+				r.Header = r.Header.Clone()
+				r.Header.Set("Authorization", "Bearer "+tok)
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
