@@ -319,3 +319,28 @@ func TestSubcommandHelp(t *testing.T) {
 		})
 	}
 }
+
+func TestEndpointClassification(t *testing.T) {
+	for _, issuer := range []string{"https://auth.example.com", "https://auth.example.com/tenant"} {
+		cfg := &config.Config{Issuer: issuer}
+		classify := classifier(cfg)
+		base := strings.TrimPrefix(issuer, "https://auth.example.com")
+		for path, want := range map[string]string{
+			"/authorize": "authorize", "/token": "token", "/introspect": "introspect", "/revoke": "revoke",
+			"/jwks.json": "jwks", "/register": "register", "/register/mcp_x": "register_client",
+			"/consents": "consents", "/logout": "logout", "/ui/style.css": "ui", "/healthz": "health",
+			"/livez": "health", "/readyz": "health", "/statuslists/1": "status_list", "/statuslists": "status_list",
+			"/nowhere": "other",
+		} {
+			if got := classify(base + path).String(); got != want {
+				t.Errorf("%s%s: %s, want %s", issuer, path, got, want)
+			}
+		}
+		if got := classify("/.well-known/oauth-authorization-server" + base).String(); got != "metadata" {
+			t.Errorf("metadata: %s", got)
+		}
+	}
+	if adminClassifier("/metrics").String() != "metrics" || adminClassifier("/admin/v1/keys").String() != "admin" || adminClassifier("/x").String() != "other" {
+		t.Error("admin listener paths")
+	}
+}

@@ -65,6 +65,8 @@ func classifier(cfg *config.Config) func(string) metrics.Endpoint {
 			return metrics.RegisterClient
 		case strings.HasPrefix(rel, "/ui/"):
 			return metrics.UI
+		case rel == "/statuslists" || strings.HasPrefix(rel, "/statuslists/"):
+			return metrics.StatusList
 		}
 		return metrics.Other
 	}

@@ -49,12 +49,14 @@ const (
 	Health // /healthz, /livez, /readyz
 	Admin
 	MetricsEndpoint
+	StatusList // the Token Status List and its aggregation
 	numEndpoints
 )
 
 var endpointNames = [numEndpoints]string{
 	"other", "authorize", "token", "introspect", "revoke", "jwks", "metadata",
 	"register", "register_client", "consents", "logout", "ui", "health", "admin", "metrics",
+	"status_list",
 }
 
 func (e Endpoint) String() string {
