@@ -356,3 +356,22 @@ func TestGatewayStreamsEventsAsTheUpstreamSendsThem(t *testing.T) {
 		t.Fatalf("rest %q", rest)
 	}
 }
+
+// An upstream that refuses the gateway's credentials is the operator's
+// problem: the client gets a JSON-RPC error, not the upstream's challenge
+// (which would send it to the upstream's AS).
+func TestGatewayHidesTheUpstreamsChallenge(t *testing.T) {
+	s := newStack(t, false, baseConfig)
+	s.up.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="http://upstream.example/.well-known/oauth-protected-resource"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	})
+	resp := rawPost(t, s, s.token(t, "user-bot"), "", initialize, nil)
+	if h := resp.Header.Get("WWW-Authenticate"); h != "" {
+		t.Errorf("the upstream's challenge reached the client: %q", h)
+	}
+	id, code, msg := rpcError(t, resp)
+	if resp.StatusCode != http.StatusBadGateway || id != 1.0 || code != -32603 || !strings.Contains(msg, "refused the gateway's credentials") {
+		t.Fatalf("%d id=%v code=%d %q", resp.StatusCode, id, code, msg)
+	}
+}
