@@ -112,6 +112,10 @@ type clientManager struct {
 	now          func() time.Time
 	f            *fosite.Fosite // set after construction, for private_key_jwt
 	jwks         *jwksFetcher
+	// workload holds the synthetic clients of workload rules (the
+	// client_id of the tokens they issue), so their tokens can be
+	// introspected; they never authenticate.
+	workload map[string]*client
 	// assertionAudiences are the accepted sole aud values of client
 	// assertions (see assertionAudiences).
 	assertionAudiences []string
@@ -205,6 +209,9 @@ func (m *clientManager) get(ctx context.Context, id string) (*client, error) {
 		return nil, fosite.ErrNotFound
 	}
 	if c, ok := m.static[id]; ok {
+		return c, nil
+	}
+	if c, ok := m.workload[id]; ok {
 		return c, nil
 	}
 	memo := redemptionFrom(ctx)
@@ -496,6 +503,9 @@ func (m *clientManager) authenticate(ctx context.Context, r *http.Request, form 
 	c, err := m.get(ctx, id)
 	if err != nil {
 		return nil, authErr(err)
+	}
+	if c.source == sourceWorkload {
+		return nil, fosite.ErrInvalidClient.WithHint("The client is unknown.")
 	}
 	if c.public {
 		// A public client proves nothing; a secret it sends anyway (some

@@ -176,6 +176,20 @@ type Config struct {
 	// accepts proofs, binds the tokens of requests that carry one, and
 	// requires none.
 	DPoP DPoPConfig
+	// EnterpriseIdPs are the enterprise identity providers whose Identity
+	// Assertion JWT Authorization Grants (ID-JAG,
+	// draft-ietf-oauth-identity-assertion-authz-grant) this server redeems
+	// with the jwt-bearer grant (RFC 7523 §2.1). Empty: none.
+	EnterpriseIdPs []EnterpriseIdP
+	// WorkloadIssuers are the issuers of workload identity tokens
+	// (Kubernetes service account tokens, SPIFFE JWT-SVIDs, cloud workload
+	// tokens) this server exchanges for access tokens with the jwt-bearer
+	// grant, without client authentication. Empty: none.
+	WorkloadIssuers []WorkloadIssuer
+	// FederationHTTPClient fetches the jwks_uri and discovery documents of
+	// EnterpriseIdPs and WorkloadIssuers. It must be SSRF-safe
+	// (internal/safehttp). Nil: JWKSHTTPClient.
+	FederationHTTPClient *http.Client
 	// KeyReloadInterval is how often signing keys are reloaded from the
 	// store. Zero means 15 seconds.
 	KeyReloadInterval time.Duration
@@ -183,6 +197,58 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
+}
+
+// EnterpriseIdP is a trusted enterprise identity provider (the issuer of
+// ID-JAGs, [EXT-EMA]).
+type EnterpriseIdP struct {
+	// Issuer is the IdP's issuer identifier, an https URL; an ID-JAG's iss
+	// must equal it exactly.
+	Issuer string
+	// JWKS is the IdP's JWK Set (public keys); JWKSURI is where to fetch
+	// it instead. Exactly one is required.
+	JWKS    []byte
+	JWKSURI string
+	// Clients are the client IDs that may redeem this IdP's ID-JAGs. At
+	// least one; each a confidential client.
+	Clients []string
+	// LinkByEmail makes the access token's subject the ID-JAG's email
+	// claim (required then), so the token belongs to the local account of
+	// that name. Default: the subject is "<iss>#<sub>", the IdP's stable
+	// identifier of the person.
+	LinkByEmail bool
+}
+
+// WorkloadIssuer is a trusted issuer of workload identity JWTs.
+type WorkloadIssuer struct {
+	// Issuer is the iss of its tokens. An https URL, unless JWKS is given
+	// (then any string, such as spiffe://example.org).
+	Issuer string
+	// JWKS is the issuer's JWK Set; JWKSURI is where to fetch it; with
+	// neither, the jwks_uri comes from OpenID Connect Discovery of Issuer.
+	JWKS    []byte
+	JWKSURI string
+	// Rules decide which workloads get tokens; the first rule that
+	// matches the subject and claims and allows the requested resource
+	// applies. At least one.
+	Rules []WorkloadRule
+}
+
+// WorkloadRule maps workload tokens to an identity and what it may get.
+type WorkloadRule struct {
+	// Subject is the sub to match: exact, or a pattern where "*" matches
+	// any run of characters (spiffe://example.org/ns/prod/sa/*).
+	Subject string
+	// Claims are further claims the token must carry with exactly these
+	// string values (a Kubernetes namespace, a repository).
+	Claims map[string]string
+	// ClientID is the client_id of the issued access tokens: the identity
+	// the workload acts as. Required; not the ID of a configured client.
+	ClientID string
+	// Resources the workload may get tokens for (configured resources, at
+	// least one); Scopes the most it may be granted there (at least one).
+	Resources []string
+	Scopes    []string
 }
 
 // resource is a validated Resource.
@@ -241,6 +307,9 @@ func (c *Config) validate() error {
 		}
 	}
 	if _, err := compileExchangePolicy(c.ExchangePolicy, c.Resources); err != nil {
+		return err
+	}
+	if _, _, err := compileFederation(c, nil); err != nil {
 		return err
 	}
 	return nil

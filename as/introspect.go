@@ -141,11 +141,11 @@ func (s *Server) describe(caller *client, kind storage.TokenKind, token string, 
 	if !visible {
 		return nil
 	}
-	sub := ""
+	sub, federated := "", false
 	if sr.Session != nil {
-		sub = sr.Session.Subject
+		sub, federated = sr.Session.Subject, sr.Session.Federated != ""
 	}
-	if sub != "" && !s.userActive(sub) {
+	if sub != "" && !federated && !s.userActive(sub) {
 		return nil // the person can no longer sign in (Config.Users)
 	}
 	if sub == "" {

@@ -27,7 +27,16 @@ func (s *Server) Metadata() metadata.AuthorizationServerMetadata {
 	}
 	grants := []string{"authorization_code", "refresh_token", "client_credentials"}
 	for _, g := range grantExtensions {
-		grants = append(grants, g.grantType)
+		if g.enabled == nil || g.enabled(s) {
+			grants = append(grants, g.grantType)
+		}
+	}
+	// draft-ietf-oauth-identity-assertion-authz-grant §7.2: the ID-JAG
+	// profile, listed only with the jwt-bearer grant it rides on. It never
+	// names the trusted IdPs (§8.4).
+	var profiles []string
+	if len(s.cfg.EnterpriseIdPs) > 0 {
+		profiles = []string{GrantProfileIDJAG}
 	}
 	authMethods := []string{authNone, authSecretBasic, authSecretPost, authPrivateKeyJWT}
 	return metadata.AuthorizationServerMetadata{
@@ -51,6 +60,7 @@ func (s *Server) Metadata() metadata.AuthorizationServerMetadata {
 		ClientIDMetadataDocumentSupported:          s.cfg.ClientResolver != nil,
 		StatusListAggregationEndpoint:              s.endpoint(statusAggregationPath),
 		DPoPSigningAlgValuesSupported:              dpop.DefaultAlgs,
+		AuthorizationGrantProfilesSupported:        profiles,
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/mcpauth/mcpauth/as/loginui"
 	"github.com/mcpauth/mcpauth/internal/seal"
 	"github.com/mcpauth/mcpauth/internal/secret"
+	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/storage"
 )
 
@@ -163,6 +164,26 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			c, ok := s.clients.static[id]
 			if !ok || c.public {
 				return nil, fmt.Errorf("as: Resources[%d].IntrospectionClients[%d]: %q is not a configured confidential client", i, j, id)
+			}
+		}
+	}
+
+	s.clients.workload = map[string]*client{}
+	for _, wi := range cfg.WorkloadIssuers {
+		for _, r := range wi.Rules {
+			if s.clients.workload[r.ClientID] == nil {
+				s.clients.workload[r.ClientID] = &client{id: r.ClientID, source: sourceWorkload}
+			}
+			c := s.clients.workload[r.ClientID]
+			for _, res := range r.Resources {
+				if cr, err := metadata.CanonicalResource(res); err == nil && !slices.Contains(c.resources, cr) {
+					c.resources = append(c.resources, cr)
+				}
+			}
+			for _, sc := range r.Scopes {
+				if !slices.Contains(c.scopes, sc) {
+					c.scopes = append(c.scopes, sc)
+				}
 			}
 		}
 	}

@@ -42,6 +42,10 @@ type session struct {
 	// AuthorizeJKT is the dpop_jkt sent to the authorization endpoint
 	// (RFC 9449 §10): the code may only be redeemed with a proof of that key.
 	AuthorizeJKT string `json:"ajkt,omitempty"`
+	// Federated names the trusted issuer (enterprise IdP or workload
+	// issuer) whose assertion the grant came from, when its subject is
+	// that issuer's ("<iss>#<sub>") rather than a local person's.
+	Federated string `json:"fed,omitempty"`
 }
 
 var _ fosite.Session = (*session)(nil)

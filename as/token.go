@@ -61,7 +61,7 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	// A client read in this request with a LastUsedAt less than
 	// storage.TouchGranularity old is not touched: the backend would skip
 	// the write, and the call would still cost a round trip.
-	if c, ok := ar.GetClient().(*client); ok && c.source != "config" && !(s.now().Sub(c.lastUsedAt) < storage.TouchGranularity) {
+	if c, ok := ar.GetClient().(*client); ok && c.source != "config" && c.source != sourceWorkload && !(s.now().Sub(c.lastUsedAt) < storage.TouchGranularity) {
 		if err := s.cfg.Store.TouchClient(ctx, c.id, s.now()); err != nil && !errors.Is(err, storage.ErrNotFound) {
 			s.log.error(ctx, "touching client", "client_id", c.id, "err", err)
 		}
@@ -297,6 +297,9 @@ func (h *resourcePostHandler) PopulateTokenEndpointResponse(context.Context, fos
 type grantExtension struct {
 	grantType string
 	handler   func(*Server) fosite.TokenEndpointHandler
+	// enabled, when set, says whether the server's configuration offers
+	// the grant: only then is it advertised in grant_types_supported.
+	enabled func(*Server) bool
 }
 
 var grantExtensions []grantExtension

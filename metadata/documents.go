@@ -29,6 +29,9 @@ type AuthorizationServerMetadata struct {
 	StatusListAggregationEndpoint string `json:"status_list_aggregation_endpoint,omitempty"`
 	// RFC 9449 §5.1: the JWS algorithms accepted in DPoP proofs.
 	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported,omitempty"`
+	// draft-ietf-oauth-identity-assertion-authz-grant §7.2: the
+	// authorization grant profiles the server accepts (the ID-JAG profile).
+	AuthorizationGrantProfilesSupported []string `json:"authorization_grant_profiles_supported,omitempty"`
 	// OpenID Connect Discovery fields some clients require at the OIDC locations.
 	SubjectTypesSupported            []string `json:"subject_types_supported,omitempty"`
 	IDTokenSigningAlgValuesSupported []string `json:"id_token_signing_alg_values_supported,omitempty"`

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -213,6 +214,11 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 		// assertion's audience (RFC 7523 before rfc7523bis).
 		AssertionAudienceTokenEndpoint: cfg.ClientAssertions.AcceptTokenEndpointAudience,
 		DPoP:                           as.DPoPConfig{Nonce: cfg.DPoP.Nonce, RequiredFor: cfg.DPoP.RequiredFor},
+		// Trusted issuers of jwt-bearer assertions; their jwks_uri and
+		// discovery documents are fetched through the SSRF-safe client.
+		EnterpriseIdPs:       asIdPs(cfg),
+		WorkloadIssuers:      asWorkloads(cfg),
+		FederationHTTPClient: jwksClient,
 		// The registration policy is the ceiling of registered and CIMD
 		// clients; the scope a client registered with is its default.
 		RegistrationScopes:    regScopes,
@@ -337,6 +343,42 @@ func asResources(cfg *config.Config) []as.Resource {
 	}
 	if cfg.AdminEnabled() {
 		out = append(out, as.Resource{URI: cfg.AdminResource(), Name: "mcpauth admin API", Scopes: []string{config.AdminScope}})
+	}
+	return out
+}
+
+// jwksBytes turns a JWK Set written as a YAML mapping into its JSON form.
+func jwksBytes(m config.JWKS) []byte {
+	if len(m) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		// yaml.v3 decodes mappings with string keys, which always marshal;
+		// as.New refuses the empty set this leaves.
+		return []byte("{}")
+	}
+	return b
+}
+
+// asIdPs maps enterprise.idps to as.EnterpriseIdP.
+func asIdPs(cfg *config.Config) []as.EnterpriseIdP {
+	var out []as.EnterpriseIdP
+	for _, d := range cfg.Enterprise.IdPs {
+		out = append(out, as.EnterpriseIdP{Issuer: d.Issuer, JWKS: jwksBytes(d.JWKS), JWKSURI: d.JWKSURI, Clients: d.Clients, LinkByEmail: d.LinkByEmail})
+	}
+	return out
+}
+
+// asWorkloads maps workload.issuers to as.WorkloadIssuer.
+func asWorkloads(cfg *config.Config) []as.WorkloadIssuer {
+	var out []as.WorkloadIssuer
+	for _, w := range cfg.Workload.Issuers {
+		wi := as.WorkloadIssuer{Issuer: w.Issuer, JWKS: jwksBytes(w.JWKS), JWKSURI: w.JWKSURI}
+		for _, r := range w.Rules {
+			wi.Rules = append(wi.Rules, as.WorkloadRule{Subject: r.Subject, Claims: r.Claims, ClientID: r.ClientID, Resources: r.Resources, Scopes: r.Scopes})
+		}
+		out = append(out, wi)
 	}
 	return out
 }

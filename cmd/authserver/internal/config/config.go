@@ -68,11 +68,15 @@ type Config struct {
 	// ClientAssertions are the rules for private_key_jwt client assertions.
 	ClientAssertions ClientAssertions `yaml:"client_assertions"`
 	DPoP             DPoP             `yaml:"dpop"`
-	Sessions         Sessions         `yaml:"sessions"`
-	GC               GC               `yaml:"gc"`
-	MigrateOnStart   *bool            `yaml:"migrate_on_start"`
-	Log              Log              `yaml:"log"`
-	Admin            Admin            `yaml:"admin"`
+	// Enterprise lists the enterprise IdPs whose ID-JAGs are redeemed.
+	Enterprise Enterprise `yaml:"enterprise"`
+	// Workload lists the trusted issuers of workload identity tokens.
+	Workload       Workload `yaml:"workload"`
+	Sessions       Sessions `yaml:"sessions"`
+	GC             GC       `yaml:"gc"`
+	MigrateOnStart *bool    `yaml:"migrate_on_start"`
+	Log            Log      `yaml:"log"`
+	Admin          Admin    `yaml:"admin"`
 
 	// FromFile is false when no configuration file was given and the
 	// development defaults are in use. Not a YAML key.
@@ -231,6 +235,62 @@ type ClientAssertions struct {
 	// is the token endpoint URL, as RFC 7523 allowed; by default only the
 	// issuer identifier (with or without one trailing slash) is.
 	AcceptTokenEndpointAudience bool `yaml:"accept_token_endpoint_audience"`
+}
+
+// JWKS is a JWK Set (RFC 7517 §5) written as a YAML mapping; JSON is valid
+// YAML, so a published document can be pasted as it is.
+type JWKS map[string]any
+
+// Enterprise configures enterprise-managed authorization: Identity
+// Assertion JWT Authorization Grants (ID-JAG) redeemed with the jwt-bearer
+// grant.
+type Enterprise struct {
+	IdPs []EnterpriseIdP `yaml:"idps"`
+}
+
+// EnterpriseIdP is one trusted enterprise identity provider.
+type EnterpriseIdP struct {
+	// Issuer is the https issuer identifier its ID-JAGs carry as iss.
+	Issuer string `yaml:"issuer"`
+	// JWKS (the key set itself) or JWKSURI (where to fetch it): one of them.
+	JWKS    JWKS   `yaml:"jwks"`
+	JWKSURI string `yaml:"jwks_uri"`
+	// Clients are the configured confidential clients that may redeem its
+	// ID-JAGs.
+	Clients []string `yaml:"clients"`
+	// LinkByEmail makes the token's subject the ID-JAG's email (the local
+	// account of that name) instead of "<issuer>#<sub>".
+	LinkByEmail bool `yaml:"link_by_email"`
+}
+
+// Workload configures workload identity federation: workload JWTs
+// exchanged with the jwt-bearer grant, without client authentication.
+type Workload struct {
+	Issuers []WorkloadIssuer `yaml:"issuers"`
+}
+
+// WorkloadIssuer is one trusted issuer of workload tokens.
+type WorkloadIssuer struct {
+	// Issuer is the iss of its tokens: an https URL, or any string when
+	// JWKS is given.
+	Issuer string `yaml:"issuer"`
+	// JWKS or JWKSURI; with neither, OpenID Connect Discovery of Issuer.
+	JWKS    JWKS           `yaml:"jwks"`
+	JWKSURI string         `yaml:"jwks_uri"`
+	Rules   []WorkloadRule `yaml:"rules"`
+}
+
+// WorkloadRule admits workloads: the first rule matching the token's sub
+// and claims that allows the requested resource applies.
+type WorkloadRule struct {
+	// Subject is the exact sub, or a pattern with "*" for any characters.
+	Subject string `yaml:"subject"`
+	// Claims the token must carry with exactly these string values.
+	Claims map[string]string `yaml:"claims"`
+	// ClientID is the client_id of the issued tokens (not a configured client).
+	ClientID  string   `yaml:"client_id"`
+	Resources []string `yaml:"resources"`
+	Scopes    []string `yaml:"scopes"`
 }
 
 // Sessions are the lifetimes of a signed-in browser session, which is

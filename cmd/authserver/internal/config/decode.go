@@ -92,7 +92,7 @@ func kindName(t reflect.Type) string {
 	switch {
 	case t == durationType:
 		return "a duration"
-	case t.Kind() == reflect.Struct:
+	case t.Kind() == reflect.Struct || t.Kind() == reflect.Map:
 		return "a mapping"
 	case t.Kind() == reflect.Slice:
 		return "a list"
@@ -137,6 +137,28 @@ func (w *walker) walk(path string, n *yaml.Node, t reflect.Type) error {
 		}
 		for i, e := range n.Content {
 			if err := w.walk(fmt.Sprintf("%s[%d]", path, i), e, t.Elem()); err != nil {
+				return err
+			}
+		}
+		return nil
+	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String:
+		if isNull(n) {
+			return nil
+		}
+		if n.Kind != yaml.MappingNode {
+			return fmt.Errorf("%s: expected a mapping", path)
+		}
+		if t.Elem().Kind() == reflect.Interface {
+			// A document kept as it is (a JWK Set), checked where used.
+			w.set[path] = true
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode || k.Value == "<<" {
+				return fmt.Errorf("%s: merge keys and complex keys are not supported", path)
+			}
+			if err := w.walk(join(path, k.Value), v, t.Elem()); err != nil {
 				return err
 			}
 		}

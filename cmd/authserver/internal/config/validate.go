@@ -232,6 +232,10 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	if err := c.validateFederation(byURI, ids); err != nil {
+		return err
+	}
+
 	if c.GC.Interval.D() < time.Second {
 		return errf("gc.interval", "must be at least 1s")
 	}
@@ -570,3 +574,97 @@ func validHostPattern(h string) bool {
 }
 
 func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
+
+// validateFederation checks enterprise.idps (ID-JAG issuers) and
+// workload.issuers; as.New checks the key sets themselves.
+func (c *Config) validateFederation(byURI map[string]*Resource, ids map[string]bool) error {
+	public := map[string]bool{}
+	for _, cl := range c.Clients {
+		public[cl.ID] = cl.Public
+	}
+	issuers := map[string]bool{}
+	keys := func(p string, jwks JWKS, uri string, discovery bool) error {
+		switch {
+		case len(jwks) > 0 && uri != "":
+			return errf(p+".jwks", "set jwks or jwks_uri, not both")
+		case len(jwks) == 0 && uri == "" && !discovery:
+			return errf(p+".jwks", "jwks or jwks_uri is required")
+		case uri != "":
+			if u, err := url.Parse(uri); err != nil || u.Scheme != "https" || u.Host == "" {
+				return errf(p+".jwks_uri", "must be an https URL, got %q", uri)
+			}
+		}
+		return nil
+	}
+	for i, d := range c.Enterprise.IdPs {
+		p := fmt.Sprintf("enterprise.idps[%d]", i)
+		if u, err := url.Parse(d.Issuer); err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return errf(p+".issuer", "must be an https URL without query or fragment, got %q", d.Issuer)
+		}
+		if issuers[d.Issuer] {
+			return errf(p+".issuer", "%q is listed twice", d.Issuer)
+		}
+		issuers[d.Issuer] = true
+		if err := keys(p, d.JWKS, d.JWKSURI, false); err != nil {
+			return err
+		}
+		if len(d.Clients) == 0 {
+			return errf(p+".clients", "at least one client is required")
+		}
+		for j, id := range d.Clients {
+			if !ids[id] || public[id] {
+				return errf(fmt.Sprintf("%s.clients[%d]", p, j), "%q is not a configured confidential client", id)
+			}
+		}
+	}
+	for i, w := range c.Workload.Issuers {
+		p := fmt.Sprintf("workload.issuers[%d]", i)
+		if w.Issuer == "" {
+			return errf(p+".issuer", "required")
+		}
+		if u, err := url.Parse(w.Issuer); len(w.JWKS) == 0 && (err != nil || u.Scheme != "https" || u.Host == "") {
+			return errf(p+".issuer", "must be an https URL unless jwks is given, got %q", w.Issuer)
+		}
+		if issuers[w.Issuer] {
+			return errf(p+".issuer", "%q is listed twice", w.Issuer)
+		}
+		issuers[w.Issuer] = true
+		if err := keys(p, w.JWKS, w.JWKSURI, true); err != nil {
+			return err
+		}
+		if len(w.Rules) == 0 {
+			return errf(p+".rules", "at least one rule is required")
+		}
+		for j, r := range w.Rules {
+			rp := fmt.Sprintf("%s.rules[%d]", p, j)
+			if r.Subject == "" {
+				return errf(rp+".subject", "required")
+			}
+			if r.ClientID == "" {
+				return errf(rp+".client_id", "required")
+			}
+			if ids[r.ClientID] {
+				return errf(rp+".client_id", "%q is a configured client; name the workload identity instead", r.ClientID)
+			}
+			if len(r.Resources) == 0 {
+				return errf(rp+".resources", "at least one resource is required")
+			}
+			for k, res := range r.Resources {
+				canon, err := configuredResource(res, byURI)
+				if err != nil {
+					return errf(fmt.Sprintf("%s.resources[%d]", rp, k), "%v", err)
+				}
+				c.Workload.Issuers[i].Rules[j].Resources[k] = canon
+			}
+			if len(r.Scopes) == 0 {
+				return errf(rp+".scopes", "at least one scope is required")
+			}
+			for k, sc := range r.Scopes {
+				if !slices.ContainsFunc(r.Resources, func(res string) bool { return slices.Contains(byURI[res].Scopes, sc) }) {
+					return errf(fmt.Sprintf("%s.scopes[%d]", rp, k), "scope %q is not a scope of the rule's resources", sc)
+				}
+			}
+		}
+	}
+	return nil
+}
