@@ -186,7 +186,9 @@ func (h *dpopHandler) CanHandleTokenEndpointRequest(context.Context, fosite.Acce
 	return true
 }
 
-func (h *dpopHandler) CanSkipClientAuth(context.Context, fosite.AccessRequester) bool { return false }
+// CanSkipClientAuth leaves client authentication to the grant handlers,
+// which run first: a workload token (jwt-bearer) is redeemed without it.
+func (h *dpopHandler) CanSkipClientAuth(context.Context, fosite.AccessRequester) bool { return true }
 
 func (h *dpopHandler) HandleTokenEndpointRequest(ctx context.Context, r fosite.AccessRequester) error {
 	jkt := dpopKeyFrom(ctx)
