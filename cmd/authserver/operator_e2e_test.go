@@ -306,6 +306,7 @@ func TestAdminAPIAndOperatorSurface(t *testing.T) {
 		{"mcpauth_client_auth_failures_total", nil, 1},
 		{"mcpauth_login_failures_total", nil, 1},
 		{"mcpauth_admin_actions_total", nil, 7},
+		{"mcpauth_grant_revocations_total", nil, 3},
 		{"mcpauth_http_request_duration_seconds", map[string]string{"endpoint": "token"}, 7},
 	} {
 		if got := metricValue(fams, c.name, c.labels); got < c.min {

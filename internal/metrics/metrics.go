@@ -103,6 +103,7 @@ type Metrics struct {
 	refreshReplays, codeReplays, registrations, registrationsLimited prometheus.Counter
 	loginFailures, loginThrottles, clientAuthFailures, revocations   prometheus.Counter
 	cimdOK, cimdFailed, cimdHits, storageErrors, adminActions        prometheus.Counter
+	grantRevocations                                                 prometheus.Counter
 }
 
 // New registers every metric, plus the Go runtime and process collectors,
@@ -158,6 +159,7 @@ func New() *Metrics {
 	m.clientAuthFailures = counter("mcpauth_client_auth_failures_total", "Failed client authentications (invalid_client).")
 	m.revocations = counter("mcpauth_revocations_total", "Tokens revoked at the revocation endpoint (RFC 7009).")
 	m.storageErrors = counter("mcpauth_storage_errors_total", "Storage failures (backend unreachable) reported by the server.")
+	m.grantRevocations = counter("mcpauth_grant_revocations_total", "Revocations of grants as a whole (a consent revoked, an admin's grants revoke).")
 	m.adminActions = counter("mcpauth_admin_actions_total", "Changes made through the admin API.")
 	return m
 }
@@ -300,6 +302,8 @@ func (h *auditHandler) countAudit(r slog.Record) {
 		m.clientAuthFailures.Inc()
 	case "token.revoked":
 		m.revocations.Inc()
+	case "grants.revoked":
+		m.grantRevocations.Inc()
 	default:
 		if len(event) > 6 && event[:6] == "admin." {
 			m.adminActions.Inc()

@@ -81,6 +81,7 @@ func TestAuditEventsFeedTheCounters(t *testing.T) {
 	audit("login.throttled")
 	audit("client.auth_failed")
 	audit("admin.client.created", "admin_client", "ops-bot")
+	audit("grants.revoked", "sub", "alice", "count", 2)
 	log.Error("storage unavailable", "err", fmt.Errorf("get token: %w", storage.ErrUnavailable))
 	log.Error("internal error", "err", errors.New("not a storage outage"))
 	log.Warn("dcr: storage unavailable", "err", storage.ErrUnavailable)
@@ -106,6 +107,7 @@ func TestAuditEventsFeedTheCounters(t *testing.T) {
 		{"mcpauth_login_throttled_total", nil, 1},
 		{"mcpauth_client_auth_failures_total", nil, 1},
 		{"mcpauth_admin_actions_total", nil, 1},
+		{"mcpauth_grant_revocations_total", nil, 1},
 		{"mcpauth_storage_errors_total", nil, 2},
 		{"mcpauth_cimd_fetches_total", []string{"result", "ok"}, 1},
 		{"mcpauth_cimd_fetches_total", []string{"result", "error"}, 1},
