@@ -322,6 +322,12 @@ func TestCanonicalResourceAttacks(t *testing.T) {
 		{"treats a trailing slash as the same resource", "https://h/mcp/", "https://h/mcp"},
 		{"lowercases scheme and host", "HTTPS://H.Example/mcp", "https://h.example/mcp"},
 		{"drops the default port", "https://h:443/mcp", "https://h/mcp"},
+		{"drops the default http port", "http://h:80/mcp", "http://h/mcp"},
+		{"keeps another port", "https://h:8443/mcp", "https://h:8443/mcp"},
+		{"keeps the port 443 of http", "http://h:443/mcp", "http://h:443/mcp"},
+		{"keeps an IPv6 literal in brackets", "https://[::1]/mcp", "https://[::1]/mcp"},
+		{"keeps an IPv6 literal with its port", "http://[::1]:8080/mcp", "http://[::1]:8080/mcp"},
+		{"lowercases an IPv6 literal", "https://[FD00::A]:8443/mcp", "https://[fd00::a]:8443/mcp"},
 		{"refuses dot segments", "https://h/mcp/../admin", ""},
 		{"refuses encoded dot segments", "https://h/mcp/%2e%2e/admin", ""},
 		{"refuses a query", "https://h/mcp?x=y", ""},
@@ -333,6 +339,23 @@ func TestCanonicalResourceAttacks(t *testing.T) {
 				t.Fatalf("CanonicalResource(%q) = %q, %v", tt.in, got, err)
 			}
 		})
+	}
+}
+
+func TestWellKnownPath(t *testing.T) {
+	for _, tt := range []struct{ id, want string }{
+		{"https://h/mcp", "/.well-known/oauth-protected-resource/mcp"},
+		{"http://[::1]:8080/a/b/", "/.well-known/oauth-protected-resource/a/b"},
+		{"https://h", "/.well-known/oauth-protected-resource"},
+	} {
+		if got, err := WellKnownPath(tt.id, SuffixProtectedResource); err != nil || got != tt.want {
+			t.Errorf("WellKnownPath(%q) = %q, %v; want %q", tt.id, got, err, tt.want)
+		}
+	}
+	for _, id := range []string{"https://h/mcp?x", "/mcp", ""} {
+		if got, err := WellKnownPath(id, SuffixProtectedResource); err == nil {
+			t.Errorf("WellKnownPath(%q) = %q, want an error", id, got)
+		}
 	}
 }
 
