@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpauth/mcpauth/dpop"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/rsmiddleware"
 	"github.com/mcpauth/mcpauth/rsmiddleware/mcpsdk"
@@ -35,6 +36,8 @@ type config struct {
 	// those of --issuer and --downstream (a container network); "" for the
 	// same.
 	issuerInternal, downstreamInternal string
+	// dpop accepts DPoP-bound tokens; dpopRequired accepts only those.
+	dpop, dpopRequired bool
 	// statusMaxAge bounds the staleness of the token status list (0: the default).
 	statusMaxAge time.Duration
 	// httpClient reaches the AS (tests); nil means rsmiddleware's default.
@@ -117,11 +120,20 @@ func build(cfg config, logger *slog.Logger) (http.Handler, *mcp.Server, error) {
 		Base:  []string{ScopeTools},
 		Tools: map[string][]string{"admin_stats": {ScopeAdmin}},
 	}
+	var dp *rsmiddleware.DPoP
+	if cfg.dpop || cfg.dpopRequired {
+		// The resource URI is the endpoint's public URL: the htu of proofs.
+		dp, err = rsmiddleware.NewDPoP(rsmiddleware.DPoPConfig{PublicURL: resource, Required: cfg.dpopRequired, JTIs: dpop.NewMemoryJTIs(0)})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
 	guard, err := rsmiddleware.NewMiddleware(rsmiddleware.MiddlewareConfig{
 		Verifier:            verifier,
 		ResourceMetadataURL: prmURL,
 		Scopes:              scopes,
 		Logger:              logger,
+		DPoP:                dp,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -129,6 +141,9 @@ func build(cfg config, logger *slog.Logger) (http.Handler, *mcp.Server, error) {
 	prm, err := rsmiddleware.NewProtectedResourceMetadata(resource, []string{cfg.issuer}, []string{ScopeTools, ScopeAdmin})
 	if err != nil {
 		return nil, nil, err
+	}
+	if dp != nil {
+		dp.AddToPRM(&prm)
 	}
 
 	t := &tools{scopes: scopes, downstream: strings.TrimSuffix(cfg.downstream, "/"), logger: logger, started: time.Now()}
