@@ -78,6 +78,7 @@ type foreignResult struct {
 	RefreshedAccessToken  string
 	RefreshedRefreshToken string
 	Scopes                []string
+	DPoP                  *dpopResult `json:"dpop"`
 }
 
 type whoamiResult struct {
@@ -302,5 +303,71 @@ func checkForeign(t *testing.T, s *launch.Stack, res foreignResult, visits []bro
 	}
 	if res.WrongAudienceRejected != nil && !*res.WrongAudienceRejected {
 		t.Errorf("%s accepted an access token for another audience", res.Client)
+	}
+}
+
+// dpopResult is what dpop.mjs reports.
+type dpopResult struct {
+	JKT                    string            `json:"jkt"`
+	ASAlgs                 []string          `json:"asAlgs"`
+	PRMAlgs                []string          `json:"prmAlgs"`
+	TokenType              string            `json:"tokenType"`
+	Cnf                    map[string]string `json:"cnf"`
+	RefreshedTokenType     string            `json:"refreshedTokenType"`
+	RefreshedCnf           map[string]string `json:"refreshedCnf"`
+	Rotated                bool              `json:"rotated"`
+	NonceRetries           int               `json:"nonceRetries"`
+	BearerRefused          bool              `json:"bearerRefused"`
+	ReplayRefused          bool              `json:"replayRefused"`
+	WrongAthRefused        bool              `json:"wrongAthRefused"`
+	WrongHtuRefused        bool              `json:"wrongHtuRefused"`
+	OtherKeyRefreshRefused bool              `json:"otherKeyRefreshRefused"`
+}
+
+// TestForeignDPoPClient runs oauth4webapi as a DPoP client (RFC 9449)
+// against the real authserver, with server nonces on, and examples/mcpserver
+// started with --dpop: a DPoP-bound token with cnf.jkt of the client's key,
+// the nonce round trip, tool calls under the DPoP scheme, the public
+// client's refresh bound to its key; the bound token sent as Bearer, a
+// replayed proof, a wrong ath and a wrong htu are refused by the MCP server,
+// and a refresh proved with another key by the AS.
+func TestForeignDPoPClient(t *testing.T) {
+	dir := foreignClients(t)
+	s := startStack(t, stackOptions{
+		storage:    "memory",
+		mcpArgs:    []string{"--dpop"},
+		editConfig: func(c string) string { return c + "\ndpop:\n  nonce: true\n" },
+	})
+	res, visits := runForeign(t, dir, s, "dpop.mjs")
+	if len(visits) != 1 || visits[0].URL.Query().Get("dpop_jkt") == "" {
+		t.Fatalf("authorizations %d, want one with dpop_jkt", len(visits))
+	}
+	d := res.DPoP
+	if d == nil {
+		t.Fatal("no DPoP report")
+	}
+	if visits[0].URL.Query().Get("dpop_jkt") != d.JKT {
+		t.Errorf("dpop_jkt %q, key %q", visits[0].URL.Query().Get("dpop_jkt"), d.JKT)
+	}
+	if !slices.Contains(d.ASAlgs, "ES256") || slices.Contains(d.ASAlgs, "none") || !slices.Contains(d.PRMAlgs, "ES256") {
+		t.Errorf("advertised algs: AS %q, PRM %q", d.ASAlgs, d.PRMAlgs)
+	}
+	if !strings.EqualFold(d.TokenType, "DPoP") || d.Cnf["jkt"] != d.JKT {
+		t.Errorf("token_type %q cnf %v, want DPoP bound to %s", d.TokenType, d.Cnf, d.JKT)
+	}
+	if !strings.EqualFold(d.RefreshedTokenType, "DPoP") || d.RefreshedCnf["jkt"] != d.JKT || !d.Rotated {
+		t.Errorf("refresh: token_type %q cnf %v rotated %v", d.RefreshedTokenType, d.RefreshedCnf, d.Rotated)
+	}
+	if d.NonceRetries < 1 {
+		t.Errorf("the AS never asked for a nonce (%d retries)", d.NonceRetries)
+	}
+	for name, ok := range map[string]bool{"bound token as Bearer": d.BearerRefused, "replayed proof": d.ReplayRefused,
+		"wrong ath": d.WrongAthRefused, "wrong htu": d.WrongHtuRefused, "refresh with another key": d.OtherKeyRefreshRefused} {
+		if !ok {
+			t.Errorf("%s was not refused", name)
+		}
+	}
+	if res.WhoAmI.Sub == "" || res.RefreshedWhoAmI.Sub != res.WhoAmI.Sub || res.WhoAmI.ClientID != res.Registrations[0] {
+		t.Errorf("whoami %+v, after refresh %+v", res.WhoAmI, res.RefreshedWhoAmI)
 	}
 }

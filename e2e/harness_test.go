@@ -73,6 +73,7 @@ type stackOptions struct {
 	cimdHost   string // host:port allowed to serve CIMD documents from loopback
 	extraEnv   []string
 	editConfig func(string) string
+	mcpArgs    []string // extra examples/mcpserver flags
 }
 
 // lockedBuffer collects the processes' output for the test log.
@@ -117,6 +118,7 @@ func startStack(t testing.TB, so stackOptions) *launch.Stack {
 		Storage:        so.storage,
 		Env:            so.extraEnv,
 		Log:            logs,
+		MCPServerArgs:  so.mcpArgs,
 		EditConfig: func(s string) string {
 			if so.cimdHost != "" {
 				s = strings.Replace(s, "allow_hosts: []", fmt.Sprintf("allow_hosts: [%q]", so.cimdHost), 1)

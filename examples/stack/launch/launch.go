@@ -76,6 +76,9 @@ type Options struct {
 	Env []string
 	// Log receives every process's output, each line prefixed by its name.
 	Log io.Writer
+	// MCPServerArgs are added to the example MCP server's command line
+	// (for example --dpop).
+	MCPServerArgs []string
 	// HealthTimeout bounds the wait for each server; zero means 60s.
 	HealthTimeout time.Duration
 }
@@ -196,13 +199,13 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		s.Stop()
 		return nil, err
 	}
-	if err := start("mcpserver", "http://"+o.MCPAddr+"/healthz",
-		"--listen="+o.MCPAddr,
-		"--resource="+s.MCPURL,
-		"--issuer="+s.Issuer,
-		"--downstream="+s.DownstreamURL,
-		"--client-id="+env["MCPSERVER_CLIENT_ID"],
-	); err != nil {
+	if err := start("mcpserver", "http://"+o.MCPAddr+"/healthz", append([]string{
+		"--listen=" + o.MCPAddr,
+		"--resource=" + s.MCPURL,
+		"--issuer=" + s.Issuer,
+		"--downstream=" + s.DownstreamURL,
+		"--client-id=" + env["MCPSERVER_CLIENT_ID"],
+	}, o.MCPServerArgs...)...); err != nil {
 		s.Stop()
 		return nil, err
 	}
