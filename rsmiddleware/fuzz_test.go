@@ -59,8 +59,11 @@ func TestPeekJSONRPC(t *testing.T) {
 		ok         bool
 	}{
 		{"reads a single request", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, []rpcCall{{Method: "tools/list"}}, true},
-		{"reads the tool of a tools/call", toolCall("write_file"), []rpcCall{{Method: "tools/call", Tool: "write_file"}}, true},
-		{"reads every message of a batch", "[" + toolCall("a") + `,{"jsonrpc":"2.0","method":"ping","id":2}]`, []rpcCall{{"tools/call", "a"}, {Method: "ping"}}, true},
+		{"reads the tool of a tools/call", toolCall("write_file"), []rpcCall{{Method: "tools/call", Tool: "write_file", Name: "write_file"}}, true},
+		{"reads the name of a prompts/get", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p"}}`, []rpcCall{{Method: "prompts/get", Name: "p"}}, true},
+		{"reads the uri of a resources/read", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}`, []rpcCall{{Method: "resources/read", Name: "file:///a"}}, true},
+		{"refuses a case variant of uri", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"a","URI":"b"}}`, nil, false},
+		{"reads every message of a batch", "[" + toolCall("a") + `,{"jsonrpc":"2.0","method":"ping","id":2}]`, []rpcCall{{"tools/call", "a", "a"}, {Method: "ping"}}, true},
 		{"reads a response as a call without method", `{"jsonrpc":"2.0","id":1,"result":{}}`, []rpcCall{{}}, true},
 		{"ignores case variants of other keys", `{"jsonrpc":"2.0","ID":1,"method":"ping"}`, []rpcCall{{Method: "ping"}}, true},
 		{"refuses a duplicate method", `{"method":"ping","method":"tools/call"}`, nil, false},

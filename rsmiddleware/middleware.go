@@ -88,7 +88,12 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 //   - Bad token: 401 error="invalid_token" (RFC 6750 §3.1).
 //   - AS unreachable and no cached key can decide: 503 with Retry-After.
 //   - Missing scopes for the request (base, method, tool; batch: union):
-//     403 error="insufficient_scope" with every scope the request needs.
+//     403 error="insufficient_scope" with every scope the request needs,
+//     and only those, in one challenge.
+//   - A request of a stateless MCP revision (Stateless) whose scopes are
+//     read from the body and whose Mcp-Method or Mcp-Name header is missing
+//     or differs from the body: 400 with JSON-RPC error -32020
+//     (ErrCodeHeaderMismatch).
 //
 // On success the Principal (and, privately, the raw token for Exchanger) is
 // in the request context, the Authorization header is removed, and the body
@@ -164,6 +169,13 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusBadRequest)
 				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}` + "\n"))
+				return
+			}
+			if Stateless(r) && !checkMirroredHeaders(r, body, calls) {
+				// The scopes were read from the body; a request whose
+				// headers say otherwise could be routed or logged by an
+				// intermediary as something it is not.
+				writeRPCError(w, http.StatusBadRequest, "null", ErrCodeHeaderMismatch, "Header mismatch: Mcp-Method and Mcp-Name must mirror the request body")
 				return
 			}
 			need = m.scopes.required(calls)

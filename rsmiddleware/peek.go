@@ -11,7 +11,14 @@ import (
 type rpcCall struct {
 	Method string
 	Tool   string // params.name of a tools/call
+	// Name is what the Mcp-Name header mirrors: params.name of tools/call
+	// and prompts/get, params.uri of resources/read; "" otherwise.
+	Name string
 }
+
+// namedParam is the params member Mcp-Name mirrors, by method
+// (MCP 2026-07-28 Streamable HTTP, standard request headers).
+var namedParam = map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 var errPeek = errors.New("rsmiddleware: unreadable JSON-RPC message")
 
@@ -85,30 +92,42 @@ func peekMessage(msg []byte) (rpcCall, error) {
 			return c, errPeek
 		}
 	}
-	if c.Method != "tools/call" {
+	member, named := namedParam[c.Method]
+	if !named {
 		return c, nil
 	}
 	if params == nil {
-		return c, errPeek
+		if c.Method == "tools/call" {
+			return c, errPeek
+		}
+		return c, nil
 	}
 	var name []byte
 	err = objectFields(params, func(key string, val []byte) error {
 		switch {
-		case key == "name":
+		case key == member:
 			if name != nil {
 				return errPeek
 			}
 			name = val
-		case strings.EqualFold(key, "name"):
+		case strings.EqualFold(key, member):
 			return errPeek
 		}
 		return nil
 	})
-	if err != nil || name == nil {
+	if err != nil {
 		return c, errPeek
 	}
-	if err := json.Unmarshal(name, &c.Tool); err != nil || c.Tool == "" {
-		return c, errPeek
+	if name != nil {
+		if err := json.Unmarshal(name, &c.Name); err != nil {
+			return c, errPeek
+		}
+	}
+	if c.Method == "tools/call" {
+		if c.Name == "" {
+			return c, errPeek
+		}
+		c.Tool = c.Name
 	}
 	return c, nil
 }

@@ -9,6 +9,47 @@ import (
 // SessionHeader is the MCP Streamable HTTP session header.
 const SessionHeader = "Mcp-Session-Id"
 
+// StateKey is the key under which a server of a stateless MCP revision
+// keeps state it hands out as a handle: "<sub>:<handle>", so a handle
+// presented with another subject's token finds nothing (MCP security best
+// practices, state handle hijacking).
+func StateKey(p *Principal, handle string) string { return p.Subject + ":" + handle }
+
+// statelessWriter drops an Mcp-Session-Id the handler sets: a stateless
+// exchange never mints one.
+type statelessWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (sw *statelessWriter) strip() {
+	if !sw.wrote {
+		sw.wrote = true
+		sw.Header().Del(SessionHeader)
+	}
+}
+
+func (sw *statelessWriter) WriteHeader(code int) {
+	sw.strip()
+	sw.ResponseWriter.WriteHeader(code)
+}
+
+func (sw *statelessWriter) Write(p []byte) (int, error) {
+	sw.strip()
+	return sw.ResponseWriter.Write(p)
+}
+
+// Flush supports streaming (SSE) responses.
+func (sw *statelessWriter) Flush() {
+	sw.strip()
+	if f, ok := sw.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (sw *statelessWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
+
 // SessionBinding binds MCP sessions to the principal (subject and client ID)
 // whose request created them: the session ID a handler returns in the
 // Mcp-Session-Id response header is recorded with that principal, and a later
@@ -16,6 +57,11 @@ const SessionHeader = "Mcp-Session-Id"
 // exactly as the MCP Streamable HTTP transport answers an unknown or
 // terminated session. 404 (rather than 403) does not confirm that the session
 // exists, and the legitimate client's reaction (start a new session) is right.
+//
+// Requests of a stateless MCP revision (Stateless: MCP-Protocol-Version
+// 2026-07-28 or later) are not bound: their Mcp-Session-Id is removed
+// before the handler sees it and any the handler sets is dropped. Older
+// revisions, chosen by the same header, keep the binding.
 //
 // Wrap it inside Middleware.Wrap, so the principal is in the context.
 // Sessions not used for IdleTimeout are forgotten; at most MaxSessions are
@@ -58,6 +104,15 @@ func (b *SessionBinding) Wrap(next http.Handler) http.Handler {
 		p, ok := PrincipalFromContext(r.Context())
 		if !ok {
 			http.Error(w, "unauthenticated", http.StatusUnauthorized)
+			return
+		}
+		if Stateless(r) {
+			// MCP 2026-07-28 has no sessions: an Mcp-Session-Id is neither
+			// honoured nor minted, and every request stands on its own
+			// token. State the server hands out is bound to the token's
+			// subject instead (StateKey).
+			r.Header.Del(SessionHeader)
+			next.ServeHTTP(&statelessWriter{ResponseWriter: w}, r)
 			return
 		}
 		me := ownerKey(p)
