@@ -389,3 +389,53 @@ func BenchmarkDPoPTokenProof(b *testing.B) {
 		}
 	}
 }
+
+// Two instances on one PostgreSQL database (one issuer, one secret): a
+// proof used at one is refused at the other (the jti is kept in the shared
+// one-time-id store), and a nonce issued by one is accepted by the other.
+func TestDPoPReplayAndNoncesSharedByInstances(t *testing.T) {
+	store := openPostgres(t, 8)
+	a := newHarness(t, func(c *Config) { c.Store = store; c.DPoP.Nonce = true })
+	b := newHarness(t, func(c *Config) {
+		c.Store = store
+		c.DPoP.Nonce = true
+		c.Issuer = a.issuer // the same issuer behind a load balancer
+	})
+	k := newKey(t)
+	resp, _ := a.postProof(ccForm, "ci-bot", ciSecret, a.proof(k, ""))
+	nonce := resp.Header.Get("DPoP-Nonce")
+	if nonce == "" {
+		t.Fatal("no nonce")
+	}
+	p := a.proof(k, nonce)
+	if resp, body := a.postProof(ccForm, "ci-bot", ciSecret, p); resp.StatusCode != 200 {
+		t.Fatalf("instance a: %d %v", resp.StatusCode, body)
+	}
+	// b serves the same issuer: send the same proof to it.
+	resp, body := b.postProof(ccForm, "ci-bot", ciSecret, p)
+	wantDPoPError(t, resp, body, "invalid_dpop_proof")
+	if d, _ := body["error_description"].(string); !strings.Contains(d, "used before") {
+		t.Fatalf("refused for another reason: %v", body)
+	}
+	// A fresh proof with a's nonce is accepted by b.
+	if resp, body := b.postProof(ccForm, "ci-bot", ciSecret, a.proof(k, nonce)); resp.StatusCode != 200 || body["token_type"] != "DPoP" {
+		t.Fatalf("instance b with a's nonce: %d %v", resp.StatusCode, body)
+	}
+}
+
+// RFC 9449 §5: DPoP applies to every grant, token exchange included.
+func TestDPoPTokenExchangeBindsToken(t *testing.T) {
+	h := exchangeHarness(t, nil)
+	user := h.codeFlow("mcp:tools")
+	k := newKey(t)
+	resp, body := h.postProof(exchangeForm(user.AccessToken, otherURI), "mcp-server", mcpSrvSecret, h.proof(k, ""))
+	if resp.StatusCode != 200 || body["token_type"] != "DPoP" {
+		t.Fatalf("%d %v", resp.StatusCode, body)
+	}
+	_, c := h.claims(body["access_token"].(string))
+	if cnf, _ := c["cnf"].(map[string]any); cnf["jkt"] != k.Thumbprint() {
+		t.Fatalf("cnf %v", c["cnf"])
+	}
+	resp, body = h.postProof(exchangeForm(user.AccessToken, otherURI), "mcp-server", mcpSrvSecret, "garbage")
+	wantDPoPError(t, resp, body, "invalid_dpop_proof")
+}

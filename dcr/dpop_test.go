@@ -1,6 +1,7 @@
 package dcr_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -29,5 +30,22 @@ func TestDPoPBoundAccessTokensRegistered(t *testing.T) {
 	r = e.register(`{"client_name":"Agent","redirect_uris":["http://127.0.0.1/cb"],"token_endpoint_auth_method":"none","dpop_bound_access_tokens":"yes"}`)
 	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "invalid_client_metadata") {
 		t.Fatalf("non-boolean accepted: %d %s", r.status, r.body)
+	}
+}
+
+// A Client ID Metadata Document's dpop_bound_access_tokens reaches the
+// resolved client's metadata, which the authorization server enforces.
+func TestCIMDDPoPBoundAccessTokens(t *testing.T) {
+	d := newDocServer(t)
+	re := newResolver(t, d, nil)
+	doc := claudeDoc()
+	doc["dpop_bound_access_tokens"] = true
+	id := d.serve("/dpop/client.json", doc, "")
+	c, err := re.r.ResolveClient(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(c.Metadata), `"dpop_bound_access_tokens":true`) {
+		t.Fatalf("metadata %s", c.Metadata)
 	}
 }
