@@ -132,9 +132,9 @@ func init() {
 // reachable by any rule for this client is invalid_target (RFC 8693 §2.2.2,
 // RFC 8707 §2). A subject token that is not an active access token issued
 // by this server, or whose audience no applicable rule starts from, is
-// invalid_grant, as issue 4 asks (RFC 8693 §2.2.2 suggests invalid_request;
-// invalid_grant is RFC 6749 §5.2's word for an invalid grant, and the
-// subject token is this grant's). Unsupported token types and actor tokens
+// invalid_grant (RFC 8693 §2.2.2 suggests invalid_request; invalid_grant
+// is RFC 6749 §5.2's word for an invalid grant, and the subject token is
+// this grant's). Unsupported token types and actor tokens
 // are invalid_request. A public client is invalid_client (it cannot
 // authenticate); a client without the grant type is unauthorized_client.
 //

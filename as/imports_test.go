@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestOnlyPackageASImportsFosite proves the layout rule of issue 2: fosite
+// TestOnlyPackageASImportsFosite proves the package layout rule: fosite
 // stays behind as/'s API. No other package of the module, as/loginui
 // included, imports it, in its code or in its tests.
 func TestOnlyPackageASImportsFosite(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 )
 
-// Issue 2: access tokens are ES256 by default, RS256 and EdDSA selectable.
+// Access tokens are ES256 by default, RS256 and EdDSA selectable.
 // Each configured algorithm signs the RFC 9068 token, names it in the JWS
 // header (RFC 7515 §4.1.1) with a kid, and the published JWKS verifies it.
 func TestAccessTokensAreSignedWithTheConfiguredAlgorithm(t *testing.T) {

@@ -288,7 +288,7 @@ func (h *resourcePostHandler) PopulateTokenEndpointResponse(context.Context, fos
 }
 
 // grantExtension is the slot for grants that live in their own file, such as
-// RFC 8693 token exchange (issue 4): that file calls registerGrant from an
+// RFC 8693 token exchange: that file calls registerGrant from an
 // init function with its grant type URI and a constructor of its fosite
 // handler, which then runs between fosite's handlers and the resource check,
 // is advertised in grant_types_supported, and may be listed in a client's

@@ -279,7 +279,7 @@ func TestRegistrantCannotRaiseItsPrivileges(t *testing.T) {
 		{"scope * gets only the policy scopes", "*", policyScopes, nil},
 		{"unknown scopes are dropped", "admin mcp:read offline_access", []string{"mcp:read"}, []string{"mcp:read"}},
 		{"no scope gets the policy scopes", "", policyScopes, nil},
-		{"a subset is kept as asked", "mcp:write", []string{"mcp:write"}, []string{"mcp:write"}},
+		{"a subset is kept as requested", "mcp:write", []string{"mcp:write"}, []string{"mcp:write"}},
 		{"duplicates collapse", "mcp:read mcp:read", []string{"mcp:read"}, []string{"mcp:read"}},
 	}
 	for _, tc := range cases {

@@ -1,5 +1,5 @@
 // Package scaletest holds the scale-out, fault and throughput tests of the
-// authorization server (issue 5): real `authserver` processes built from
+// authorization server (durable storage, scale-out, faults): real `authserver` processes built from
 // cmd/authserver, real PostgreSQL (AUTHSERVER_TEST_POSTGRES, one schema or
 // database per test; a private cluster for the restart test), real SQLite
 // files, real HTTP on 127.0.0.1 and real clients (golang.org/x/oauth2 and

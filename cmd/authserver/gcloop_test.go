@@ -12,7 +12,7 @@ import (
 	"github.com/mcpauth/mcpauth/storage"
 )
 
-// Issue 5: garbage collection is periodic in serve (gc.interval), not only
+// Garbage collection is periodic in serve (gc.interval), not only
 // the `authserver gc` command. The loop serve starts deletes an expired token
 // on its first tick and keeps a live one.
 func TestServeCollectsGarbageEveryInterval(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/mcpauth/mcpauth/as"
 )
 
-// BenchmarkAuthorizeWarmCIMDAgainstPreRegistered measures issue 3's
+// BenchmarkAuthorizeWarmCIMDAgainstPreRegistered measures the
 // requirement that authorization for a CIMD client with a warm document cache
 // costs no more than for a pre-registered (configuration) client. Each
 // operation is one whole GET /authorize over HTTP for a logged-in person whose

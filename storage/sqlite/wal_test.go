@@ -9,8 +9,8 @@ import (
 	"github.com/mcpauth/mcpauth/storage"
 )
 
-// Issue 5 asks for the embedded database in WAL mode. The SQLite file header
-// says so on disk: bytes 18 and 19 (file format write and read versions) are
+// The embedded database runs in WAL mode (durability across crashes, readers
+// beside the writer). The SQLite file header says so on disk: bytes 18 and 19 (file format write and read versions) are
 // 2 for WAL and 1 for the rollback journal (sqlite.org/fileformat.html §1.3).
 func TestDatabaseFileIsInWALMode(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "authserver.db")

@@ -41,7 +41,7 @@ users:
     password_hash: "$2b$10$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0"
 `
 
-func TestParseAcceptsTheIssueExample(t *testing.T) {
+func TestParseAcceptsTheBaseExample(t *testing.T) {
 	c, err := Parse([]byte(base), envOf(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -437,7 +437,7 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// The issue names `storage: sqlite:PATH` as the default; a file that leaves
+// `storage: sqlite:PATH` is the default; a file that leaves
 // the key out gets the same embedded database as running without a file.
 func TestAFileWithoutStorageUsesTheSQLiteDefault(t *testing.T) {
 	c, err := Parse([]byte(strings.Replace(base, "storage: memory\n", "", 1)), envOf(nil))
