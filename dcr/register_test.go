@@ -23,7 +23,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
-// The registration profiles of real MCP clients (shared/docs/CLIENT-QUIRKS.md).
+// The registration profiles of real MCP clients (CLIENT-QUIRKS).
 func TestClientProfilesRegister(t *testing.T) {
 	cases := []struct {
 		name       string

@@ -8,9 +8,9 @@ import (
 	"github.com/mcpauth/mcpauth/as"
 )
 
-// BenchmarkAuthorizeWarmCIMDAgainstPreRegistered measures the
-// requirement that authorization for a CIMD client with a warm document cache
-// costs no more than for a pre-registered (configuration) client. Each
+// BenchmarkAuthorizeWarmCIMDAgainstPreRegistered checks that authorization
+// for a CIMD client with a warm document cache costs no more than for a
+// pre-registered (configuration) client. Each
 // operation is one whole GET /authorize over HTTP for a logged-in person whose
 // consent is remembered: client lookup, redirect URI and PKCE checks, resource
 // and scopes, consent lookup, a code written to storage and the 303. Only the
