@@ -418,6 +418,8 @@ func asClients(cfg *config.Config) []as.Client {
 			Scopes:       scopes,
 			Resources:    resources,
 			Name:         c.Name,
+			JWKS:         jwksBytes(c.JWKS),
+			JWKSURI:      c.JWKSURI,
 
 			DPoPBoundAccessTokens: c.DPoPBoundAccessTokens,
 		})

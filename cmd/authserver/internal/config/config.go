@@ -119,6 +119,11 @@ type Client struct {
 	// DPoPBoundAccessTokens: every token request of the client must carry
 	// a DPoP proof (RFC 9449 §5.2).
 	DPoPBoundAccessTokens bool `yaml:"dpop_bound_access_tokens"`
+	// JWKS (the key set itself, a YAML mapping) or JWKSURI (an https URL)
+	// makes the client authenticate with private_key_jwt (RFC 7523 §2.2)
+	// instead of a secret.
+	JWKS    JWKS   `yaml:"jwks"`
+	JWKSURI string `yaml:"jwks_uri"`
 }
 
 // DPoP configures sender-constrained tokens (RFC 9449). Proofs are always

@@ -91,3 +91,28 @@ func TestParseRejectsBadFederation(t *testing.T) {
 		})
 	}
 }
+
+func TestParseClientKeys(t *testing.T) {
+	jwks := `{"keys": [{"kty": "EC", "crv": "P-256", "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU", "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}`
+	keyed := strings.Replace(base, "    secret: 0123456789abcdef0123\n", "    jwks: "+jwks+"\n", 1)
+	c, err := Parse([]byte(keyed), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(c.Clients[0].JWKS); !strings.Contains(string(b), `"crv":"P-256"`) {
+		t.Errorf("jwks %s", b)
+	}
+	cases := []struct{ name, config, want string }{
+		{"a secret and keys", strings.Replace(base, "    secret: 0123456789abcdef0123\n", "    secret: 0123456789abcdef0123\n    jwks: "+jwks+"\n", 1), "config: clients[0].jwks: a client authenticates with a secret or with keys"},
+		{"jwks and jwks_uri", strings.Replace(keyed, "    jwks: ", "    jwks_uri: https://ci.example/jwks\n    jwks: ", 1), "config: clients[0].jwks: set jwks or jwks_uri, not both"},
+		{"an http jwks_uri", strings.Replace(base, "    secret: 0123456789abcdef0123\n", "    jwks_uri: http://ci.example/jwks\n", 1), "config: clients[0].jwks_uri: must be an https URL"},
+		{"keys on a public client", strings.Replace(base, "    public: true\n", "    public: true\n    jwks: "+jwks+"\n", 1), "config: clients[1].jwks: a public client has no keys"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Parse([]byte(tc.config), envOf(nil)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v; want %q", err, tc.want)
+			}
+		})
+	}
+}

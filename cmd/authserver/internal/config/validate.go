@@ -274,7 +274,20 @@ func (c *Config) validateClient(i int, byURI map[string]*Resource, scopes, ids m
 	if cl.Public && cl.Secret != "" {
 		return errf(p+".secret", "a public client has no secret")
 	}
-	if !cl.Public {
+	keyed := len(cl.JWKS) > 0 || cl.JWKSURI != ""
+	switch {
+	case keyed && cl.Public:
+		return errf(p+".jwks", "a public client has no keys")
+	case keyed && cl.Secret != "":
+		return errf(p+".jwks", "a client authenticates with a secret or with keys (private_key_jwt), not both")
+	case len(cl.JWKS) > 0 && cl.JWKSURI != "":
+		return errf(p+".jwks", "set jwks or jwks_uri, not both")
+	case cl.JWKSURI != "":
+		if u, err := url.Parse(cl.JWKSURI); err != nil || u.Scheme != "https" || u.Host == "" {
+			return errf(p+".jwks_uri", "must be an https URL, got %q", cl.JWKSURI)
+		}
+	}
+	if !cl.Public && !keyed {
 		if cl.Secret == "" {
 			return errf(p+".secret", "required for a confidential client (or set public: true)")
 		}
