@@ -176,7 +176,7 @@ func build(cfg config, logger *slog.Logger) (http.Handler, *mcp.Server, error) {
 		}
 	}
 
-	server := mcp.NewServer(&mcp.Implementation{Name: "mcpauth-example-server", Version: "0.1.0"}, nil)
+	server := newMCPServer()
 	t.register(server)
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
 
@@ -350,4 +350,23 @@ func (c valuesContext) Value(key any) any {
 		return v
 	}
 	return c.Context.Value(key)
+}
+
+// Authorization extensions this server takes tokens from (MCP
+// docs/extensions/auth): announced in its capabilities, as the extensions
+// ask of MCP servers. Nothing else is needed on this side: the tokens are
+// ordinary access tokens for this resource.
+const (
+	ExtensionClientCredentials = "io.modelcontextprotocol/oauth-client-credentials"
+	ExtensionEnterpriseAuth    = "io.modelcontextprotocol/enterprise-managed-authorization"
+)
+
+// newMCPServer is the example MCP server with its capabilities: logging (the
+// SDK's default) and the authorization extensions; tools are added by
+// tools.register.
+func newMCPServer() *mcp.Server {
+	caps := &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}
+	caps.AddExtension(ExtensionClientCredentials, nil)
+	caps.AddExtension(ExtensionEnterpriseAuth, nil)
+	return mcp.NewServer(&mcp.Implementation{Name: "mcpauth-example-server", Version: "0.1.0"}, &mcp.ServerOptions{Capabilities: caps})
 }

@@ -95,3 +95,33 @@ func TestToolsRefuseACallWithoutItsHTTPRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestCapabilitiesAnnounceAuthExtensions checks what a client sees at
+// initialize: the tools, and the two authorization extensions the server's
+// tokens may come from.
+func TestCapabilitiesAnnounceAuthExtensions(t *testing.T) {
+	server := newMCPServer()
+	tl := &tools{scopes: rsmiddleware.Scopes{Base: []string{ScopeTools}}, logger: slog.New(slog.DiscardHandler), started: time.Now(), downstream: "http://127.0.0.1:1/api", downstreamClient: &http.Client{}}
+	tl.register(server)
+	ct, st := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := server.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	caps := cs.InitializeResult().Capabilities
+	for _, ext := range []string{ExtensionClientCredentials, ExtensionEnterpriseAuth} {
+		if _, ok := caps.Extensions[ext]; !ok {
+			t.Errorf("extension %s not announced: %v", ext, caps.Extensions)
+		}
+	}
+	if caps.Tools == nil || caps.Logging == nil {
+		t.Errorf("tools %v logging %v: the inferred capabilities are gone", caps.Tools, caps.Logging)
+	}
+}
