@@ -417,8 +417,21 @@ func (h *jwtBearerHandler) idJAG(ctx context.Context, r *fosite.AccessRequest, s
 	if cl.ID == "" {
 		return badAssertion("The ID-JAG has no jti.")
 	}
-	if len(cl.Cnf) > 0 || len(cl.AuthzDet) > 0 {
-		return badAssertion("The ID-JAG carries cnf or authorization_details, which this server does not support.")
+	if len(cl.AuthzDet) > 0 {
+		return badAssertion("The ID-JAG carries authorization_details, which this server does not support.")
+	}
+	if len(cl.Cnf) > 0 {
+		// §8.6.1: an ID-JAG bound to a key is redeemed only with a DPoP
+		// proof of that key (RFC 9449 §6.1 cnf.jkt); other confirmation
+		// methods are not supported.
+		var cnf map[string]json.RawMessage
+		var jkt string
+		if json.Unmarshal(cl.Cnf, &cnf) != nil || len(cnf) != 1 || json.Unmarshal(cnf["jkt"], &jkt) != nil || jkt == "" {
+			return badAssertion("The ID-JAG's cnf must be a cnf.jkt thumbprint.")
+		}
+		if proof := dpopKeyFrom(ctx); proof == "" || !constantEq(proof, jkt) {
+			return badAssertion("The ID-JAG is bound to a key (cnf.jkt): send a DPoP proof of that key.")
+		}
 	}
 	res, err := h.idJAGResource(c, cl, r.GetRequestForm()["resource"])
 	if err != nil {

@@ -300,7 +300,10 @@ func TestIDJAGChecks(t *testing.T) {
 		{"lives too long", func() string { return w.idpKey.mint(t, typIDJAG, with(w.idJAG(), "exp", now.Add(2*time.Hour).Unix())) }, "xaa-client", xaaSecret, nil, 400, "invalid_grant"},
 		{"no jti", func() string { return w.idpKey.mint(t, typIDJAG, with(w.idJAG(), "jti", nil)) }, "xaa-client", xaaSecret, nil, 400, "invalid_grant"},
 		{"no sub", func() string { return w.idpKey.mint(t, typIDJAG, with(w.idJAG(), "sub", nil)) }, "xaa-client", xaaSecret, nil, 400, "invalid_grant"},
-		{"cnf", func() string { return w.idpKey.mint(t, typIDJAG, with(w.idJAG(), "cnf", map[string]any{"jkt": "x"})) }, "xaa-client", xaaSecret, nil, 400, "invalid_grant"},
+		{"cnf.jkt without a DPoP proof", func() string { return w.idpKey.mint(t, typIDJAG, with(w.idJAG(), "cnf", map[string]any{"jkt": "x"})) }, "xaa-client", xaaSecret, nil, 400, "invalid_grant"},
+		{"cnf other than jkt", func() string {
+			return w.idpKey.mint(t, typIDJAG, with(w.idJAG(), "cnf", map[string]any{"x5t#S256": "x"}))
+		}, "xaa-client", xaaSecret, nil, 400, "invalid_grant"},
 		{"authorization_details", func() string {
 			return w.idpKey.mint(t, typIDJAG, with(w.idJAG(), "authorization_details", []any{map[string]any{"type": "x"}}))
 		}, "xaa-client", xaaSecret, nil, 400, "invalid_grant"},
@@ -601,5 +604,47 @@ func TestFederationConfigRefused(t *testing.T) {
 				t.Errorf("err %v; want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestIDJAGBoundToADPoPKey redeems an ID-JAG carrying cnf.jkt (ID-JAG
+// §8.6.1): only with a DPoP proof of that key, and the access token is
+// bound to it. An act claim is carried into the token.
+func TestIDJAGBoundToADPoPKey(t *testing.T) {
+	w := newFedWorld(t, nil)
+	key, other := newKey(t), newKey(t)
+	act := map[string]any{"sub": "agent-7"}
+	bound := func() string {
+		return w.idpKey.mint(t, typIDJAG, with(w.idJAG(), "cnf", map[string]any{"jkt": key.Thumbprint()}, "act", act))
+	}
+	resp, body := w.postProof(jwtBearer(bound()), "xaa-client", xaaSecret, w.proof(other, ""))
+	wantError(t, resp, body, 400, "invalid_grant")
+	resp, body = w.postProof(jwtBearer(bound()), "xaa-client", xaaSecret)
+	wantError(t, resp, body, 400, "invalid_grant")
+	resp, body = w.postProof(jwtBearer(bound()), "xaa-client", xaaSecret, w.proof(key, ""))
+	if resp.StatusCode != 200 || body["token_type"] != "DPoP" {
+		t.Fatalf("%d %v", resp.StatusCode, body)
+	}
+	_, c := w.claims(body["access_token"].(string))
+	cnf, _ := c["cnf"].(map[string]any)
+	if cnf["jkt"] != key.Thumbprint() {
+		t.Errorf("cnf %v; want the proof's key", c["cnf"])
+	}
+	if a, _ := c["act"].(map[string]any); a["sub"] != "agent-7" {
+		t.Errorf("act %v; want the ID-JAG's", c["act"])
+	}
+}
+
+// TestWorkloadTokenWithDPoP: DPoP applies to the jwt-bearer grant like any
+// other (RFC 9449 §5), without client authentication.
+func TestWorkloadTokenWithDPoP(t *testing.T) {
+	w := newFedWorld(t, nil)
+	key := newKey(t)
+	resp, body := w.postProof(jwtBearer(w.wlKey.mint(t, "", w.workloadJWT("conformance-workload"))), "", "", w.proof(key, ""))
+	if resp.StatusCode != 200 || body["token_type"] != "DPoP" {
+		t.Fatalf("%d %v", resp.StatusCode, body)
+	}
+	if _, c := w.claims(body["access_token"].(string)); c["cnf"].(map[string]any)["jkt"] != key.Thumbprint() {
+		t.Errorf("cnf %v", c["cnf"])
 	}
 }
