@@ -19,6 +19,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/mcpauth/mcpauth/internal/safehttp"
+	"github.com/mcpauth/mcpauth/storage"
 )
 
 const idpIssuer = "https://idp.example"
@@ -646,5 +647,73 @@ func TestWorkloadTokenWithDPoP(t *testing.T) {
 	}
 	if _, c := w.claims(body["access_token"].(string)); c["cnf"].(map[string]any)["jkt"] != key.Thumbprint() {
 		t.Errorf("cnf %v", c["cnf"])
+	}
+}
+
+// TestJWTBearerReplayAcrossInstances: two servers sharing one database
+// (SQLite, PostgreSQL) share the one-time-id store, so an ID-JAG or a
+// workload token redeemed on one is a replay on the other, also when both
+// race for it.
+func TestJWTBearerReplayAcrossInstances(t *testing.T) {
+	for name, open := range map[string]func(*testing.T) storage.Store{
+		"sqlite":   func(t *testing.T) storage.Store { return openSQLite(t) },
+		"postgres": func(t *testing.T) storage.Store { return openPostgres(t, 8) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			store := open(t)
+			a := newFedWorld(t, func(c *Config) { c.Store = store })
+			wlJWKS, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{a.wlKey.public()}})
+			b := newFedWorld(t, func(c *Config) {
+				c.Store = store
+				// a's workload issuer, with its keys given statically.
+				c.WorkloadIssuers[0].Issuer, c.WorkloadIssuers[0].JWKS = a.ks.srv.URL, wlJWKS
+			})
+			// b trusts a's keys too: the same IdP and workload issuer.
+			b.idpKey, b.wlKey = a.idpKey, a.wlKey
+			b.ks.publish("/idp-jwks", a.idpKey.public())
+			cl := a.idJAG()
+			cl["aud"] = []string{a.issuer}
+			// Each server's issuer differs: mint one ID-JAG per audience with
+			// the same jti, as a replay at the other instance would carry it.
+			jti := cl["jti"]
+			first := a.idpKey.mint(t, typIDJAG, cl)
+			if resp, body := a.post("/token", jwtBearer(first), "xaa-client", xaaSecret); resp.StatusCode != 200 {
+				t.Fatalf("first redemption: %d %v", resp.StatusCode, body)
+			}
+			again := a.idpKey.mint(t, typIDJAG, with(b.idJAG(), "jti", jti))
+			resp, body := b.post("/token", jwtBearer(again), "xaa-client", xaaSecret)
+			wantError(t, resp, body, 400, "invalid_grant")
+			if d, _ := body["error_description"].(string); !strings.Contains(d, "jti replay") {
+				t.Errorf("refused for %q; want the replay", d)
+			}
+			// b redeems a's workload tokens (so the race below is a real one).
+			if resp, body := b.post("/token", jwtBearer(a.wlKey.mint(t, "", with(a.workloadJWT("conformance-workload"), "aud", b.issuer))), "", ""); resp.StatusCode != 200 {
+				t.Fatalf("b redeeming a workload token of a's issuer: %d %v", resp.StatusCode, body)
+			}
+
+			// A workload token raced at both instances is redeemed once.
+			wl := a.wlKey.mint(t, "", with(a.workloadJWT("conformance-workload"), "aud", []string{a.issuer, b.issuer}))
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			statuses := map[int]int{}
+			for i := range 6 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					h := a.harness
+					if i%2 == 1 {
+						h = b.harness
+					}
+					resp, _ := h.post("/token", jwtBearer(wl, "client_id", "x"), "", "")
+					mu.Lock()
+					statuses[resp.StatusCode]++
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			if statuses[200] != 1 || statuses[400] != 5 {
+				t.Errorf("statuses %v; want one 200", statuses)
+			}
+		})
 	}
 }
