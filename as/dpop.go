@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"net/http"
 	"slices"
@@ -13,7 +12,6 @@ import (
 	"github.com/ory/fosite"
 
 	"github.com/mcpauth/mcpauth/dpop"
-	"github.com/mcpauth/mcpauth/internal/seal"
 	"github.com/mcpauth/mcpauth/storage"
 )
 
@@ -23,8 +21,9 @@ import (
 type DPoPConfig struct {
 	// Nonce makes the token endpoint require a server nonce in every proof
 	// (RFC 9449 §8): a proof without the current one gets 400
-	// use_dpop_nonce and a DPoP-Nonce header. Nonces are sealed timestamps,
-	// so every instance sharing Config.Secret accepts those of the others.
+	// use_dpop_nonce and a DPoP-Nonce header. Nonces are sealed timestamps
+	// (dpop.Nonces, keyed from Config.Secret), so every instance sharing the
+	// secret accepts those of the others.
 	Nonce bool
 	// RequiredFor lists resource URIs whose tokens are only issued
 	// DPoP-bound: a token request for one of them without a proof is
@@ -33,11 +32,8 @@ type DPoPConfig struct {
 	RequiredFor []string
 }
 
-const (
-	sealPurposeDPoPNonce = "dpop nonce"
-	// dpopNonceTTL is how long a nonce is accepted after it was issued.
-	dpopNonceTTL = 5 * time.Minute
-)
+// dpopNonceTTL is how long a nonce is accepted after it was issued.
+const dpopNonceTTL = 5 * time.Minute
 
 // errInvalidDPoPProof is RFC 9449 §5: the proof at the token endpoint is
 // missing where required, or fails a check of §4.3.
@@ -74,7 +70,7 @@ func (j dpopJTIs) UseJTI(ctx context.Context, id string, exp time.Time) error {
 // dpopState holds what the token endpoint needs to check proofs.
 type dpopState struct {
 	checker  dpop.Checker
-	nonces   *seal.Sealer // nil: no nonces required
+	nonces   *dpop.Nonces // nil: no nonces required
 	required []string     // canonical resource URIs
 	tokenURL string
 }
@@ -85,7 +81,7 @@ func (s *Server) initDPoP() error {
 		tokenURL: s.endpoint("/token"),
 	}
 	if s.cfg.DPoP.Nonce {
-		n, err := seal.New(s.cfg.Secret, sealPurposeDPoPNonce)
+		n, err := dpop.NewNonces(s.cfg.Secret, dpopNonceTTL)
 		if err != nil {
 			return err
 		}
@@ -100,30 +96,6 @@ func (s *Server) initDPoP() error {
 	}
 	s.dpop = st
 	return nil
-}
-
-// newNonce is a fresh nonce: the sealed issue time, base64url (RFC 9449 §8:
-// unpredictable, 1*NQCHAR).
-func (d *dpopState) newNonce(now time.Time) string {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(now.Unix()))
-	return base64.RawURLEncoding.EncodeToString(d.nonces.Seal(b[:], []byte("dpop-nonce")))
-}
-
-// validNonce accepts a nonce this server (or another instance with the
-// same secret) issued within dpopNonceTTL.
-func (d *dpopState) validNonce(n string, now time.Time) bool {
-	raw, err := base64.RawURLEncoding.DecodeString(n)
-	if err != nil {
-		return false
-	}
-	b, err := d.nonces.Open(raw, []byte("dpop-nonce"))
-	if err != nil || len(b) != 8 {
-		return false
-	}
-	issued := time.Unix(int64(binary.BigEndian.Uint64(b)), 0)
-	age := now.Sub(issued)
-	return age >= -time.Minute && age <= dpopNonceTTL
 }
 
 // checkTokenProof checks the DPoP proof of a token request (RFC 9449 §5)
@@ -141,7 +113,7 @@ func (s *Server) checkTokenProof(ctx context.Context, r *http.Request) (context.
 	req := dpop.Request{Method: http.MethodPost, URI: s.dpop.tokenURL}
 	if s.dpop.nonces != nil {
 		now := s.now()
-		req.CheckNonce = func(n string) bool { return s.dpop.validNonce(n, now) }
+		req.CheckNonce = func(n string) bool { return s.dpop.nonces.Valid(n, now) }
 	}
 	p, err := s.dpop.checker.Check(ctx, proof, req)
 	switch {
@@ -170,7 +142,7 @@ func (s *Server) setNonceHeader(w http.ResponseWriter) {
 	if s.dpop.nonces == nil {
 		return
 	}
-	w.Header().Set(dpop.NonceHeader, s.dpop.newNonce(s.now()))
+	w.Header().Set(dpop.NonceHeader, s.dpop.nonces.Issue(s.now()))
 }
 
 // dpopHandler runs after every grant's handler has loaded or built the

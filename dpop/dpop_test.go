@@ -341,3 +341,28 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestNonces(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	n, err := NewNonces(secret, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	a, b := n.Issue(now), n.Issue(now)
+	if a == b || !n.Valid(a, now) || !n.Valid(b, now.Add(59*time.Second)) {
+		t.Fatal("fresh nonces refused or repeated")
+	}
+	if n.Valid(a, now.Add(2*time.Minute)) {
+		t.Fatal("expired nonce accepted")
+	}
+	other, _ := NewNonces([]byte("another-secret-0123456789abcdefXX"), time.Minute)
+	for _, bad := range []string{other.Issue(now), "", "abc", a[:len(a)-2] + "AA", "!!"} {
+		if n.Valid(bad, now) {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+	if _, err := NewNonces([]byte("short"), 0); err == nil {
+		t.Fatal("short secret accepted")
+	}
+}

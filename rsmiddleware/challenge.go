@@ -107,7 +107,11 @@ func writeChallenges(w http.ResponseWriter, r *http.Request, cs ...Challenge) {
 	for _, ch := range cs {
 		h.Add("WWW-Authenticate", ch.String())
 	}
-	h.Set("Access-Control-Expose-Headers", "WWW-Authenticate")
+	if h.Get("DPoP-Nonce") != "" {
+		h.Set("Access-Control-Expose-Headers", "WWW-Authenticate, DPoP-Nonce")
+	} else {
+		h.Set("Access-Control-Expose-Headers", "WWW-Authenticate")
+	}
 	if r != nil && r.Header.Get("Origin") != "" && h.Get("Access-Control-Allow-Origin") == "" {
 		h.Set("Access-Control-Allow-Origin", "*")
 	}

@@ -46,6 +46,11 @@ type DPoPConfig struct {
 	// one instance dpop.NewMemoryJTIs. Without it replay is bounded by
 	// Window, as the MCP profile allows for stateless servers.
 	JTIs dpop.JTIStore
+	// Nonces, when set, makes every proof carry a server nonce (RFC 9449
+	// §9): a proof without a current one gets 401 with
+	// error="use_dpop_nonce" and a DPoP-Nonce header. dpop.NewNonces makes
+	// stateless ones that every instance with the same secret accepts.
+	Nonces *dpop.Nonces
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -55,6 +60,8 @@ type DPoPConfig struct {
 // token's cnf.jkt. Middleware uses it; adapters that verify tokens
 // elsewhere (mcpsdk) call Check themselves.
 type DPoP struct {
+	nonces   *dpop.Nonces
+	now      func() time.Time
 	checker  dpop.Checker
 	url      string
 	required bool
@@ -71,12 +78,26 @@ func NewDPoP(cfg DPoPConfig) (*DPoP, error) {
 	if len(algs) == 0 {
 		algs = slices.Clone(dpop.DefaultAlgs)
 	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
 	return &DPoP{
+		nonces:   cfg.Nonces,
+		now:      now,
 		checker:  dpop.Checker{Algs: algs, Window: cfg.Window, JTIs: cfg.JTIs, Now: cfg.Now},
 		url:      u,
 		required: cfg.Required,
 		algs:     algs,
 	}, nil
+}
+
+// Nonce is a fresh nonce to send in DPoP-Nonce, or "" without Nonces.
+func (d *DPoP) Nonce() string {
+	if d == nil || d.nonces == nil {
+		return ""
+	}
+	return d.nonces.Issue(d.now())
 }
 
 // Algs are the accepted proof algorithms, for challenges and PRM.
@@ -134,8 +155,15 @@ func (d *DPoP) Check(ctx context.Context, r *http.Request, scheme, token string,
 	if !bound {
 		return dpopError(SchemeDPoP, ErrCodeInvalidToken, "the access token is not DPoP-bound")
 	}
-	pr, err := d.checker.Check(ctx, proof, dpop.Request{Method: r.Method, URI: d.url, AccessToken: token})
+	req := dpop.Request{Method: r.Method, URI: d.url, AccessToken: token}
+	if d.nonces != nil {
+		now := d.now()
+		req.CheckNonce = func(n string) bool { return d.nonces.Valid(n, now) }
+	}
+	pr, err := d.checker.Check(ctx, proof, req)
 	switch {
+	case errors.Is(err, dpop.ErrUseNonce):
+		return dpopError(SchemeDPoP, ErrCodeUseDPoPNonce, "the DPoP proof must carry the nonce in the DPoP-Nonce header")
 	case errors.Is(err, dpop.ErrReplay):
 		return dpopError(SchemeDPoP, ErrCodeInvalidDPoPProof, "the DPoP proof was used before")
 	case errors.Is(err, dpop.ErrInvalidProof):

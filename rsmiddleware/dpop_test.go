@@ -249,3 +249,31 @@ func TestParseAuthorizationScheme(t *testing.T) {
 		t.Errorf("Basic: %v", err)
 	}
 }
+
+func TestDPoPMiddlewareNonces(t *testing.T) {
+	nonces, err := dpop.NewNonces([]byte("0123456789abcdef0123456789abcdef"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newRS(t, func(c *MiddlewareConfig) { c.DPoP = newDPoP(t, func(c *DPoPConfig) { c.Nonces = nonces }) })
+	k := signer(t)
+	tok := f.ks.boundToken(k)
+	resp := call(t, f, "POST", "DPoP "+tok, mustProof(t, k, "POST", publicURL, tok))
+	chs := resp.Header.Values("WWW-Authenticate")
+	nonce := resp.Header.Values("DPoP-Nonce")
+	if resp.StatusCode != 401 || len(chs) == 0 || !strings.HasPrefix(chs[0], "DPoP ") || !strings.Contains(chs[0], `error="use_dpop_nonce"`) ||
+		len(nonce) != 1 || nonce[0] == "" || !strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "DPoP-Nonce") {
+		t.Fatalf("status %d challenges %q nonce %q expose %q", resp.StatusCode, chs, nonce, resp.Header.Get("Access-Control-Expose-Headers"))
+	}
+	withNonce, err := k.Proof("POST", publicURL, tok, nonce[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := call(t, f, "POST", "DPoP "+tok, withNonce); resp.StatusCode != 200 {
+		t.Fatalf("with the nonce: %d %q", resp.StatusCode, resp.Header.Values("WWW-Authenticate"))
+	}
+	forged, _ := k.Proof("POST", publicURL, tok, "forged")
+	if resp := call(t, f, "POST", "DPoP "+tok, forged); resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "use_dpop_nonce") {
+		t.Fatalf("forged nonce: %d %q", resp.StatusCode, resp.Header.Values("WWW-Authenticate"))
+	}
+}

@@ -137,6 +137,9 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			var de *DPoPError
 			if errors.As(err, &de) {
 				m.log.Debug("rsmiddleware: DPoP refused", "err", err)
+				if de.Code == ErrCodeUseDPoPNonce {
+					w.Header().Set("DPoP-Nonce", m.dpop.Nonce())
+				}
 				m.forScheme(de.Scheme).challenge(w, r, m.scopes.Base, de.Code, de.Description)
 				return
 			}
