@@ -374,10 +374,26 @@ func (h *jwtBearerHandler) HandleTokenEndpointRequest(ctx context.Context, r fos
 	if !ok || !aok {
 		return fosite.ErrServerError.WithDebug("unexpected session or request type")
 	}
+	kind, redeem := "workload", h.workload
 	if isIDJAG(assertion) {
-		return h.idJAG(ctx, ar, sess, assertion, peek.Issuer)
+		kind, redeem = "id-jag", h.idJAG
 	}
-	return h.workload(ctx, ar, sess, assertion, peek.Issuer)
+	if err := redeem(ctx, ar, sess, assertion, peek.Issuer); err != nil {
+		// Every refusal is audited ([EXT-WIF] identity translation), by
+		// its error and the claimed issuer; never the assertion itself.
+		var rfc *fosite.RFC6749Error
+		code := "server_error"
+		if errors.As(err, &rfc) {
+			code = rfc.ErrorField
+		}
+		iss := peek.Issuer
+		if len(iss) > 256 {
+			iss = iss[:256]
+		}
+		h.s.log.audit(ctx, "assertion.refused", "kind", kind, "iss", iss, "error", code, "assertion_digest", digest(assertion))
+		return err
+	}
+	return nil
 }
 
 // idJAG redeems an ID-JAG (draft-ietf-oauth-identity-assertion-authz-grant

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -715,5 +716,24 @@ func TestJWTBearerReplayAcrossInstances(t *testing.T) {
 				t.Errorf("statuses %v; want one 200", statuses)
 			}
 		})
+	}
+}
+
+// TestJWTBearerRefusalsAudited: a refused assertion leaves an audit event
+// with its kind, issuer and error, and never the assertion.
+func TestJWTBearerRefusalsAudited(t *testing.T) {
+	logs := &logCapture{}
+	w := newFedWorld(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(logs, nil)) })
+	a := w.wlKey.mint(t, "", w.workloadJWT("someone-else"))
+	resp, body := w.post("/token", jwtBearer(a), "", "")
+	wantError(t, resp, body, 400, "unauthorized_client")
+	var found bool
+	for _, e := range logs.events(t) {
+		if e["event"] == "assertion.refused" {
+			found = e["kind"] == "workload" && e["iss"] == w.ks.srv.URL && e["error"] == "unauthorized_client"
+		}
+	}
+	if !found || strings.Contains(logs.String(), a) || strings.Contains(logs.String(), strings.Split(a, ".")[2]) {
+		t.Errorf("audit events %v", logs.events(t))
 	}
 }

@@ -519,7 +519,7 @@ func (l logger) error(ctx context.Context, msg string, args ...any) {
 // audit writes one audit event (SECURITY.md, "Audit events"): message
 // "audit", attribute "event" naming what happened (token.issued,
 // token.exchanged, token.revoked, code.replayed, refresh.reused,
-// client.auth_failed), then client_id, sub and the granted scope/aud. Raw
+// client.auth_failed, assertion.refused), then client_id, sub and the granted scope/aud. Raw
 // tokens, codes, secrets and assertions never appear: a token argument is
 // logged as its digest (see digest).
 func (l logger) audit(ctx context.Context, event string, args ...any) {
