@@ -439,3 +439,18 @@ func TestDPoPTokenExchangeBindsToken(t *testing.T) {
 	resp, body = h.postProof(exchangeForm(user.AccessToken, otherURI), "mcp-server", mcpSrvSecret, "garbage")
 	wantDPoPError(t, resp, body, "invalid_dpop_proof")
 }
+
+// The jwt-bearer grant (workload identity) binds its token like every other.
+func TestDPoPJWTBearerBindsToken(t *testing.T) {
+	w := newFedWorld(t, nil)
+	k := newKey(t)
+	a := w.wlKey.mint(t, "", w.workloadJWT("conformance-workload"))
+	resp, body := w.postProof(jwtBearer(a, "resource", mcpURI), "", "", w.proof(k, ""))
+	if resp.StatusCode != 200 || body["token_type"] != "DPoP" {
+		t.Fatalf("%d %v", resp.StatusCode, body)
+	}
+	_, c := w.claims(body["access_token"].(string))
+	if cnf, _ := c["cnf"].(map[string]any); cnf["jkt"] != k.Thumbprint() {
+		t.Fatalf("cnf %v", c["cnf"])
+	}
+}
