@@ -67,7 +67,7 @@ var specs = map[string]*spec{
 			fs.Var(&c.redirectURIs, "redirect-uri", "redirect URI (required; repeat for several)")
 			fs.BoolVar(&c.public, "public", false, "public client: no secret, PKCE only")
 		}},
-	"clients delete": {name: "clients delete", args: "ID", nargs: 1, format: true, help: "Delete a stored client. Clients of the configuration file are changed there."},
+	"clients delete": {name: "clients delete", args: "ID", nargs: 1, format: true, help: "Delete a stored client. A client of the configuration file is refused: remove it from the file and reload with SIGHUP."},
 
 	"grants list": {name: "grants list", format: true, help: "List live grants (authorizations with unexpired tokens), of one user and/or one client when given; orphaned ones (user or client gone) are marked.",
 		flags: func(fs *flag.FlagSet, c *command) {
@@ -100,9 +100,15 @@ func usageOf(name string, s *spec) string {
 	var b strings.Builder
 	if s == nil {
 		fmt.Fprintf(&b, "usage: authserver [--config FILE] %s <subcommand> [flags]\n\nsubcommands:\n", name)
+		// Every description starts in one column, past the longest
+		// "verb ARGS" ("delete ID", "retire KID").
+		width := 0
+		for _, v := range verbs[name] {
+			width = max(width, len(verbUsage(v, specs[name+" "+v])))
+		}
 		for _, v := range verbs[name] {
 			sp := specs[name+" "+v]
-			fmt.Fprintf(&b, "  %-8s %s\n", v+strings.TrimSuffix(" "+sp.args, " "), sp.help)
+			fmt.Fprintf(&b, "  %-*s  %s\n", width, verbUsage(v, sp), sp.help)
 		}
 		fmt.Fprintf(&b, "\n`authserver %s <subcommand> --help` describes one.\n", name)
 		return b.String()
@@ -116,6 +122,14 @@ func usageOf(name string, s *spec) string {
 	fs.SetOutput(&b)
 	fs.PrintDefaults()
 	return b.String()
+}
+
+// verbUsage is a subcommand with its positional arguments: "show ID".
+func verbUsage(verb string, s *spec) string {
+	if s.args == "" {
+		return verb
+	}
+	return verb + " " + s.args
 }
 
 func newFlagSet(s *spec, c *command) (*flag.FlagSet, *command) {

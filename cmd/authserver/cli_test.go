@@ -211,3 +211,32 @@ func TestSampleConfigsAreValid(t *testing.T) {
 		})
 	}
 }
+
+// The subcommand list of `authserver keys --help` etc. starts every
+// description in one column, also after a verb with arguments ("delete ID").
+func TestSubcommandUsageAligned(t *testing.T) {
+	for name, vs := range verbs {
+		code, out, _ := runCLI(t, "", nil, name, "--help")
+		if code != 0 {
+			t.Fatalf("%s --help: exit %d", name, code)
+		}
+		col := -1
+		for _, v := range vs {
+			help := specs[name+" "+v].help
+			var line string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, "  "+v+" ") {
+					line = l
+				}
+			}
+			i := strings.Index(line, help)
+			if i < 0 {
+				t.Fatalf("%s --help: no line for %q in\n%s", name, v, out)
+			}
+			if col >= 0 && i != col {
+				t.Errorf("%s --help: %q's description starts at column %d, the others at %d:\n%s", name, v, i, col, out)
+			}
+			col = i
+		}
+	}
+}
