@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/mcpauth/mcpauth/dpop"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/rsmiddleware"
 )
@@ -41,6 +42,21 @@ type Config struct {
 	// Introspection switches token checks to RFC 7662 with these credentials.
 	Introspection *ClientConfig `yaml:"introspection"`
 	Limits        Limits        `yaml:"limits"`
+	// DPoP, when set, accepts DPoP-bound tokens (RFC 9449 §7) with proofs
+	// for resource, the gateway's public URL.
+	DPoP *DPoPConfig `yaml:"dpop"`
+}
+
+// DPoPConfig configures DPoP at the gateway (rsmiddleware.DPoPConfig).
+// Each proof is usable once at this instance; behind several instances
+// a replayed proof is bounded by the proof window (RFC 9449 §11.1).
+type DPoPConfig struct {
+	// Required refuses tokens that are not DPoP-bound; PRM then says
+	// dpop_bound_access_tokens_required.
+	Required bool `yaml:"required"`
+	// Algs are the accepted proof algorithms, a subset of dpop.DefaultAlgs
+	// (all of them when empty).
+	Algs []string `yaml:"algs"`
 }
 
 // ScopesConfig maps requests to the scopes they need (rsmiddleware.Scopes).
@@ -306,6 +322,13 @@ func (c *Config) check() error {
 	}
 	if i := c.Introspection; i != nil && (i.ClientID == "" || i.ClientSecret == "") {
 		return errors.New("introspection: client_id and client_secret are required")
+	}
+	if d := c.DPoP; d != nil {
+		for _, a := range d.Algs {
+			if !slices.Contains(dpop.DefaultAlgs, a) {
+				return fmt.Errorf("dpop.algs: %q is not one of %s", a, strings.Join(dpop.DefaultAlgs, ", "))
+			}
+		}
 	}
 	l := &c.Limits
 	if l.MaxRequestBytes < 0 || l.MaxResponseBytes < 0 || l.MaxHeaderBytes < 0 || l.ReadHeaderTimeout < 0 ||

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/mcpauth/mcpauth/dpop"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/rsmiddleware"
 )
@@ -95,10 +96,20 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 		Scopes: scopes, Audit: audit, TenantClaim: cfg.TenantClaim,
 		MaxBodyBytes: cfg.Limits.MaxRequestBytes, MaxResponseBytes: cfg.Limits.MaxResponseBytes, Logger: o.Logger,
 	})
+	var dp *rsmiddleware.DPoP
+	if d := cfg.DPoP; d != nil {
+		// The resource URI is the gateway's public URL: the htu of proofs.
+		dp, err = rsmiddleware.NewDPoP(rsmiddleware.DPoPConfig{
+			PublicURL: cfg.Resource, Required: d.Required, Algs: d.Algs, JTIs: dpop.NewMemoryJTIs(0),
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	mw, err := rsmiddleware.NewMiddleware(rsmiddleware.MiddlewareConfig{
 		Verifier: verifier, ResourceMetadataURL: prmURL, Scopes: scopes,
 		MaxBodyBytes: cfg.Limits.MaxRequestBytes, Logger: o.Logger,
-		OnInsufficientScope: filter.AuditDenied,
+		OnInsufficientScope: filter.AuditDenied, DPoP: dp,
 	})
 	if err != nil {
 		return nil, err
@@ -114,6 +125,9 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	doc, err := rsmiddleware.NewProtectedResourceMetadata(cfg.Resource, []string{cfg.Issuer}, cfg.allScopes())
 	if err != nil {
 		return nil, err
+	}
+	if dp != nil {
+		dp.AddToPRM(&doc)
 	}
 	mux := http.NewServeMux()
 	if err := rsmiddleware.MountPRM(mux, doc, true); err != nil {
@@ -194,6 +208,9 @@ func newProxy(cfg *Config, o Options) (http.Handler, error) {
 			// The Middleware has removed the caller's token; this makes sure
 			// of it (MCP: a server must not pass the token through).
 			pr.Out.Header.Del("Authorization")
+			// A DPoP proof is for the gateway's URL (RFC 9449 §4.3), never
+			// the upstream's.
+			pr.Out.Header.Del("DPoP")
 			pr.SetXForwarded()
 		},
 		Transport:     transport,

@@ -49,6 +49,14 @@ type upstream struct {
 	mu  sync.Mutex
 	// authorization headers seen, one per request ("" when absent)
 	auth []string
+	// DPoP headers seen, one per request ("" when absent)
+	dpop []string
+}
+
+func (u *upstream) seenDPoP() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.dpop...)
 }
 
 func (u *upstream) seen() []string {
@@ -77,6 +85,7 @@ func newUpstream(t testing.TB, jsonResponse bool) *upstream {
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.auth = append(u.auth, r.Header.Get("Authorization"))
+		u.dpop = append(u.dpop, r.Header.Get("DPoP"))
 		u.mu.Unlock()
 		h.ServeHTTP(w, r)
 	}))
