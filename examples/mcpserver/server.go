@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +39,10 @@ type config struct {
 	issuerInternal, downstreamInternal string
 	// dpop accepts DPoP-bound tokens; dpopRequired accepts only those.
 	dpop, dpopRequired bool
+	// dpopNonce requires server nonces in proofs (implies dpop), sealed
+	// with dpopNonceSecret, or a random secret when it is "".
+	dpopNonce       bool
+	dpopNonceSecret string
 	// statusMaxAge bounds the staleness of the token status list (0: the default).
 	statusMaxAge time.Duration
 	// httpClient reaches the AS (tests); nil means rsmiddleware's default.
@@ -121,9 +126,22 @@ func build(cfg config, logger *slog.Logger) (http.Handler, *mcp.Server, error) {
 		Tools: map[string][]string{"admin_stats": {ScopeAdmin}},
 	}
 	var dp *rsmiddleware.DPoP
-	if cfg.dpop || cfg.dpopRequired {
+	if cfg.dpop || cfg.dpopRequired || cfg.dpopNonce {
 		// The resource URI is the endpoint's public URL: the htu of proofs.
-		dp, err = rsmiddleware.NewDPoP(rsmiddleware.DPoPConfig{PublicURL: resource, Required: cfg.dpopRequired, JTIs: dpop.NewMemoryJTIs(0)})
+		dcfg := rsmiddleware.DPoPConfig{PublicURL: resource, Required: cfg.dpopRequired, JTIs: dpop.NewMemoryJTIs(0)}
+		if cfg.dpopNonce {
+			secret := []byte(cfg.dpopNonceSecret)
+			if len(secret) == 0 {
+				secret = make([]byte, 32)
+				if _, err := rand.Read(secret); err != nil {
+					return nil, nil, err
+				}
+			}
+			if dcfg.Nonces, err = dpop.NewNonces(secret, 0); err != nil {
+				return nil, nil, fmt.Errorf("MCPSERVER_DPOP_NONCE_SECRET: %v", err)
+			}
+		}
+		dp, err = rsmiddleware.NewDPoP(dcfg)
 		if err != nil {
 			return nil, nil, err
 		}
