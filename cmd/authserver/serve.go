@@ -334,12 +334,15 @@ func (s *server) users(cfg *config.Config, e env) ([]loginui.User, error) {
 }
 
 // asResources maps resources: to as.Resource, plus, when the admin API is
-// on, the admin resource with its single scope.
+// on, the admin resource with its single scope. A single configured resource
+// is the default (RFC 8707 §2: the server's default when no resource is
+// sent) whether marked or not; the admin resource added here does not change
+// that.
 func asResources(cfg *config.Config) []as.Resource {
 	out := make([]as.Resource, 0, len(cfg.Resources)+1)
 	for _, r := range cfg.Resources {
-		out = append(out, as.Resource{URI: r.URI, Name: r.Name, Scopes: r.Scopes, DefaultScopes: r.DefaultScopes, Default: r.Default,
-			IntrospectionClients: r.IntrospectionClients})
+		out = append(out, as.Resource{URI: r.URI, Name: r.Name, Scopes: r.Scopes, DefaultScopes: r.DefaultScopes,
+			Default: r.Default || len(cfg.Resources) == 1, IntrospectionClients: r.IntrospectionClients})
 	}
 	if cfg.AdminEnabled() {
 		out = append(out, as.Resource{URI: cfg.AdminResource(), Name: "mcpauth admin API", Scopes: []string{config.AdminScope}})
