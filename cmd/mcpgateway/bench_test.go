@@ -49,7 +49,7 @@ func BenchmarkGateway(b *testing.B) {
 		}
 	}
 	pair := func(b *testing.B) (direct, gateway *mcp.ClientSession) {
-		return connect(b, s.up.srv.URL+"/mcp", http.DefaultTransport), connect(b, s.resource, bearer{token, http.DefaultTransport})
+		return connect(b, s.up.srv.URL+"/mcp", clientTransport), connect(b, s.resource, bearer{token, clientTransport})
 	}
 	report := func(b *testing.B, direct, gateway *atomic.Int64) {
 		d := float64(direct.Load()) / float64(b.N) / 1e3
@@ -121,8 +121,8 @@ func BenchmarkGatewayThroughput(b *testing.B) {
 		}
 		return tg
 	}
-	direct := newTarget(s.up.srv.URL+"/mcp", http.DefaultTransport)
-	gateway := newTarget(s.resource, bearer{token, http.DefaultTransport})
+	direct := newTarget(s.up.srv.URL+"/mcp", clientTransport)
+	gateway := newTarget(s.resource, bearer{token, clientTransport})
 	round := func(tg *target) {
 		start, cpu := time.Now(), cpuTime()
 		var wg sync.WaitGroup
@@ -163,6 +163,16 @@ func BenchmarkGatewayThroughput(b *testing.B) {
 	b.ReportMetric(perCall(direct)/perCall(gateway), "cpu-ratio")
 	b.ReportMetric(0, "ns/op")
 }
+
+// clientTransport is the benchmark clients' transport, the same for the
+// direct and the gateway path: http.DefaultTransport keeps only 2 idle
+// connections per host, so 16 concurrent clients would open a new
+// connection for most calls and measure TCP setup rather than the call.
+var clientTransport = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 256, 64
+	return t
+}()
 
 // cpuTime is the user and system CPU time of this process.
 func cpuTime() time.Duration {
