@@ -314,21 +314,32 @@ func (f *MCPFilter) trims(p *Principal) bool {
 
 // claimOf reads a claim of a JWT the Verifier has already verified.
 func claimOf(token, claim string) string {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
+	_, rest, ok := strings.Cut(token, ".")
+	seg, sig, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 || strings.Contains(sig, ".") {
 		return ""
 	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	payload, err := base64.RawURLEncoding.DecodeString(seg)
 	if err != nil {
 		return ""
 	}
-	var c map[string]json.RawMessage
-	if json.Unmarshal(payload, &c) != nil {
+	// The Verifier has parsed this payload: it is one valid JSON object. A
+	// scan of its members finds the claim without decoding the others; of
+	// repeated members the last counts, as in a map decode.
+	if !json.Valid(payload) {
 		return ""
 	}
-	raw, ok := c[claim]
-	if !ok {
+	var raw []byte
+	if objectFields(payload, func(key string, val []byte) error {
+		if key == claim {
+			raw = val
+		}
+		return nil
+	}) != nil || raw == nil {
 		return ""
+	}
+	if s, err := jsonString(raw); err == nil && len(raw) > 0 && raw[0] == '"' {
+		return s
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
