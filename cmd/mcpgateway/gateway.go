@@ -214,6 +214,7 @@ func newProxy(cfg *Config, o Options) (http.Handler, error) {
 			pr.SetXForwarded()
 		},
 		Transport:     transport,
+		BufferPool:    copyBuffers{},
 		FlushInterval: -1, // every write of the upstream goes out at once
 		ModifyResponse: func(resp *http.Response) error {
 			if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
@@ -246,7 +247,7 @@ func newProxy(cfg *Config, o Options) (http.Handler, error) {
 		// Keep the (already bounded and buffered) body, so an error answer
 		// can carry the request's id.
 		if r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
-			b, err := io.ReadAll(r.Body)
+			b, err := readAll(r)
 			if err != nil {
 				http.Error(w, "cannot read request body", http.StatusBadRequest)
 				return
@@ -258,6 +259,32 @@ func newProxy(cfg *Config, o Options) (http.Handler, error) {
 		rp.ServeHTTP(w, r)
 	}), nil
 }
+
+// readAll reads the request body in one buffer of its declared length.
+func readAll(r *http.Request) ([]byte, error) {
+	if n := r.ContentLength; n > 0 {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return nil, err
+		}
+		// A body longer than declared is an error, as the server's own
+		// reader would report it.
+		if m, _ := r.Body.Read(make([]byte, 1)); m > 0 {
+			return nil, errors.New("mcpgateway: request body longer than its Content-Length")
+		}
+		return b, nil
+	}
+	return io.ReadAll(r.Body)
+}
+
+// copyBuffers lends the ReverseProxy its 32 KiB copy buffers, which it
+// otherwise allocates afresh for every response.
+type copyBuffers struct{}
+
+var copyBufferPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (copyBuffers) Get() []byte  { return *copyBufferPool.Get().(*[]byte) }
+func (copyBuffers) Put(b []byte) { copyBufferPool.Put(&b) }
 
 var errUpstreamRefused = errors.New("mcpgateway: upstream answered 401/403")
 
