@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 )
 
@@ -57,24 +58,17 @@ func AuditLog(w io.Writer, format string) AuditFunc {
 		h = slog.NewJSONHandler(w, nil)
 	}
 	return func(e AuditEvent) {
-		attrs := []slog.Attr{
-			slog.String("event", e.Event),
-			slog.String("method", e.Method),
-		}
-		str := func(k, v string) {
-			if v != "" {
-				attrs = append(attrs, slog.String(k, v))
-			}
-		}
-		str("tool", e.Tool)
+		var buf [16]slog.Attr // every attribute an event can have: no growth
+		attrs := append(buf[:0], slog.String("event", e.Event), slog.String("method", e.Method))
+		attrs = appendNonEmpty(attrs, "tool", e.Tool)
 		if e.RequestID != "" {
-			attrs = append(attrs, slog.Any("id", json.RawMessage(e.RequestID)))
+			attrs = append(attrs, idAttr(e.RequestID, format != "text"))
 		}
-		str("session", e.Session)
-		str("sub", e.Subject)
-		str("client_id", e.ClientID)
-		str("tenant", e.Tenant)
-		str("args_sha256", e.ArgsSHA256)
+		attrs = appendNonEmpty(attrs, "session", e.Session)
+		attrs = appendNonEmpty(attrs, "sub", e.Subject)
+		attrs = appendNonEmpty(attrs, "client_id", e.ClientID)
+		attrs = appendNonEmpty(attrs, "tenant", e.Tenant)
+		attrs = appendNonEmpty(attrs, "args_sha256", e.ArgsSHA256)
 		attrs = append(attrs, slog.String("result", e.Result))
 		if e.Result == AuditRPCError {
 			attrs = append(attrs, slog.Int("error_code", e.ErrorCode))
@@ -88,4 +82,23 @@ func AuditLog(w io.Writer, format string) AuditFunc {
 		r.AddAttrs(attrs...)
 		_ = h.Handle(context.Background(), r)
 	}
+}
+
+func appendNonEmpty(attrs []slog.Attr, k, v string) []slog.Attr {
+	if v == "" {
+		return attrs
+	}
+	return append(attrs, slog.String(k, v))
+}
+
+// idAttr is the JSON-RPC id as its JSON text. In JSON lines an integer id
+// (the usual kind, already in canonical form) is written as the number it
+// is, without the JSON encoder a raw value goes through.
+func idAttr(id string, jsonLines bool) slog.Attr {
+	if jsonLines && len(id) <= 15 {
+		if n, err := strconv.ParseInt(id, 10, 64); err == nil && strconv.FormatInt(n, 10) == id {
+			return slog.Int64("id", n)
+		}
+	}
+	return slog.Any("id", json.RawMessage(id))
 }
