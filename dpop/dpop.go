@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"strings"
 	"sync"
@@ -192,6 +193,9 @@ func Thumbprint(k *jose.JSONWebKey) (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
+// canonicalHeaderName is HeaderName as http.Header stores it ("Dpop").
+var canonicalHeaderName = textproto.CanonicalMIMEHeaderKey(HeaderName)
+
 // AccessTokenHash is the ath claim: base64url(SHA-256(ASCII token))
 // (RFC 9449 §4.2).
 func AccessTokenHash(token string) string {
@@ -203,7 +207,9 @@ func AccessTokenHash(token string) string {
 // or a value with a comma (several proofs joined), are refused
 // (RFC 9449 §4.3 item 1). ok is false when there is no DPoP header.
 func FromHeader(h http.Header) (proof string, ok bool, err error) {
-	vs := h.Values(HeaderName)
+	// Indexed by the canonical key: h.Values would canonicalise "DPoP"
+	// (not in canonical form) into a new string on every request.
+	vs := h[canonicalHeaderName]
 	if len(vs) == 0 {
 		return "", false, nil
 	}
