@@ -139,16 +139,12 @@ func (t *tokenStrategy) GenerateAccessToken(ctx context.Context, r fosite.Reques
 	if err != nil {
 		return "", "", err
 	}
-	jws, err := k.signer.Sign(payload)
-	if err != nil {
-		return "", "", err
-	}
-	tok, err := jws.CompactSerialize()
+	tok, inputHash, err := k.signCompact(payload)
 	if err != nil {
 		return "", "", err
 	}
 	if s, ok := sess.(*session); ok {
-		s.TokenHash = signingInputHash(tok)
+		s.TokenHash = inputHash
 	}
 	return tok, t.AccessTokenSignature(ctx, tok), nil
 }
