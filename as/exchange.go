@@ -259,7 +259,7 @@ func (h *exchangeHandler) verifySubject(ctx context.Context, token string) (*sub
 	if err != nil {
 		return nil, err
 	}
-	if !t.Active || !h.s.now().Before(t.ExpiresAt) || sr.Session == nil || sr.Session.TokenHash != signingInputHash(token) ||
+	if !t.Active || !h.s.now().Before(t.ExpiresAt) || sr.Session == nil || !tokenHashIs(token, sr.Session.TokenHash) ||
 		len(sr.GrantedAud) != 1 || sr.GrantedAud[0] != claims.Audience {
 		return nil, errBadSubject
 	}

@@ -126,7 +126,7 @@ func (s *Server) describe(caller *client, kind storage.TokenKind, token string, 
 	if kind == storage.KindRefreshToken && s.store.rotatedOut(t, now) {
 		return nil
 	}
-	if kind == storage.KindAccessToken && sr.Session != nil && sr.Session.TokenHash != "" && sr.Session.TokenHash != signingInputHash(token) {
+	if kind == storage.KindAccessToken && sr.Session != nil && sr.Session.TokenHash != "" && !tokenHashIs(token, sr.Session.TokenHash) {
 		return nil // the signature of one token under another header or payload
 	}
 	aud := ""
@@ -185,12 +185,38 @@ func (s *Server) introspects(clientID, uri string) bool {
 // signingInputHash binds a stored access token record to the exact token:
 // base64url(SHA-256(header.payload)).
 func signingInputHash(token string) string {
-	i := strings.LastIndexByte(token, '.')
-	if i < 0 {
+	sum, ok := signingInputSum(token)
+	if !ok {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(token[:i]))
 	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// tokenHashIs reports whether want is signingInputHash(token), without
+// allocating for the usual token sizes (introspection and token exchange
+// check it for every token).
+func tokenHashIs(token, want string) bool {
+	sum, ok := signingInputSum(token)
+	if !ok {
+		return want == ""
+	}
+	var b [43]byte // base64url of 32 bytes, unpadded
+	base64.RawURLEncoding.Encode(b[:], sum[:])
+	return string(b[:]) == want
+}
+
+// signingInputSum is SHA-256 of the token's signing input (everything
+// before the last dot), hashed from a stack copy when it is small enough.
+func signingInputSum(token string) ([sha256.Size]byte, bool) {
+	i := strings.LastIndexByte(token, '.')
+	if i < 0 {
+		return [sha256.Size]byte{}, false
+	}
+	if i <= 4096 {
+		var buf [4096]byte
+		return sha256.Sum256(append(buf[:0], token[:i]...)), true
+	}
+	return sha256.Sum256([]byte(token[:i])), true
 }
 
 // serveRevoke is the revocation endpoint (RFC 7009). Revoking a refresh

@@ -58,3 +58,21 @@ func TestSignCompactMatchesJose(t *testing.T) {
 		})
 	}
 }
+
+// TestTokenHashIs checks tokenHashIs against signingInputHash for tokens
+// hashed from the stack copy, tokens too long for it, and strings without
+// a dot.
+func TestTokenHashIs(t *testing.T) {
+	for _, tok := range []string{"a.b.c", "eyJh.eyJz.sig", strings.Repeat("x", 4096) + ".s", strings.Repeat("y", 9000) + ".p.s", "nodot", ""} {
+		h := signingInputHash(tok)
+		if !tokenHashIs(tok, h) {
+			t.Errorf("tokenHashIs(%.20q, its own hash %q) = false", tok, h)
+		}
+		if tokenHashIs(tok, h+"x") || (h != "" && tokenHashIs(tok, "")) {
+			t.Errorf("tokenHashIs(%.20q) accepts another hash", tok)
+		}
+	}
+	if tokenHashIs("a.b.c", signingInputHash("a.x.c")) {
+		t.Error("tokenHashIs accepts the hash of another signing input")
+	}
+}
