@@ -135,7 +135,7 @@ func (t *tokenStrategy) GenerateAccessToken(ctx context.Context, r fosite.Reques
 			c.Status = &statusClaim{StatusList: statusRef{Idx: s.StatusIdx, URI: t.statusURI}}
 		}
 	}
-	payload, err := json.Marshal(c)
+	payload, err := marshalClaims(&c)
 	if err != nil {
 		return "", "", err
 	}
