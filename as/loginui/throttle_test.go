@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestConcurrentLoginsCheckAtMostTheAllowance sends 40 login POSTs for one
@@ -16,7 +17,8 @@ import (
 // (401 or a login); the rest are answered 429 without one.
 func TestConcurrentLoginsCheckAtMostTheAllowance(t *testing.T) {
 	const free, n = 3, 40
-	h := newHarness(t, func(c *Config) { c.AccountFreeAttempts = free })
+	// A lock of a minute outlasts the burst however loaded the machine is.
+	h := newHarness(t, func(c *Config) { c.AccountFreeAttempts = free; c.LockoutBase = time.Minute })
 	b := h.browser()
 	forms := make([]form, n)
 	for i := range forms {
@@ -49,10 +51,13 @@ func TestConcurrentLoginsCheckAtMostTheAllowance(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	checked, refused := 0, 0
+	checked, refused, succeeded := 0, 0, false
 	for i, s := range statuses {
 		switch s {
-		case http.StatusUnauthorized, http.StatusSeeOther:
+		case http.StatusSeeOther:
+			succeeded = true
+			checked++
+		case http.StatusUnauthorized:
 			checked++
 		case http.StatusTooManyRequests:
 			refused++
@@ -60,8 +65,14 @@ func TestConcurrentLoginsCheckAtMostTheAllowance(t *testing.T) {
 			t.Errorf("attempt %d: status %d", i, s)
 		}
 	}
-	if checked > free+1 || checked+refused != n {
-		t.Fatalf("%d passwords checked, %d refused; want at most %d checked", checked, refused, free+1)
+	// A right password forgets the account's failures, so when it was among
+	// the checked ones, the attempts reserved after it get a fresh allowance.
+	allowed := free + 1
+	if succeeded {
+		allowed = 2 * (free + 1)
+	}
+	if checked > allowed || checked+refused != n {
+		t.Fatalf("%d passwords checked, %d refused (right password accepted: %v); want at most %d checked", checked, refused, succeeded, allowed)
 	}
 }
 
