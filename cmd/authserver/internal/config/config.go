@@ -54,6 +54,9 @@ type Config struct {
 	Clients []Client `yaml:"clients"`
 	// Users are the local accounts that can log in.
 	Users []User `yaml:"users"`
+	// Upstreams are the OpenID Connect providers people may sign in
+	// through; with any, local users are optional.
+	Upstreams []Upstream `yaml:"upstreams"`
 	// TrustedProxies (addresses or CIDRs) are the reverse proxies whose
 	// X-Forwarded-For is believed when finding a client's address, for the
 	// login throttle, the registration rate limit and the logs. Empty: the
@@ -582,6 +585,7 @@ func (c *Config) defaults() {
 	if c.Log.Access == nil {
 		c.Log.Access = boolPtr(true)
 	}
+	c.upstreamDefaults()
 	for i := range c.Clients {
 		cl := &c.Clients[i]
 		if len(cl.GrantTypes) == 0 {
@@ -614,6 +618,12 @@ func (c *Config) Redacted() ([]byte, error) {
 	r.Users = append([]User(nil), c.Users...)
 	for i := range r.Users {
 		r.Users[i].PasswordHash = mark
+	}
+	r.Upstreams = append([]Upstream(nil), c.Upstreams...)
+	for i := range r.Upstreams {
+		if r.Upstreams[i].ClientSecret != "" {
+			r.Upstreams[i].ClientSecret = mark
+		}
 	}
 	if n := len(c.Registration.InitialAccessTokens); n > 0 {
 		r.Registration.InitialAccessTokens = make([]string, n)
