@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
+	"github.com/mcpauth/mcpauth/internal/envvar"
 )
 
 // healthcheckTimeout bounds one probe; container health checks run it every
@@ -84,7 +85,7 @@ func healthTargets(cmd *command, e env) ([]string, error) {
 		listen, issuer = cfg.Listen, cfg.Issuer
 	} else {
 		for name, dst := range map[string]*string{"AUTHSERVER_LISTEN": &listen, "AUTHSERVER_ISSUER": &issuer} {
-			v, ok, err := config.LookupVar(e.lookup, name)
+			v, ok, err := envvar.Get(e.lookup, name)
 			if err != nil {
 				return nil, fmt.Errorf("config: %w", err)
 			}

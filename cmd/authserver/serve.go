@@ -24,6 +24,7 @@ import (
 	"github.com/mcpauth/mcpauth/dcr"
 	"github.com/mcpauth/mcpauth/internal/accesslog"
 	"github.com/mcpauth/mcpauth/internal/clientaddr"
+	"github.com/mcpauth/mcpauth/internal/envvar"
 	"github.com/mcpauth/mcpauth/internal/metrics"
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/internal/safehttp"
@@ -311,7 +312,7 @@ func (s *server) users(cfg *config.Config, e env) ([]loginui.User, error) {
 	if cfg.FromFile {
 		return out, nil
 	}
-	pw, fromEnv, err := config.LookupVar(e.lookup, "AUTHSERVER_ADMIN_PASSWORD")
+	pw, fromEnv, err := envvar.Get(e.lookup, "AUTHSERVER_ADMIN_PASSWORD")
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mcpauth/mcpauth/dpop"
+	"github.com/mcpauth/mcpauth/internal/envvar"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/rsmiddleware"
 )
@@ -121,12 +122,13 @@ var DefaultLimits = Limits{
 	UpstreamHeaderTimeout: 60 * time.Second,
 }
 
-// Lookup reads an environment variable.
-type Lookup func(string) (string, bool)
+// Lookup reads an environment variable; os.LookupEnv is one.
+type Lookup = envvar.Lookup
 
 // ParseConfig reads a configuration file: YAML, `${NAME}` in values replaced
-// by environment variables (an unset variable is an error), unknown keys
-// refused, then checked and completed with defaults.
+// by the environment variable NAME or the content of the file named by
+// NAME_FILE (envvar.Get; a variable set in neither form is an error), unknown
+// keys refused, then checked and completed with defaults.
 //
 // A variable's value is never read as YAML: every `${NAME}` is first
 // replaced by a placeholder that is a plain scalar anywhere (so that
@@ -223,19 +225,20 @@ func expandNode(n *yaml.Node, env Lookup, visits *int) error {
 	return nil
 }
 
-// expand replaces every placeholder of s by its variable's value.
+// expand replaces every placeholder of s by its variable's value, read as
+// envvar.Get reads it (NAME, or else the file named by NAME_FILE).
 func expand(s string, env Lookup) (string, error) {
-	var missing string
+	var firstErr error
 	out := varPlaceholder.ReplaceAllStringFunc(s, func(m string) string {
-		name := varPlaceholder.FindStringSubmatch(m)[1]
-		v, ok := env(name)
-		if !ok && missing == "" {
-			missing = name
+		if firstErr != nil {
+			return ""
 		}
+		v, err := envvar.Require(env, varPlaceholder.FindStringSubmatch(m)[1])
+		firstErr = err
 		return v
 	})
-	if missing != "" {
-		return "", fmt.Errorf("environment variable %s is not set", missing)
+	if firstErr != nil {
+		return "", firstErr
 	}
 	return out, nil
 }

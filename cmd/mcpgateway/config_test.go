@@ -177,6 +177,30 @@ func TestComposeServiceRunsTheShippedConfig(t *testing.T) {
 	}
 }
 
+// A secret may come from the file named by NAME_FILE, as in the
+// authorization server's configuration; the value is never read as YAML.
+func TestParseConfigReadsVariableFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gw-secret")
+	if err := os.WriteFile(path, []byte("from: a file # not YAML\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseConfig([]byte(readmeConfig), env(map[string]string{"GW_SECRET_FILE": path}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.UpstreamAuth.Exchange.ClientSecret; got != "from: a file # not YAML" {
+		t.Errorf("client_secret = %q, want the file's content without its newline", got)
+	}
+	_, err = ParseConfig([]byte(readmeConfig), env(map[string]string{"GW_SECRET": "s", "GW_SECRET_FILE": path}))
+	if err == nil || !strings.Contains(err.Error(), "both GW_SECRET and GW_SECRET_FILE are set") {
+		t.Errorf("both forms set: err = %v", err)
+	}
+	_, err = ParseConfig([]byte(readmeConfig), env(map[string]string{"GW_SECRET_FILE": filepath.Join(t.TempDir(), "absent")}))
+	if err == nil || !strings.Contains(err.Error(), "GW_SECRET_FILE: open") {
+		t.Errorf("unreadable file: err = %v", err)
+	}
+}
+
 func FuzzParseConfig(f *testing.F) {
 	f.Add(readmeConfig)
 	f.Add("resource: ${R}\nissuer: https://a\nupstream: http://u/mcp\nlimits: {idle_timeout: ${R}}\n")

@@ -3,7 +3,7 @@
 // four environment overrides (AUTHSERVER_ISSUER, AUTHSERVER_LISTEN,
 // AUTHSERVER_STORAGE, AUTHSERVER_SECRET), and the development defaults used
 // when there is no file at all. Every variable, in `${VAR}` or as an
-// override, may instead be given as a file named by VAR_FILE (LookupVar).
+// override, may instead be given as a file named by VAR_FILE (envvar.Get).
 //
 // Every error names the field path it is about, for example
 //
@@ -28,6 +28,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/mcpauth/mcpauth/internal/envvar"
 	"github.com/mcpauth/mcpauth/internal/redact"
 	"github.com/mcpauth/mcpauth/metadata"
 )
@@ -368,7 +369,7 @@ const (
 )
 
 // Lookup reads an environment variable; os.LookupEnv is one.
-type Lookup func(name string) (string, bool)
+type Lookup = envvar.Lookup
 
 // Load reads the configuration file at path, or returns the development
 // defaults when path is "". Then it applies the environment overrides from
@@ -456,13 +457,13 @@ func devAllowed(c *Config, env Lookup) error {
 }
 
 // Overrides are the environment variables that replace the key of the same
-// name. Each is read with LookupVar, so NAME_FILE works too.
+// name. Each is read with envvar.Get, so NAME_FILE works too.
 var Overrides = []string{"AUTHSERVER_ISSUER", "AUTHSERVER_LISTEN", "AUTHSERVER_STORAGE", "AUTHSERVER_SECRET"}
 
 // finish applies the environment overrides and defaults, then validates.
 func (c *Config) finish(env Lookup) error {
 	for i, dst := range []*string{&c.Issuer, &c.Listen, &c.Storage, &c.Secret} {
-		v, ok, err := LookupVar(env, Overrides[i])
+		v, ok, err := envvar.Get(env, Overrides[i])
 		if err != nil {
 			return fmt.Errorf("config: %w", err)
 		}

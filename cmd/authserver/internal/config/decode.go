@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/mcpauth/mcpauth/internal/envvar"
 )
 
 // maxFileSize bounds the configuration file; a larger one is a mistake.
@@ -249,7 +251,7 @@ func (w *walker) expand(path string, n *yaml.Node) error {
 		return nil
 	}
 	w.seen[n] = true
-	out, err := Expand(n.Value, w.env)
+	out, err := envvar.Expand(n.Value, w.env)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -262,56 +264,6 @@ func (w *walker) expand(path string, n *yaml.Node) error {
 		}
 	}
 	return nil
-}
-
-// Expand replaces every `${NAME}` in s with the variable NAME as LookupVar
-// reads it: the environment variable NAME, or else the content of the file
-// named by NAME_FILE (one trailing newline removed). NAME is a shell variable
-// name ([A-Za-z_][A-Za-z0-9_]*). It returns an error naming a variable that is
-// not set, or describing a malformed reference.
-func Expand(s string, env Lookup) (string, error) {
-	var b strings.Builder
-	for {
-		i := strings.Index(s, "${")
-		if i < 0 {
-			b.WriteString(s)
-			return b.String(), nil
-		}
-		b.WriteString(s[:i])
-		s = s[i+2:]
-		j := strings.IndexByte(s, '}')
-		if j < 0 {
-			return "", errors.New("unterminated ${ in value")
-		}
-		name := s[:j]
-		if !validVarName(name) {
-			return "", fmt.Errorf("invalid variable name in ${%s}", name)
-		}
-		v, ok, err := LookupVar(env, name)
-		if err != nil {
-			return "", err
-		}
-		if !ok {
-			return "", fmt.Errorf("environment variable %s is not set (nor %s_FILE)", name, name)
-		}
-		b.WriteString(v)
-		s = s[j+1:]
-	}
-}
-
-func validVarName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
-		case r >= '0' && r <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // flowReference returns the 1-based number of the first line with an

@@ -37,17 +37,3 @@ clients:
 	// http://127.0.0.1:8080/mcp a-long-random-client-secret 15m0s
 	// config: resources[0].uri: not an absolute http(s) URI without query or fragment: "/mcp"
 }
-
-func ExampleExpand() {
-	env := func(name string) (string, bool) {
-		v, ok := map[string]string{"HOST": "auth.example.com"}[name]
-		return v, ok
-	}
-	s, err := config.Expand("https://${HOST}/tenant", env)
-	fmt.Println(s, err)
-	_, err = config.Expand("${MISSING}", env)
-	fmt.Println(err)
-	// Output:
-	// https://auth.example.com/tenant <nil>
-	// environment variable MISSING is not set (nor MISSING_FILE)
-}

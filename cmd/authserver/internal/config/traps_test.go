@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mcpauth/mcpauth/internal/envvar"
 )
 
 // A storage value with a password is never echoed whole, in whichever way it
@@ -76,7 +78,7 @@ func TestVariablesFromFiles(t *testing.T) {
 		}
 	})
 	t.Run("only one trailing newline is removed", func(t *testing.T) {
-		v, ok, err := LookupVar(envOf(map[string]string{"X_FILE": writeFile(t, "a b \n\n")}), "X")
+		v, ok, err := envvar.Get(envOf(map[string]string{"X_FILE": writeFile(t, "a b \n\n")}), "X")
 		if err != nil || !ok || v != "a b \n" {
 			t.Fatalf("%q %v %v", v, ok, err)
 		}
