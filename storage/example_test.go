@@ -72,3 +72,17 @@ func ExampleCounterStore() {
 	// login:alice 3
 	// login:alice 0
 }
+
+// RecordLogin returns the stored record, so a login of a person disabled
+// by an operator is seen as disabled; the first login's time is kept.
+func ExampleUserStore() {
+	ctx := context.Background()
+	var s storage.Store = memory.New()
+	first := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+
+	_, _ = s.RecordLogin(ctx, &storage.User{Subject: "alice", Name: "Alice", LastSeen: first})
+	_ = s.SetUserDisabled(ctx, "alice", true)
+	u, _ := s.RecordLogin(ctx, &storage.User{Subject: "alice", Name: "Alice B", LastSeen: first.Add(time.Hour)})
+	fmt.Println(u.Name, u.Disabled, u.FirstSeen.Format(time.Kitchen), u.LastSeen.Format(time.Kitchen))
+	// Output: Alice B true 9:00AM 10:00AM
+}

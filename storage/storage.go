@@ -15,8 +15,9 @@
 // single use (RFC 6749 §4.1.2, §10.5) with their PKCE challenge (RFC 7636),
 // access and refresh tokens with refresh families that are rotated and revoked
 // together (RFC 9700 §4.14, RFC 7009 §2.1), consents, registered clients
-// (RFC 7591, RFC 7592), signing keys (RFC 7517) and one-time assertion ids
-// (RFC 7523 §3, jti).
+// (RFC 7591, RFC 7592), signing keys (RFC 7517), one-time assertion ids
+// (RFC 7523 §3, jti) and the people who log in (their sub, OpenID Connect
+// Core 1.0 §5.1).
 package storage
 
 import (
@@ -383,6 +384,56 @@ type SessionStore interface {
 	DeleteExpiredSessions(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
+// User is a person known to the AS: a local account that has logged in or
+// been administered, or a person who logged in through an upstream OpenID
+// provider. Zero times are "never"; nil lists and maps are "none".
+type User struct {
+	Subject         string // the sub we issue; a local user's is the username
+	Upstream        string // upstreams[].id; "" for a local user
+	UpstreamSubject string // the upstream's subject_claim value
+	Name, Email     string
+	Groups          []string
+	// Claims holds the claim values the claim_scopes and allow rules read,
+	// by claim name.
+	Claims              map[string][]string
+	FirstSeen, LastSeen time.Time
+	Disabled            bool
+	// UpstreamRefresh is the upstream's refresh token, sealed by the AS
+	// (internal/seal); nil if none. It is never sent to clients.
+	UpstreamRefresh []byte
+	// CheckedAt is when the upstream last confirmed the session and claims.
+	CheckedAt time.Time
+}
+
+// UserStore keeps User records, keyed by Subject.
+type UserStore interface {
+	// RecordLogin creates the user, or updates Upstream, UpstreamSubject,
+	// Name, Email, Groups, Claims and LastSeen, and UpstreamRefresh and
+	// CheckedAt when they are set (non-empty, non-zero), keeping FirstSeen
+	// and Disabled. A zero LastSeen is stored as the current time; FirstSeen
+	// of a new record, or of one that was never seen (created by
+	// SetUserDisabled), is LastSeen; u.FirstSeen and u.Disabled are ignored.
+	// It returns the stored record, so a disabled user is seen as disabled.
+	RecordLogin(ctx context.Context, u *User) (*User, error)
+	// GetUser returns ErrNotFound for an unknown subject.
+	GetUser(ctx context.Context, subject string) (*User, error)
+	// ListUsers returns up to limit users whose Subject sorts after
+	// afterSubject (byte order), in Subject order: page through all of them
+	// by passing the last Subject of the previous page. A limit <= 0
+	// returns none.
+	ListUsers(ctx context.Context, afterSubject string, limit int) ([]User, error)
+	// SetUserDisabled sets Disabled. When there is no record it creates a
+	// minimal one (Subject and Disabled, never seen): callers decide which
+	// subjects may be recorded, such as a configured local user who has
+	// not logged in yet.
+	SetUserDisabled(ctx context.Context, subject string, disabled bool) error
+	// UpdateUpstreamSession records a successful check with the upstream:
+	// it stores checkedAt, groups and claims, and sealedRefresh when it is
+	// non-empty (an upstream that did not rotate its refresh token keeps the
+	// stored one). ErrNotFound for an unknown subject.
+	UpdateUpstreamSession(ctx context.Context, subject string, sealedRefresh []byte, checkedAt time.Time, groups []string, claims map[string][]string) error
+}
+
 // Transactional is fosite's storage.Transactional shape: the transaction
 // travels in the returned context, and every method called with that context
 // takes part in it. Backends without real transactions must still make the
@@ -404,6 +455,7 @@ type Store interface {
 	JTIStore
 	CounterStore
 	SessionStore
+	UserStore
 	Transactional
 	// Ping reports ErrUnavailable (wrapped) when the backend is unreachable.
 	Ping(ctx context.Context) error

@@ -48,6 +48,7 @@ type Store struct {
 	jtis     map[string]time.Time
 	counters map[string]*storage.Counter
 	sessions map[string]*storage.Session
+	users    map[string]*storage.User
 	// statusLast is the last status index handed out; statuses holds the
 	// expiry of each index recorded StatusInvalid.
 	statusLast int64
@@ -69,6 +70,7 @@ func New() *Store {
 		jtis:     map[string]time.Time{},
 		counters: map[string]*storage.Counter{},
 		sessions: map[string]*storage.Session{},
+		users:    map[string]*storage.User{},
 		statuses: map[int64]time.Time{},
 		txSem:    make(chan struct{}, 1),
 	}
@@ -1023,4 +1025,134 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, before time.Time, lim
 	return deleteExpired(t, s.sessions, limit, func(sess *storage.Session) bool {
 		return sess.ExpiresAt.Before(before) || sess.IdleExpiresAt.Before(before)
 	}), nil
+}
+
+func cloneUser(u *storage.User) *storage.User {
+	n := *u
+	n.Groups = slices.Clone(u.Groups)
+	n.Claims = cloneClaims(u.Claims)
+	n.UpstreamRefresh = slices.Clone(u.UpstreamRefresh)
+	return &n
+}
+
+// cloneClaims copies m, returning nil for an empty map.
+func cloneClaims(m map[string][]string) map[string][]string {
+	if len(m) == 0 {
+		return nil
+	}
+	n := make(map[string][]string, len(m))
+	for k, v := range m {
+		n[k] = slices.Clone(v)
+	}
+	return n
+}
+
+// RecordLogin implements storage.UserStore.
+func (s *Store) RecordLogin(ctx context.Context, u *storage.User) (*storage.User, error) {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	n := cloneUser(u)
+	if n.LastSeen.IsZero() {
+		n.LastSeen = time.Now()
+	}
+	n.FirstSeen, n.Disabled = n.LastSeen, false
+	if old, ok := s.users[u.Subject]; ok {
+		if !old.FirstSeen.IsZero() {
+			n.FirstSeen = old.FirstSeen
+		}
+		n.Disabled = old.Disabled
+		if len(n.UpstreamRefresh) == 0 {
+			n.UpstreamRefresh = slices.Clone(old.UpstreamRefresh)
+		}
+		if n.CheckedAt.IsZero() {
+			n.CheckedAt = old.CheckedAt
+		}
+	}
+	if len(n.UpstreamRefresh) == 0 {
+		n.UpstreamRefresh = nil
+	}
+	if len(n.Groups) == 0 {
+		n.Groups = nil
+	}
+	put(t, s.users, u.Subject, n)
+	return cloneUser(n), nil
+}
+
+// GetUser implements storage.UserStore.
+func (s *Store) GetUser(ctx context.Context, subject string) (*storage.User, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	u, ok := s.users[subject]
+	if !ok {
+		return nil, storage.ErrNotFound
+	}
+	return cloneUser(u), nil
+}
+
+// ListUsers implements storage.UserStore.
+func (s *Store) ListUsers(ctx context.Context, afterSubject string, limit int) ([]storage.User, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := []storage.User{}
+	if limit <= 0 {
+		return out, nil
+	}
+	for _, u := range s.users {
+		if u.Subject > afterSubject {
+			out = append(out, *cloneUser(u))
+		}
+	}
+	slices.SortFunc(out, func(a, b storage.User) int { return strings.Compare(a.Subject, b.Subject) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// SetUserDisabled implements storage.UserStore.
+func (s *Store) SetUserDisabled(ctx context.Context, subject string, disabled bool) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	n := &storage.User{Subject: subject}
+	if old, ok := s.users[subject]; ok {
+		n = cloneUser(old)
+	}
+	n.Disabled = disabled
+	put(t, s.users, subject, n)
+	return nil
+}
+
+// UpdateUpstreamSession implements storage.UserStore.
+func (s *Store) UpdateUpstreamSession(ctx context.Context, subject string, sealedRefresh []byte, checkedAt time.Time, groups []string, claims map[string][]string) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	old, ok := s.users[subject]
+	if !ok {
+		return storage.ErrNotFound
+	}
+	n := cloneUser(old)
+	if len(sealedRefresh) > 0 {
+		n.UpstreamRefresh = slices.Clone(sealedRefresh)
+	}
+	n.CheckedAt = checkedAt
+	n.Groups = nil
+	if len(groups) > 0 {
+		n.Groups = slices.Clone(groups)
+	}
+	n.Claims = cloneClaims(claims)
+	put(t, s.users, subject, n)
+	return nil
 }

@@ -28,6 +28,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -1095,4 +1096,145 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, before time.Time, lim
 	}
 	return s.execCount(ctx, `DELETE FROM sessions WHERE id IN (
 		SELECT id FROM sessions WHERE expires_at < $1 OR idle_expires_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, limit)
+}
+
+// ErrUnstorable is returned for a user field that PostgreSQL text cannot
+// hold exactly (invalid UTF-8 or NUL).
+var ErrUnstorable = errors.New("postgres: value is not valid UTF-8 or contains NUL")
+
+const userCols = `subject, upstream, upstream_subject, name, email, groups, claims,
+	first_seen, last_seen, disabled, upstream_refresh, checked_at`
+
+func scanUser(row pgx.Row) (*storage.User, error) {
+	var u storage.User
+	var claims []byte
+	var first, last, checked *time.Time
+	err := row.Scan(&u.Subject, &u.Upstream, &u.UpstreamSubject, &u.Name, &u.Email, &u.Groups, &claims,
+		&first, &last, &u.Disabled, &u.UpstreamRefresh, &checked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, storage.ErrNotFound
+	}
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	u.FirstSeen, u.LastSeen, u.CheckedAt = untime(first), untime(last), untime(checked)
+	u.Groups = emptyNil(u.Groups)
+	if err := json.Unmarshal(claims, &u.Claims); err != nil {
+		return nil, fmt.Errorf("postgres: corrupt claims column: %w", err)
+	}
+	if len(u.Claims) == 0 {
+		u.Claims = nil
+	}
+	if len(u.UpstreamRefresh) == 0 {
+		u.UpstreamRefresh = nil
+	}
+	return &u, nil
+}
+
+// claimsJSON encodes claims as a JSON object, refusing strings that
+// PostgreSQL cannot store.
+func claimsJSON(claims map[string][]string) (string, error) {
+	if claims == nil {
+		return "{}", nil
+	}
+	for k, v := range claims {
+		if !storable(k) || !storable(v...) {
+			return "", ErrUnstorable
+		}
+	}
+	b, err := json.Marshal(claims)
+	return string(b), err
+}
+
+// byteaOrNil stores an empty byte slice as NULL.
+func byteaOrNil(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// RecordLogin implements storage.UserStore in one upsert that returns the
+// stored row.
+func (s *Store) RecordLogin(ctx context.Context, u *storage.User) (*storage.User, error) {
+	if !storable(u.Subject, u.Upstream, u.UpstreamSubject, u.Name, u.Email) || !storable(u.Groups...) {
+		return nil, ErrUnstorable
+	}
+	claims, err := claimsJSON(u.Claims)
+	if err != nil {
+		return nil, err
+	}
+	last := u.LastSeen
+	if last.IsZero() {
+		last = time.Now()
+	}
+	return scanUser(s.q(ctx).QueryRow(ctx, `INSERT INTO users (`+userCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $8, false, $9, $10)
+		ON CONFLICT (subject) DO UPDATE SET upstream = excluded.upstream, upstream_subject = excluded.upstream_subject,
+			name = excluded.name, email = excluded.email, groups = excluded.groups, claims = excluded.claims,
+			first_seen = COALESCE(users.first_seen, excluded.first_seen), last_seen = excluded.last_seen,
+			upstream_refresh = COALESCE(excluded.upstream_refresh, users.upstream_refresh),
+			checked_at = COALESCE(excluded.checked_at, users.checked_at)
+		RETURNING `+userCols,
+		u.Subject, u.Upstream, u.UpstreamSubject, u.Name, u.Email, arr(u.Groups), claims,
+		last, byteaOrNil(u.UpstreamRefresh), ts(u.CheckedAt)))
+}
+
+// GetUser implements storage.UserStore.
+func (s *Store) GetUser(ctx context.Context, subject string) (*storage.User, error) {
+	if !storable(subject) {
+		return nil, storage.ErrNotFound
+	}
+	return scanUser(s.q(ctx).QueryRow(ctx, `SELECT `+userCols+` FROM users WHERE subject = $1`, subject))
+}
+
+// ListUsers implements storage.UserStore. Subjects compare bytewise (the
+// column is COLLATE "C"), as in the other backends.
+func (s *Store) ListUsers(ctx context.Context, afterSubject string, limit int) ([]storage.User, error) {
+	out := []storage.User{}
+	if limit <= 0 {
+		return out, nil
+	}
+	if !storable(afterSubject) {
+		return nil, ErrUnstorable
+	}
+	rows, err := s.q(ctx).Query(ctx, `SELECT `+userCols+` FROM users WHERE subject > $1 ORDER BY subject LIMIT $2`, afterSubject, limit)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *u)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// SetUserDisabled implements storage.UserStore.
+func (s *Store) SetUserDisabled(ctx context.Context, subject string, disabled bool) error {
+	if !storable(subject) {
+		return ErrUnstorable
+	}
+	_, err := s.q(ctx).Exec(ctx, `INSERT INTO users (subject, disabled) VALUES ($1, $2)
+		ON CONFLICT (subject) DO UPDATE SET disabled = excluded.disabled`, subject, disabled)
+	return mapErr(err)
+}
+
+// UpdateUpstreamSession implements storage.UserStore.
+func (s *Store) UpdateUpstreamSession(ctx context.Context, subject string, sealedRefresh []byte, checkedAt time.Time, groups []string, claims map[string][]string) error {
+	if !storable(subject) {
+		return storage.ErrNotFound
+	}
+	if !storable(groups...) {
+		return ErrUnstorable
+	}
+	c, err := claimsJSON(claims)
+	if err != nil {
+		return err
+	}
+	return s.execOne(ctx, `UPDATE users SET upstream_refresh = COALESCE($2, upstream_refresh), checked_at = $3,
+		groups = $4, claims = $5::jsonb WHERE subject = $1`, subject, byteaOrNil(sealedRefresh), ts(checkedAt), arr(groups), c)
 }

@@ -1227,3 +1227,152 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, before time.Time, lim
 	return s.execCount(ctx, `DELETE FROM sessions WHERE id IN (
 		SELECT id FROM sessions WHERE expires_at < ?1 OR idle_expires_at < ?1 LIMIT ?2)`, before.UnixNano(), limit)
 }
+
+const userCols = `subject, upstream, upstream_subject, name, email, groups, claims,
+	first_seen, last_seen, disabled, upstream_refresh, checked_at`
+
+func scanUser(row interface{ Scan(...any) error }) (*storage.User, error) {
+	var u storage.User
+	var groups, claims string
+	var first, last, checked sql.NullInt64
+	err := row.Scan(&u.Subject, &u.Upstream, &u.UpstreamSubject, &u.Name, &u.Email, &groups, &claims,
+		&first, &last, &u.Disabled, &u.UpstreamRefresh, &checked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, storage.ErrNotFound
+	}
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	u.FirstSeen, u.LastSeen, u.CheckedAt = untime(first), untime(last), untime(checked)
+	if u.Groups, err = unlist(groups); err != nil {
+		return nil, err
+	}
+	if u.Claims, err = unclaims(claims); err != nil {
+		return nil, err
+	}
+	if len(u.UpstreamRefresh) == 0 {
+		u.UpstreamRefresh = nil
+	}
+	return &u, nil
+}
+
+// claimsJSON encodes claims as a JSON object; it refuses what JSON cannot
+// keep exactly.
+func claimsJSON(claims map[string][]string) (string, error) {
+	if claims == nil {
+		return "{}", nil
+	}
+	for k, v := range claims {
+		if err := checkLists([]string{k}, v); err != nil {
+			return "", err
+		}
+	}
+	b, err := json.Marshal(claims)
+	return string(b), err
+}
+
+func unclaims(s string) (map[string][]string, error) {
+	var out map[string][]string
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return nil, fmt.Errorf("sqlite: corrupt claims column: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// blobOrNil stores an empty byte slice as NULL.
+func blobOrNil(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// RecordLogin implements storage.UserStore: one upsert, then the stored
+// record is read back (on the transaction in ctx, if any).
+func (s *Store) RecordLogin(ctx context.Context, u *storage.User) (*storage.User, error) {
+	if !utf8Strings([]string{u.Subject, u.Upstream, u.UpstreamSubject, u.Name, u.Email}) {
+		return nil, ErrInvalidUTF8
+	}
+	if err := checkLists(u.Groups); err != nil {
+		return nil, err
+	}
+	claims, err := claimsJSON(u.Claims)
+	if err != nil {
+		return nil, err
+	}
+	last := u.LastSeen
+	if last.IsZero() {
+		last = time.Now()
+	}
+	_, err = s.execCount(ctx, `INSERT INTO users (`+userCols+`) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 0, ?9, ?10)
+		ON CONFLICT (subject) DO UPDATE SET upstream = excluded.upstream, upstream_subject = excluded.upstream_subject,
+			name = excluded.name, email = excluded.email, groups = excluded.groups, claims = excluded.claims,
+			first_seen = COALESCE(users.first_seen, excluded.first_seen), last_seen = excluded.last_seen,
+			upstream_refresh = COALESCE(excluded.upstream_refresh, users.upstream_refresh),
+			checked_at = COALESCE(excluded.checked_at, users.checked_at)`,
+		u.Subject, u.Upstream, u.UpstreamSubject, u.Name, u.Email, list(u.Groups), claims,
+		last.UnixNano(), blobOrNil(u.UpstreamRefresh), ts(u.CheckedAt))
+	if err != nil {
+		return nil, err
+	}
+	return s.readUser(ctx, u.Subject)
+}
+
+// readUser reads one record: on the transaction in ctx, or on the read
+// pool, whose next read transaction sees every write that has returned.
+func (s *Store) readUser(ctx context.Context, subject string) (*storage.User, error) {
+	return scanUser(s.rq(ctx).QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE subject = ?`, subject))
+}
+
+// GetUser implements storage.UserStore.
+func (s *Store) GetUser(ctx context.Context, subject string) (*storage.User, error) {
+	return s.readUser(ctx, subject)
+}
+
+// ListUsers implements storage.UserStore. Subjects compare bytewise (the
+// BINARY collation).
+func (s *Store) ListUsers(ctx context.Context, afterSubject string, limit int) ([]storage.User, error) {
+	out := []storage.User{}
+	if limit <= 0 {
+		return out, nil
+	}
+	rows, err := s.rq(ctx).QueryContext(ctx, `SELECT `+userCols+` FROM users WHERE subject > ? ORDER BY subject LIMIT ?`, afterSubject, limit)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *u)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// SetUserDisabled implements storage.UserStore.
+func (s *Store) SetUserDisabled(ctx context.Context, subject string, disabled bool) error {
+	if !utf8.ValidString(subject) {
+		return ErrInvalidUTF8
+	}
+	_, err := s.execCount(ctx, `INSERT INTO users (subject, disabled) VALUES (?1, ?2)
+		ON CONFLICT (subject) DO UPDATE SET disabled = excluded.disabled`, subject, boolInt(disabled))
+	return err
+}
+
+// UpdateUpstreamSession implements storage.UserStore.
+func (s *Store) UpdateUpstreamSession(ctx context.Context, subject string, sealedRefresh []byte, checkedAt time.Time, groups []string, claims map[string][]string) error {
+	if err := checkLists(groups); err != nil {
+		return err
+	}
+	c, err := claimsJSON(claims)
+	if err != nil {
+		return err
+	}
+	return s.execOne(ctx, `UPDATE users SET upstream_refresh = COALESCE(?2, upstream_refresh), checked_at = ?3,
+		groups = ?4, claims = ?5 WHERE subject = ?1`, subject, blobOrNil(sealedRefresh), ts(checkedAt), list(groups), c)
+}

@@ -55,6 +55,16 @@ func RunSharedTests(t *testing.T, instances []storage.Store) {
 		_, err := pick(0).GetSession(ctx, "shared-session")
 		is(t, err, storage.ErrNotFound, "GetSession after DeleteSession elsewhere")
 	})
+	t.Run("a user disabled through one instance is disabled for the others, also at their next login", func(t *testing.T) {
+		recordLogin(t, pick(0), fullUser("shared-user", now()))
+		ok(t, pick(1).SetUserDisabled(ctx, "shared-user", true), "SetUserDisabled")
+		if !getUser(t, pick(0), "shared-user").Disabled {
+			t.Fatal("GetUser on another instance does not see the disable")
+		}
+		if !recordLogin(t, pick(0), fullUser("shared-user", now())).Disabled {
+			t.Fatal("RecordLogin on another instance returned the user enabled")
+		}
+	})
 	t.Run("a code redeemed through every instance at once succeeds once", func(t *testing.T) {
 		ok(t, pick(0).CreateToken(ctx, fullToken(storage.KindAuthorizeCode, "shared-code", "r", now())), "CreateToken")
 		n, errs := race(Concurrency, func(i int) error {

@@ -77,6 +77,8 @@ func CheckRoundTrip(t *testing.T, s storage.Store, unique, a, b string, raw []by
 	} else if err := s.UseJTI(ctx, unique+a, time.Now().Add(time.Hour)); !errors.Is(err, storage.ErrAlreadyUsed) {
 		t.Fatalf("second UseJTI(%q) = %v, want ErrAlreadyUsed", unique+a, err)
 	}
+
+	checkUserRoundTrip(t, s, unique, a, b, raw)
 }
 
 // refused fails t when err says something else than "this value cannot be

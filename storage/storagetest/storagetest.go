@@ -50,6 +50,7 @@ func RunTests(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"jtis", jtiCases},
 		{"counters", counterCases},
 		{"sessions", sessionCases},
+		{"users", userCases},
 		{"transactions", txCases},
 		{"values", roundTripCases},
 	}
