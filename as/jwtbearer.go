@@ -329,15 +329,25 @@ func audiences(raw json.RawMessage) []string {
 	return nil
 }
 
-// consumeJTI records the assertion's jti (scoped by issuer) until it
-// expires, at least minJTITTL; a second use is invalid_grant. It runs after
-// every other check and before the token is issued, failing closed.
-func (h *jwtBearerHandler) consumeJTI(ctx context.Context, issuer, jti string, exp time.Time) error {
+// jtiKey is the one-time-id key of an assertion's jti, scoped by issuer.
+func jtiKey(issuer, jti string) string {
+	return "jwt-bearer:" + digest(issuer+"\x00"+jti)
+}
+
+// assertionJTIForm carries the assertion's jtiKey from Handle to Populate
+// inside the request form; Sanitize drops it before anything is stored.
+const assertionJTIForm = "\x00assertion_jti"
+
+// consumeJTI records the assertion's jti key until the assertion expires,
+// at least minJTITTL; a second use is invalid_grant. It runs in Populate,
+// after the checks of every handler (DPoP's among them), so an assertion
+// refused for anything else is not spent; it fails closed.
+func (h *jwtBearerHandler) consumeJTI(ctx context.Context, key string, exp time.Time) error {
 	until := exp.Add(assertionSkew)
 	if floor := h.s.now().Add(minJTITTL); until.Before(floor) {
 		until = floor
 	}
-	err := h.s.cfg.Store.UseJTI(ctx, "jwt-bearer:"+digest(issuer+"\x00"+jti), until)
+	err := h.s.cfg.Store.UseJTI(ctx, key, until)
 	switch {
 	case err == nil:
 		return nil
@@ -345,6 +355,27 @@ func (h *jwtBearerHandler) consumeJTI(ctx context.Context, issuer, jti string, e
 		return badAssertion("The assertion was used before (jti replay).")
 	}
 	return mapStoreErr(err)
+}
+
+// refused audits a refused assertion ([EXT-WIF] identity translation) by
+// its kind, its claimed issuer and the error, never the assertion itself,
+// and returns err.
+func (h *jwtBearerHandler) refused(ctx context.Context, assertion string, err error) error {
+	iss, _ := peekIssuer(assertion)
+	var rfc *fosite.RFC6749Error
+	code := "server_error"
+	if errors.As(err, &rfc) {
+		code = rfc.ErrorField
+	}
+	kind := "workload"
+	if isIDJAG(assertion) {
+		kind = "id-jag"
+	}
+	if len(iss) > 256 {
+		iss = iss[:256]
+	}
+	h.s.log.audit(ctx, "assertion.refused", "kind", kind, "iss", iss, "error", code, "assertion_digest", digest(assertion))
+	return err
 }
 
 func (h *jwtBearerHandler) HandleTokenEndpointRequest(ctx context.Context, r fosite.AccessRequester) error {
@@ -362,11 +393,8 @@ func (h *jwtBearerHandler) HandleTokenEndpointRequest(ctx context.Context, r fos
 	if len(assertion) > maxAssertion {
 		return badAssertion("The assertion is too large.")
 	}
-	_, payload, ok := peekJWT(assertion)
-	var peek struct {
-		Issuer string `json:"iss"`
-	}
-	if !ok || json.Unmarshal(payload, &peek) != nil {
+	iss, ok := peekIssuer(assertion)
+	if !ok {
 		return badAssertion("The assertion is not a JWT.")
 	}
 	sess, ok := r.GetSession().(*session)
@@ -374,26 +402,27 @@ func (h *jwtBearerHandler) HandleTokenEndpointRequest(ctx context.Context, r fos
 	if !ok || !aok {
 		return fosite.ErrServerError.WithDebug("unexpected session or request type")
 	}
-	kind, redeem := "workload", h.workload
+	redeem := h.workload
 	if isIDJAG(assertion) {
-		kind, redeem = "id-jag", h.idJAG
+		redeem = h.idJAG
 	}
-	if err := redeem(ctx, ar, sess, assertion, peek.Issuer); err != nil {
-		// Every refusal is audited ([EXT-WIF] identity translation), by
-		// its error and the claimed issuer; never the assertion itself.
-		var rfc *fosite.RFC6749Error
-		code := "server_error"
-		if errors.As(err, &rfc) {
-			code = rfc.ErrorField
-		}
-		iss := peek.Issuer
-		if len(iss) > 256 {
-			iss = iss[:256]
-		}
-		h.s.log.audit(ctx, "assertion.refused", "kind", kind, "iss", iss, "error", code, "assertion_digest", digest(assertion))
-		return err
+	if err := redeem(ctx, ar, sess, assertion, iss); err != nil {
+		return h.refused(ctx, assertion, err)
 	}
 	return nil
+}
+
+// peekIssuer is the iss claim of a compact JWS, read without verifying
+// anything; ok is false when assertion is not one with a JSON payload.
+func peekIssuer(assertion string) (iss string, ok bool) {
+	_, payload, ok := peekJWT(assertion)
+	var peek struct {
+		Issuer string `json:"iss"`
+	}
+	if !ok || json.Unmarshal(payload, &peek) != nil {
+		return "", false
+	}
+	return peek.Issuer, true
 }
 
 // idJAG redeems an ID-JAG (draft-ietf-oauth-identity-assertion-authz-grant
@@ -477,9 +506,7 @@ func (h *jwtBearerHandler) idJAG(ctx context.Context, r *fosite.AccessRequest, s
 		}
 		subject, sess.Federated = cl.Email, ""
 	}
-	if err := h.consumeJTI(ctx, cl.Issuer, cl.ID, exp); err != nil {
-		return err
-	}
+	r.GetRequestForm().Set(assertionJTIForm, jtiKey(cl.Issuer, cl.ID))
 	sess.Subject = subject
 	if cl.Act != nil {
 		sess.Act = cl.Act
@@ -591,9 +618,7 @@ func (h *jwtBearerHandler) workload(ctx context.Context, r *fosite.AccessRequest
 	if jti == "" {
 		jti = "sha256:" + digest(assertion)
 	}
-	if err := h.consumeJTI(ctx, cl.Issuer, jti, exp); err != nil {
-		return err
-	}
+	r.GetRequestForm().Set(assertionJTIForm, jtiKey(cl.Issuer, jti))
 	r.Client = h.s.clients.workload[rule.clientID]
 	sess.Subject = cl.Issuer + "#" + cl.Subject
 	sess.Federated = cl.Issuer
@@ -680,8 +705,17 @@ func (h *jwtBearerHandler) PopulateTokenEndpointResponse(ctx context.Context, r 
 	if d := sess.GetExpiresAt(fosite.AccessToken).Sub(now); d < ttl {
 		ttl = d
 	}
+	form := r.GetRequestForm()
+	assertion := form.Get("assertion")
 	if ttl < time.Second {
-		return badAssertion("The assertion has expired.")
+		return h.refused(ctx, assertion, badAssertion("The assertion has expired."))
+	}
+	key := form.Get(assertionJTIForm)
+	if key == "" {
+		return fosite.ErrServerError.WithDebug("the assertion's jti key is missing")
+	}
+	if err := h.consumeJTI(ctx, key, sess.GetExpiresAt(fosite.AccessToken)); err != nil {
+		return h.refused(ctx, assertion, err)
 	}
 	ts := *h.s.tokens
 	ts.ttl = ttl

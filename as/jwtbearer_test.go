@@ -736,4 +736,49 @@ func TestJWTBearerRefusalsAudited(t *testing.T) {
 	if !found || strings.Contains(logs.String(), a) || strings.Contains(logs.String(), strings.Split(a, ".")[2]) {
 		t.Errorf("audit events %v", logs.events(t))
 	}
+	// A replay, refused when the token is about to be issued, is audited too.
+	ok := w.wlKey.mint(t, "", w.workloadJWT("conformance-workload"))
+	if resp, body := w.post("/token", jwtBearer(ok), "", ""); resp.StatusCode != 200 {
+		t.Fatalf("first use: %d %v", resp.StatusCode, body)
+	}
+	resp, body = w.post("/token", jwtBearer(ok), "", "")
+	wantError(t, resp, body, 400, "invalid_grant")
+	replays := 0
+	for _, e := range logs.events(t) {
+		if e["event"] == "assertion.refused" && e["kind"] == "workload" && e["error"] == "invalid_grant" && e["assertion_digest"] == digest(ok) {
+			replays++
+		}
+	}
+	if replays != 1 {
+		t.Errorf("%d audited replays; want 1: %v", replays, logs.events(t))
+	}
+}
+
+// TestJWTBearerRefusedForAMissingProofIsNotConsumed: an assertion refused
+// by a check that runs after the grant's own (a resource whose tokens are
+// only issued DPoP-bound) is not spent: the same ID-JAG or workload token
+// sent again with a proof is redeemed, once.
+func TestJWTBearerRefusedForAMissingProofIsNotConsumed(t *testing.T) {
+	w := newFedWorld(t, func(c *Config) { c.DPoP.RequiredFor = []string{mcpURI} })
+	key := newKey(t)
+	for _, tc := range []struct {
+		name, assertion, user, pass string
+	}{
+		{"id-jag", w.idpKey.mint(t, typIDJAG, w.idJAG()), "xaa-client", xaaSecret},
+		{"workload", w.wlKey.mint(t, "", w.workloadJWT("conformance-workload")), "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := w.postProof(jwtBearer(tc.assertion, "resource", mcpURI), tc.user, tc.pass)
+			wantDPoPError(t, resp, body, "invalid_dpop_proof")
+			resp, body = w.postProof(jwtBearer(tc.assertion, "resource", mcpURI), tc.user, tc.pass, w.proof(key, ""))
+			if resp.StatusCode != 200 || body["token_type"] != "DPoP" {
+				t.Fatalf("with a proof: %d %v", resp.StatusCode, body)
+			}
+			resp, body = w.postProof(jwtBearer(tc.assertion, "resource", mcpURI), tc.user, tc.pass, w.proof(key, ""))
+			wantError(t, resp, body, 400, "invalid_grant")
+			if d, _ := body["error_description"].(string); !strings.Contains(d, "jti replay") {
+				t.Errorf("third use refused for %q; want the replay", d)
+			}
+		})
+	}
 }
