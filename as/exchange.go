@@ -233,7 +233,8 @@ type subjectGrant struct {
 	act       map[string]any
 	notAfter  time.Time
 	signature string
-	statusIdx int64 // the grant's status index, which the exchanged token shares
+	statusIdx int64  // the grant's status index, which the exchanged token shares
+	federated string // the subject's trusted issuer (session.Federated), which the exchanged token keeps
 }
 
 var errBadSubject = fosite.ErrInvalidGrant.WithHint("The subject_token is not an active access token issued by this server.")
@@ -263,7 +264,7 @@ func (h *exchangeHandler) verifySubject(ctx context.Context, token string) (*sub
 		len(sr.GrantedAud) != 1 || sr.GrantedAud[0] != claims.Audience {
 		return nil, errBadSubject
 	}
-	if sr.Session.Subject != "" && !h.s.userActive(sr.Session.Subject) {
+	if !h.s.subjectActive(sr.Session.Subject, sr.Session.Federated != "") {
 		return nil, errBadSubject
 	}
 	if _, err := h.s.clients.get(ctx, sr.ClientID); err != nil {
@@ -285,6 +286,7 @@ func (h *exchangeHandler) verifySubject(ctx context.Context, token string) (*sub
 		notAfter:  notAfter,
 		signature: sig,
 		statusIdx: sr.Session.StatusIdx,
+		federated: sr.Session.Federated,
 	}, nil
 }
 
@@ -370,7 +372,7 @@ func (h *exchangeHandler) HandleTokenEndpointRequest(ctx context.Context, r fosi
 	if !ok {
 		return fosite.ErrServerError.WithDebug("unexpected session type")
 	}
-	sess.Subject = sub.subject
+	sess.Subject, sess.Federated = sub.subject, sub.federated
 	act := map[string]any{"sub": c.id}
 	if sub.act != nil {
 		act["act"] = sub.act

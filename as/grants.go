@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ory/fosite"
@@ -87,7 +88,7 @@ func (s *Server) describeGrant(ctx context.Context, g storage.Grant, clients map
 		clients[g.ClientID] = exists
 	}
 	switch {
-	case g.Subject != "" && !s.userActive(g.Subject):
+	case !s.subjectActive(g.Subject, s.federatedSubject(g.Subject)):
 		out.Orphaned, out.OrphanedBecause = true, "user"
 	case !exists:
 		out.Orphaned, out.OrphanedBecause = true, "client"
@@ -95,11 +96,14 @@ func (s *Server) describeGrant(ctx context.Context, g storage.Grant, clients map
 	return out
 }
 
-// clientExists reports whether id is a configured client or one in
-// storage (registered or CIMD). A storage error counts as existing: an
-// outage must not make grants look orphaned.
+// clientExists reports whether id is a configured client, the client of a
+// workload rule, or one in storage (registered or CIMD). A storage error
+// counts as existing: an outage must not make grants look orphaned.
 func (s *Server) clientExists(ctx context.Context, id string) bool {
 	if _, ok := s.clients.static[id]; ok {
+		return true
+	}
+	if _, ok := s.clients.workload[id]; ok {
 		return true
 	}
 	_, err := s.cfg.Store.GetClient(ctx, id)
@@ -152,6 +156,37 @@ func (s *Server) userActive(subject string) bool {
 	return s.users == nil || s.users.UserActive(subject)
 }
 
+// subjectActive reports whether the subject of a grant may still use it,
+// the one rule the token endpoint, token exchange, introspection and
+// ListGrants apply: no subject (client credentials) and a federated one
+// (an assertion's "<iss>#<sub>", session.Federated), which is no local
+// account, always may; a local person while userActive says so.
+func (s *Server) subjectActive(subject string, federated bool) bool {
+	return subject == "" || federated || s.userActive(subject)
+}
+
+// federatedSubject reports whether subject has the form the jwt-bearer
+// grant gives a trusted issuer's subject, "<iss>#<sub>" with iss a
+// configured enterprise IdP or workload issuer: what can be told from a
+// stored grant's subject alone.
+func (s *Server) federatedSubject(subject string) bool {
+	iss, _, ok := strings.Cut(subject, "#")
+	if !ok {
+		return false
+	}
+	for _, d := range s.cfg.EnterpriseIdPs {
+		if d.Issuer == iss {
+			return true
+		}
+	}
+	for _, w := range s.cfg.WorkloadIssuers {
+		if w.Issuer == iss {
+			return true
+		}
+	}
+	return false
+}
+
 // consentRevoker is what the /consents page calls when a person revokes a
 // client: RevokeGrants for that person and client.
 type consentRevoker struct{ s *Server }
@@ -178,11 +213,11 @@ func (g *userGate) CanHandleTokenEndpointRequest(_ context.Context, r fosite.Acc
 func (g *userGate) CanSkipClientAuth(context.Context, fosite.AccessRequester) bool { return false }
 
 func (g *userGate) HandleTokenEndpointRequest(ctx context.Context, r fosite.AccessRequester) error {
-	sub := ""
-	if sess := r.GetSession(); sess != nil {
-		sub = sess.GetSubject()
+	sub, federated := "", false
+	if sess, ok := r.GetSession().(*session); ok && sess != nil {
+		sub, federated = sess.Subject, sess.Federated != ""
 	}
-	if sub == "" || g.s.userActive(sub) {
+	if g.s.subjectActive(sub, federated) {
 		return nil
 	}
 	g.s.log.audit(ctx, "grant.user_inactive", "client_id", r.GetClient().GetID(), "sub", sub, "grant", r.GetID())

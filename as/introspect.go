@@ -145,7 +145,7 @@ func (s *Server) describe(caller *client, kind storage.TokenKind, token string, 
 	if sr.Session != nil {
 		sub, federated = sr.Session.Subject, sr.Session.Federated != ""
 	}
-	if sub != "" && !federated && !s.userActive(sub) {
+	if !s.subjectActive(sub, federated) {
 		return nil // the person can no longer sign in (Config.Users)
 	}
 	if sub == "" {

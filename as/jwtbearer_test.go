@@ -1,6 +1,7 @@
 package as
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/base64"
@@ -780,5 +781,42 @@ func TestJWTBearerRefusedForAMissingProofIsNotConsumed(t *testing.T) {
 				t.Errorf("third use refused for %q; want the replay", d)
 			}
 		})
+	}
+}
+
+// TestFederatedSubjectIsNotALocalPerson: a token issued for an assertion's
+// subject ("<iss>#<sub>") is not refused, nor its grant listed as
+// orphaned, because no local account has that name: token exchange takes
+// it as a subject token, and the exchanged token introspects active with
+// the same subject.
+func TestFederatedSubjectIsNotALocalPerson(t *testing.T) {
+	w := newFedWorld(t, func(c *Config) {
+		c.Clients = append(c.Clients, Client{ID: "mcp-server", Secret: mcpSrvSecret, GrantTypes: []string{GrantTypeTokenExchange},
+			Resources: []string{otherURI}, Scopes: []string{"other:read"}})
+		c.ExchangePolicy = []ExchangeRule{{From: mcpURI, To: otherURI, Scopes: []string{"other:read"}, Clients: []string{"mcp-server"}}}
+	})
+	sub := w.ks.srv.URL + "#conformance-workload"
+	_, tok := w.post("/token", jwtBearer(w.wlKey.mint(t, "", w.workloadJWT("conformance-workload")), "resource", mcpURI), "", "")
+	at, _ := tok["access_token"].(string)
+	if at == "" {
+		t.Fatalf("workload token: %v", tok)
+	}
+	resp, body := w.post("/token", exchangeForm(at, otherURI), "mcp-server", mcpSrvSecret)
+	if resp.StatusCode != 200 {
+		t.Fatalf("exchanging a federated subject's token: %d %v", resp.StatusCode, body)
+	}
+	if _, c := w.claims(body["access_token"].(string)); c["sub"] != sub {
+		t.Errorf("exchanged token's sub %v; want %s", c["sub"], sub)
+	}
+	_, in := w.post("/introspect", url.Values{"token": {body["access_token"].(string)}}, "mcp-server", mcpSrvSecret)
+	if in["active"] != true || in["sub"] != sub {
+		t.Errorf("introspection of the exchanged token %v", in)
+	}
+	gs, err := w.as.ListGrants(context.Background(), GrantFilter{Client: "conformance-wif"}, 0)
+	if err != nil || len(gs) != 1 {
+		t.Fatalf("ListGrants %v, %v; want the workload's grant", gs, err)
+	}
+	if gs[0].User != sub || gs[0].Orphaned {
+		t.Errorf("grant %+v; want %s, not orphaned", gs[0], sub)
 	}
 }
