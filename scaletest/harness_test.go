@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpauth/mcpauth/internal/freeport"
 	"github.com/mcpauth/mcpauth/internal/password"
 )
 
@@ -73,14 +74,13 @@ func authserverBin(tb testing.TB) string {
 	return filepath.Join(binDir, "authserver")
 }
 
+// freeAddr is a loopback address for a server the test starts, reserved
+// (freeport) until the test ends, so that no other listener or outgoing
+// connection takes its port before the server binds it (or between a stop
+// and a restart on the same address).
 func freeAddr(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return freeport.Addr(tb)
 }
 
 // Credentials of the configured clients and user.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"html"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -29,6 +28,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/mcpauth/mcpauth/internal/freeport"
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/scaletest/load"
 	"github.com/mcpauth/mcpauth/storage/postgres/pgtest"
@@ -69,14 +69,12 @@ func binary(t *testing.T) string {
 	return binPath
 }
 
+// freeAddr is a loopback address for a server the test starts, reserved
+// (freeport) until the test ends, so that no other listener or outgoing
+// connection takes its port before the server binds it.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return freeport.Addr(t)
 }
 
 // proc is a running authserver.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpauth/mcpauth/internal/freeport"
 )
 
 func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
@@ -186,12 +187,9 @@ func rpcError(t *testing.T, resp *http.Response) (id any, code int, msg string) 
 }
 
 func TestGatewayAnswersAJSONRPCErrorWhenTheUpstreamIsDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String() + "/mcp"
-	ln.Close()
+	// A reserved port nothing listens on (a port merely closed again may be
+	// taken by another listener meanwhile, and then answers).
+	dead := "http://" + freeport.Addr(t) + "/mcp"
 	s := newStack(t, false, strings.Replace(baseConfig, "upstream: UPSTREAM", "upstream: "+dead, 1))
 	resp := rawPost(t, s, s.token(t, "user-bot"), "", strings.Replace(initialize, `"id":1`, `"id":"init-7"`, 1), nil)
 	id, code, msg := rpcError(t, resp)

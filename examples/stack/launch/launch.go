@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mcpauth/mcpauth/internal/freeport"
 )
 
 // The addresses deploy/authserver.yaml and deploy/stack.env are written for.
@@ -326,14 +327,13 @@ func ParseEnv(r io.Reader, name string) (map[string]string, error) {
 	return env, nil
 }
 
-// FreeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
+// FreeAddr returns a 127.0.0.1 address for a server to be started, reserved
+// with freeport for the rest of this process's life: no other listener,
+// outgoing connection or harness on this machine takes its port before the
+// server binds it, nor between a stop and a restart on the same address.
 func FreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	addr, _, err := freeport.Reserve()
+	return addr, err
 }
 
 // prefixWriter writes whole lines to w, each with prefix.
