@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -67,20 +68,7 @@ func (u *upstream) seen() []string {
 
 func newUpstream(t testing.TB, jsonResponse bool) *upstream {
 	t.Helper()
-	server := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "0"}, nil)
-	type echoIn struct {
-		Text string `json:"text"`
-	}
-	mcp.AddTool(server, &mcp.Tool{Name: "echo", Description: "Echoes text."},
-		func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
-		})
-	mcp.AddTool(server, &mcp.Tool{Name: "admin_stats", Description: "Statistics for administrators."},
-		func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "42 sessions"}}}, nil, nil
-		})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-		&mcp.StreamableHTTPOptions{JSONResponse: jsonResponse, Logger: slog.New(slog.DiscardHandler)})
+	h := goUpstreamHandler(jsonResponse)
 	u := &upstream{}
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
@@ -93,6 +81,25 @@ func newUpstream(t testing.TB, jsonResponse bool) *upstream {
 	return u
 }
 
+// goUpstreamHandler is a Streamable HTTP MCP server of the Go SDK with the
+// tools echo and admin_stats.
+func goUpstreamHandler(jsonResponse bool) http.Handler {
+	server := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "0"}, nil)
+	type echoIn struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "echo", Description: "Echoes text."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "admin_stats", Description: "Statistics for administrators."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "42 sessions"}}}, nil, nil
+		})
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{JSONResponse: jsonResponse, Logger: slog.New(slog.DiscardHandler)})
+}
+
 // stack is an in-process AS, an upstream, and the gateway between them.
 type stack struct {
 	issuer   string
@@ -101,6 +108,38 @@ type stack struct {
 	gw       *httptest.Server
 	audit    *syncBuffer
 	cfg      *Config
+}
+
+// startAS starts an in-process AS for the gateway's resource and the
+// upstream's, with the clients of the tests, and returns its issuer.
+func startAS(t testing.TB, resource, upRes string) string {
+	t.Helper()
+	asSrv := httptest.NewUnstartedServer(nil)
+	issuer := "http://" + asSrv.Listener.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := as.New(ctx, as.Config{
+		Issuer: issuer,
+		Resources: []as.Resource{
+			{URI: resource, Scopes: []string{"mcp:tools", "mcp:admin", "mcp:read"}, Default: true},
+			{URI: upRes, Scopes: []string{"upstream:call"}},
+		},
+		Clients: []as.Client{
+			{ID: "user-bot", Secret: botSecret, GrantTypes: []string{"client_credentials"}, Scopes: []string{"mcp:tools"}, Resources: []string{resource}},
+			{ID: "admin-bot", Secret: botSecret, GrantTypes: []string{"client_credentials"}, Scopes: []string{"mcp:tools", "mcp:admin"}, Resources: []string{resource}},
+			{ID: "gw", Secret: gwSecret, GrantTypes: []string{"client_credentials", "urn:ietf:params:oauth:grant-type:token-exchange"},
+				Scopes: []string{"upstream:call"}, Resources: []string{upRes}},
+		},
+		ExchangePolicy: []as.ExchangeRule{{From: resource, To: upRes, Scopes: []string{"upstream:call"}, Clients: []string{"gw"}}},
+		Store:          memory.New(),
+		Secret:         bytes.Repeat([]byte{7}, 32),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asSrv.Config.Handler = srv.Handler()
+	asSrv.Start()
+	t.Cleanup(func() { asSrv.Close(); cancel() })
+	return issuer
 }
 
 // newStack starts the AS, the upstream and a gateway whose configuration
@@ -112,31 +151,7 @@ func newStack(t testing.TB, jsonResponse bool, configText string) *stack {
 	s.resource = "http://" + gw.Listener.Addr().String() + "/mcp"
 	upRes := s.up.srv.URL + "/mcp"
 
-	asSrv := httptest.NewUnstartedServer(nil)
-	s.issuer = "http://" + asSrv.Listener.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := as.New(ctx, as.Config{
-		Issuer: s.issuer,
-		Resources: []as.Resource{
-			{URI: s.resource, Scopes: []string{"mcp:tools", "mcp:admin", "mcp:read"}, Default: true},
-			{URI: upRes, Scopes: []string{"upstream:call"}},
-		},
-		Clients: []as.Client{
-			{ID: "user-bot", Secret: botSecret, GrantTypes: []string{"client_credentials"}, Scopes: []string{"mcp:tools"}, Resources: []string{s.resource}},
-			{ID: "admin-bot", Secret: botSecret, GrantTypes: []string{"client_credentials"}, Scopes: []string{"mcp:tools", "mcp:admin"}, Resources: []string{s.resource}},
-			{ID: "gw", Secret: gwSecret, GrantTypes: []string{"client_credentials", "urn:ietf:params:oauth:grant-type:token-exchange"},
-				Scopes: []string{"upstream:call"}, Resources: []string{upRes}},
-		},
-		ExchangePolicy: []as.ExchangeRule{{From: s.resource, To: upRes, Scopes: []string{"upstream:call"}, Clients: []string{"gw"}}},
-		Store:          memory.New(),
-		Secret:         bytes.Repeat([]byte{7}, 32),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	asSrv.Config.Handler = srv.Handler()
-	asSrv.Start()
-	t.Cleanup(func() { asSrv.Close(); cancel() })
+	s.issuer = startAS(t, s.resource, upRes)
 
 	text := strings.NewReplacer("ISSUER", s.issuer, "RESOURCE", s.resource, "UPSTREAM", upRes).Replace(configText)
 	cfg, err := ParseConfig([]byte(text), func(k string) (string, bool) {
@@ -155,7 +170,10 @@ func newStack(t testing.TB, jsonResponse bool, configText string) *stack {
 	}
 	gw.Config = g.Server()
 	gw.Config.Addr = ""
-	gw.Start()
+	// The gateway's goroutines (its server's connections and its
+	// transport's to the upstream, started from them) carry the profiler
+	// label proc=gateway: go tool pprof -tagfocus proc=gateway.
+	pprof.Do(context.Background(), pprof.Labels("proc", "gateway"), func(context.Context) { gw.Start() })
 	t.Cleanup(gw.Close)
 	s.gw = gw
 	return s
@@ -177,8 +195,14 @@ audit: {format: json}
 // token obtains a client credentials token of client for the gateway.
 func (s *stack) token(t testing.TB, client string) string {
 	t.Helper()
-	form := url.Values{"grant_type": {"client_credentials"}, "resource": {s.resource}}
-	req, _ := http.NewRequest(http.MethodPost, s.issuer+"/token", strings.NewReader(form.Encode()))
+	return issueToken(t, s.issuer, s.resource, client)
+}
+
+// issueToken obtains a client credentials token of client for resource.
+func issueToken(t testing.TB, issuer, resource, client string) string {
+	t.Helper()
+	form := url.Values{"grant_type": {"client_credentials"}, "resource": {resource}}
+	req, _ := http.NewRequest(http.MethodPost, issuer+"/token", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.SetBasicAuth(client, botSecret)
 	resp, err := http.DefaultClient.Do(req)
