@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"strconv"
@@ -26,7 +24,7 @@ import (
 )
 
 // Gateway is the authorizing reverse proxy: rsmiddleware's Middleware,
-// SessionBinding and MCPFilter in front of an httputil.ReverseProxy.
+// SessionBinding and MCPFilter in front of a forwarder to the upstream.
 type Gateway struct {
 	cfg     *Config
 	handler http.Handler
@@ -179,8 +177,6 @@ func (g *Gateway) Server() *http.Server {
 	}
 }
 
-type bodyKey struct{}
-
 func newProxy(cfg *Config, o Options) (http.Handler, error) {
 	target, err := url.Parse(cfg.Upstream)
 	if err != nil {
@@ -199,24 +195,10 @@ func newProxy(cfg *Config, o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			u := *target
-			u.RawQuery = pr.In.URL.RawQuery
-			pr.Out.URL = &u
-			pr.Out.Host = ""
-			// The Middleware has removed the caller's token; this makes sure
-			// of it (MCP: a server must not pass the token through).
-			pr.Out.Header.Del("Authorization")
-			// A DPoP proof is for the gateway's URL (RFC 9449 §4.3), never
-			// the upstream's.
-			pr.Out.Header.Del("DPoP")
-			pr.SetXForwarded()
-		},
-		Transport:     transport,
-		BufferPool:    copyBuffers{},
-		FlushInterval: -1, // every write of the upstream goes out at once
-		ModifyResponse: func(resp *http.Response) error {
+	return &forwarder{
+		target:    target,
+		transport: transport,
+		refused: func(resp *http.Response) error {
 			if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 				// The upstream refused the gateway's own credentials: its
 				// challenge is not the client's business.
@@ -224,8 +206,7 @@ func newProxy(cfg *Config, o Options) (http.Handler, error) {
 			}
 			return nil
 		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			o.Logger.Warn("mcpgateway: upstream request failed", "upstream", cfg.Upstream, "err", err)
+		onError: func(w http.ResponseWriter, r *http.Request, body []byte, err error) {
 			status, msg := http.StatusBadGateway, "mcpgateway: the MCP server behind the gateway is unreachable"
 			var ne net.Error
 			switch {
@@ -238,26 +219,10 @@ func newProxy(cfg *Config, o Options) (http.Handler, error) {
 			case errors.Is(err, context.Canceled):
 				return // the client went away
 			}
-			body, _ := r.Context().Value(bodyKey{}).(*bodyCopy)
-			writeRPCError(w, status, body.id(), msg)
+			o.Logger.Warn("mcpgateway: upstream request failed", "upstream", cfg.Upstream, "err", err)
+			writeRPCError(w, status, requestID(body), msg)
 		},
-		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Keep the (already bounded and buffered) body, so an error answer
-		// can carry the request's id.
-		if r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
-			b, err := readAll(r)
-			if err != nil {
-				http.Error(w, "cannot read request body", http.StatusBadRequest)
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(b))
-			r.ContentLength = int64(len(b))
-			r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, &bodyCopy{b: b}))
-		}
-		rp.ServeHTTP(w, r)
-	}), nil
+	}, nil
 }
 
 // readAll reads the request body in one buffer of its declared length.
@@ -277,28 +242,20 @@ func readAll(r *http.Request) ([]byte, error) {
 	return io.ReadAll(r.Body)
 }
 
-// copyBuffers lends the ReverseProxy its 32 KiB copy buffers, which it
-// otherwise allocates afresh for every response.
-type copyBuffers struct{}
-
+// copyBufferPool lends the forwarder its 32 KiB copy buffers.
 var copyBufferPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-func (copyBuffers) Get() []byte  { return *copyBufferPool.Get().(*[]byte) }
-func (copyBuffers) Put(b []byte) { copyBufferPool.Put(&b) }
 
 var errUpstreamRefused = errors.New("mcpgateway: upstream answered 401/403")
 
-type bodyCopy struct{ b []byte }
-
-// id returns the id of a single JSON-RPC request, or null.
-func (c *bodyCopy) id() json.RawMessage {
-	if c == nil {
+// requestID returns the id of the single JSON-RPC request in body, or null.
+func requestID(body []byte) json.RawMessage {
+	if body == nil {
 		return json.RawMessage("null")
 	}
 	var m struct {
 		ID json.RawMessage `json:"id"`
 	}
-	if json.Unmarshal(c.b, &m) != nil || len(m.ID) == 0 {
+	if json.Unmarshal(body, &m) != nil || len(m.ID) == 0 {
 		return json.RawMessage("null")
 	}
 	return m.ID

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// forwarder sends each request to the upstream and copies the answer back:
+// the part of a reverse proxy that MCP Streamable HTTP (RFC 9112 messages,
+// JSON and text/event-stream answers) needs, in one pass and without the
+// per-request timers, traces and header copies of httputil.ReverseProxy.
+//
+//   - Hop-by-hop headers (RFC 9110 §7.6.1: Connection and the fields it
+//     names, Keep-Alive, Proxy-Connection, Proxy-Authenticate,
+//     Proxy-Authorization, TE, Trailer, Transfer-Encoding, Upgrade) are
+//     removed in both directions; "TE: trailers" is passed on when the
+//     client sent it. Protocol upgrades are not proxied.
+//   - Authorization and DPoP never reach the upstream; Forwarded and the
+//     client's X-Forwarded-* are replaced by X-Forwarded-For (the prior
+//     list and the client's address), X-Forwarded-Host and
+//     X-Forwarded-Proto. Without a User-Agent of the client none is sent.
+//   - An event stream (and an answer of unknown length) is flushed after
+//     every read from the upstream, so each event reaches the client as it
+//     arrives. Its header goes out with the first event, or after
+//     headerFlushDelay when the upstream sends the header alone and nothing
+//     more; a GET stream's header at once.
+//   - A failure before the answer goes to onError; a failure in the middle
+//     of an answer aborts the client's response (http.ErrAbortHandler), so
+//     the client sees a broken stream, never a cleanly ended one.
+type forwarder struct {
+	target    *url.URL
+	transport http.RoundTripper
+	// onError answers a request whose upstream exchange failed before the
+	// answer (no status sent yet); body is the request body (nil for
+	// other methods than POST).
+	onError func(w http.ResponseWriter, r *http.Request, body []byte, err error)
+	// refused reports an answer the client must not see (the upstream
+	// refusing the gateway's own credentials); it goes to onError.
+	refused func(*http.Response) error
+}
+
+// headerFlushDelay bounds how long the header of an event stream waits for
+// the stream's first event before it is sent alone.
+const headerFlushDelay = 20 * time.Millisecond
+
+// dropped are the request fields the upstream never gets from the client.
+var dropped = map[string]bool{
+	"Authorization": true, "Dpop": true,
+	"Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true,
+}
+
+// isHop reports whether the canonical field name k is hop-by-hop (RFC 9110
+// §7.6.1, and the ones RFC 2616 §13.5.1 listed).
+func isHop(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
+}
+
+// outHeader is the header of the request to the upstream.
+func outHeader(r *http.Request) http.Header {
+	in := r.Header
+	h := make(http.Header, len(in)+3)
+	for k, v := range in {
+		if !isHop(k) && !dropped[k] {
+			h[k] = v
+		}
+	}
+	removeConnectionFields(h, in["Connection"])
+	if hasToken(in["Te"], "trailers") {
+		h["Te"] = []string{"trailers"}
+	}
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior := in["X-Forwarded-For"]; len(prior) > 0 {
+			ip = strings.Join(prior, ", ") + ", " + ip
+		}
+		h["X-Forwarded-For"] = []string{ip}
+	}
+	h["X-Forwarded-Host"] = []string{r.Host}
+	if r.TLS == nil {
+		h["X-Forwarded-Proto"] = []string{"http"}
+	} else {
+		h["X-Forwarded-Proto"] = []string{"https"}
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = []string{""} // not Go's default
+	}
+	return h
+}
+
+// removeConnectionFields deletes the fields a Connection header names.
+func removeConnectionFields(h http.Header, conn []string) {
+	for _, v := range conn {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = textproto.TrimString(f); f != "" {
+				h.Del(f)
+			}
+		}
+	}
+}
+
+// hasToken reports whether the comma-separated values hold token (ASCII
+// case-insensitive).
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for f := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(textproto.TrimString(f), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// cleanQuery re-encodes a query the upstream might split differently from
+// the gateway (a ';' or a bad %-escape), as httputil.ReverseProxy does.
+func cleanQuery(q string) string {
+	for i := 0; i < len(q); i++ {
+		switch q[i] {
+		case ';':
+			v, _ := url.ParseQuery(q)
+			return v.Encode()
+		case '%':
+			if i+2 >= len(q) || !isHex(q[i+1]) || !isHex(q[i+2]) {
+				v, _ := url.ParseQuery(q)
+				return v.Encode()
+			}
+			i += 2
+		}
+	}
+	return q
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body []byte
+	outBody := io.ReadCloser(http.NoBody)
+	var length int64
+	if r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
+		// Keep the (already bounded) body, so an error answer can carry
+		// the request's id.
+		b, err := readAll(r)
+		if err != nil {
+			http.Error(w, "cannot read request body", http.StatusBadRequest)
+			return
+		}
+		body, length = b, int64(len(b))
+		if length > 0 {
+			outBody = io.NopCloser(bytes.NewReader(b))
+		}
+	} else if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		outBody, length = io.NopCloser(r.Body), r.ContentLength
+	}
+	u := *f.target
+	u.RawQuery = cleanQuery(r.URL.RawQuery)
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, "", nil)
+	if err != nil {
+		f.onError(w, r, body, err)
+		return
+	}
+	out.URL, out.Host, out.Header = &u, "", outHeader(r)
+	out.Body, out.ContentLength = outBody, length
+	if outBody == http.NoBody {
+		out.Body = nil
+	}
+
+	res, err := f.transport.RoundTrip(out)
+	if err == nil && f.refused != nil {
+		if err = f.refused(res); err != nil {
+			res.Body.Close()
+		}
+	}
+	if err != nil {
+		f.onError(w, r, body, err)
+		return
+	}
+	defer res.Body.Close()
+
+	h := w.Header()
+	for k, v := range res.Header {
+		if !isHop(k) {
+			h[k] = v
+		}
+	}
+	removeConnectionFields(h, res.Header["Connection"])
+	if len(res.Trailer) > 0 {
+		keys := make([]string, 0, len(res.Trailer))
+		for k := range res.Trailer {
+			keys = append(keys, k)
+		}
+		h["Trailer"] = []string{strings.Join(keys, ", ")}
+	}
+	w.WriteHeader(res.StatusCode)
+
+	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
+	stream := mt == "text/event-stream" || res.ContentLength == -1
+	buf := copyBufferPool.Get().(*[]byte)
+	defer copyBufferPool.Put(buf)
+	if err := copyAnswer(w, res.Body, *buf, stream, r.Method == http.MethodGet); err != nil {
+		// The status is sent: all that is left is to abort the response.
+		panic(http.ErrAbortHandler)
+	}
+	if len(res.Trailer) > 0 {
+		for k, v := range res.Trailer {
+			h[http.TrailerPrefix+k] = v
+		}
+	}
+}
+
+// copyAnswer copies src to w; for a stream, flushing after every read.
+func copyAnswer(w http.ResponseWriter, src io.Reader, buf []byte, stream, headerNow bool) error {
+	if !stream {
+		_, err := io.CopyBuffer(writerOnly{w}, src, buf)
+		return err
+	}
+	rc := http.NewResponseController(w)
+	var hf *headerFlush
+	if headerNow {
+		if err := rc.Flush(); err != nil {
+			return err
+		}
+	} else {
+		hf = &headerFlush{rc: rc}
+		hf.t = time.AfterFunc(headerFlushDelay, hf.fire)
+	}
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			if hf != nil {
+				hf.cancel()
+				hf = nil
+			}
+			if _, err := w.Write(buf[:n]); err != nil {
+				return err
+			}
+			if err := rc.Flush(); err != nil {
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			if hf != nil {
+				hf.cancel()
+			}
+			return nil
+		}
+		if rerr != nil {
+			if hf != nil {
+				hf.cancel()
+			}
+			return rerr
+		}
+	}
+}
+
+// headerFlush sends a stream's header when its first event is late.
+type headerFlush struct {
+	mu   sync.Mutex
+	rc   *http.ResponseController
+	t    *time.Timer
+	done bool
+}
+
+func (hf *headerFlush) fire() {
+	hf.mu.Lock()
+	defer hf.mu.Unlock()
+	if !hf.done {
+		_ = hf.rc.Flush()
+	}
+}
+
+// cancel stops the timer; once it returns, fire flushes nothing more, so
+// the caller owns the ResponseWriter again.
+func (hf *headerFlush) cancel() {
+	hf.mu.Lock()
+	hf.done = true
+	hf.mu.Unlock()
+	hf.t.Stop()
+}
+
+// writerOnly hides the ReaderFrom of a ResponseWriter from io.CopyBuffer,
+// which would otherwise copy with a buffer of its own.
+type writerOnly struct{ io.Writer }
