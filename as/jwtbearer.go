@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -334,20 +335,48 @@ func jtiKey(issuer, jti string) string {
 	return "jwt-bearer:" + digest(issuer+"\x00"+jti)
 }
 
-// assertionJTIForm carries the assertion's jtiKey from Handle to Populate
-// inside the request form; Sanitize drops it before anything is stored.
-const assertionJTIForm = "\x00assertion_jti"
+// assertionJTIForm and assertionJTIUntilForm carry the assertion's jtiKey
+// and the end of its replay window (Unix seconds) from Handle to Populate
+// inside the request form; Sanitize drops them before anything is stored.
+const (
+	assertionJTIForm      = "\x00assertion_jti"
+	assertionJTIUntilForm = "\x00assertion_jti_until"
+)
 
-// consumeJTI records the assertion's jti key until the assertion expires,
-// at least minJTITTL; a second use is invalid_grant. It runs in Populate,
-// after the checks of every handler (DPoP's among them), so an assertion
-// refused for anything else is not spent; it fails closed.
-func (h *jwtBearerHandler) consumeJTI(ctx context.Context, key string, exp time.Time) error {
-	until := exp.Add(assertionSkew)
+// replayWindowEnd is when an assertion that passed checkTimes can pass it
+// no longer: the earlier of exp plus the skew and iat plus
+// maxAssertionAge, plus a second for the claims' fractions. Its jti is
+// remembered until then, never until an exp however far ahead it lies.
+func replayWindowEnd(cl *assertionClaims) time.Time {
+	exp := time.Unix(int64(*cl.Expiry), 0).Add(assertionSkew)
+	if old := time.Unix(int64(*cl.IssuedAt), 0).Add(maxAssertionAge); old.Before(exp) {
+		exp = old
+	}
+	return exp.Add(time.Second)
+}
+
+// spendJTILater records on r what Populate passes to consumeJTI.
+func spendJTILater(r fosite.AccessRequester, issuer, jti string, cl *assertionClaims) {
+	form := r.GetRequestForm()
+	form.Set(assertionJTIForm, jtiKey(issuer, jti))
+	form.Set(assertionJTIUntilForm, strconv.FormatInt(replayWindowEnd(cl).Unix(), 10))
+}
+
+// consumeJTI records the assertion's jti key until the end of its replay
+// window, at least minJTITTL; a second use is invalid_grant. It runs in
+// Populate, after the checks of every handler (DPoP's among them), so an
+// assertion refused for anything else is not spent; it fails closed.
+func (h *jwtBearerHandler) consumeJTI(ctx context.Context, form url.Values) error {
+	key := form.Get(assertionJTIForm)
+	end, err := strconv.ParseInt(form.Get(assertionJTIUntilForm), 10, 64)
+	if key == "" || err != nil {
+		return fosite.ErrServerError.WithDebug("the assertion's jti key is missing")
+	}
+	until := time.Unix(end, 0)
 	if floor := h.s.now().Add(minJTITTL); until.Before(floor) {
 		until = floor
 	}
-	err := h.s.cfg.Store.UseJTI(ctx, key, until)
+	err = h.s.cfg.Store.UseJTI(ctx, key, until)
 	switch {
 	case err == nil:
 		return nil
@@ -506,7 +535,7 @@ func (h *jwtBearerHandler) idJAG(ctx context.Context, r *fosite.AccessRequest, s
 		}
 		subject, sess.Federated = cl.Email, ""
 	}
-	r.GetRequestForm().Set(assertionJTIForm, jtiKey(cl.Issuer, cl.ID))
+	spendJTILater(r, cl.Issuer, cl.ID, cl)
 	sess.Subject = subject
 	if cl.Act != nil {
 		sess.Act = cl.Act
@@ -618,7 +647,7 @@ func (h *jwtBearerHandler) workload(ctx context.Context, r *fosite.AccessRequest
 	if jti == "" {
 		jti = "sha256:" + digest(assertion)
 	}
-	r.GetRequestForm().Set(assertionJTIForm, jtiKey(cl.Issuer, jti))
+	spendJTILater(r, cl.Issuer, jti, cl)
 	r.Client = h.s.clients.workload[rule.clientID]
 	sess.Subject = cl.Issuer + "#" + cl.Subject
 	sess.Federated = cl.Issuer
@@ -710,11 +739,7 @@ func (h *jwtBearerHandler) PopulateTokenEndpointResponse(ctx context.Context, r 
 	if ttl < time.Second {
 		return h.refused(ctx, assertion, badAssertion("The assertion has expired."))
 	}
-	key := form.Get(assertionJTIForm)
-	if key == "" {
-		return fosite.ErrServerError.WithDebug("the assertion's jti key is missing")
-	}
-	if err := h.consumeJTI(ctx, key, sess.GetExpiresAt(fosite.AccessToken)); err != nil {
+	if err := h.consumeJTI(ctx, form); err != nil {
 		return h.refused(ctx, assertion, err)
 	}
 	ts := *h.s.tokens

@@ -820,3 +820,38 @@ func TestFederatedSubjectIsNotALocalPerson(t *testing.T) {
 		t.Errorf("grant %+v; want %s, not orphaned", gs[0], sub)
 	}
 }
+
+// TestJWTBearerFarExpiryIsSingleUse: a workload token whose exp lies
+// centuries ahead is still redeemed once on every backend. It can only be
+// redeemed within maxAssertionAge of its iat, so its jti is remembered
+// that long, not until an exp a backend's time encoding cannot hold.
+func TestJWTBearerFarExpiryIsSingleUse(t *testing.T) {
+	for name, open := range map[string]func(*testing.T) storage.Store{
+		"memory":   nil,
+		"sqlite":   func(t *testing.T) storage.Store { return openSQLite(t) },
+		"postgres": func(t *testing.T) storage.Store { return openPostgres(t, 4) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newFedWorld(t, func(c *Config) {
+				if open != nil {
+					c.Store = open(t)
+				}
+			})
+			for _, years := range []int{300, 400000} {
+				a := w.wlKey.mint(t, "", with(w.workloadJWT("conformance-workload"), "exp", time.Now().AddDate(years, 0, 0).Unix()))
+				resp, body := w.post("/token", jwtBearer(a), "", "")
+				if resp.StatusCode != 200 {
+					t.Fatalf("exp %d years ahead: %d %v", years, resp.StatusCode, body)
+				}
+				if exp, _ := body["expires_in"].(float64); exp <= 0 || exp > DefaultAccessTokenTTL.Seconds() {
+					t.Errorf("expires_in %v", body["expires_in"])
+				}
+				resp, body = w.post("/token", jwtBearer(a), "", "")
+				wantError(t, resp, body, 400, "invalid_grant")
+				if d, _ := body["error_description"].(string); !strings.Contains(d, "jti replay") {
+					t.Errorf("exp %d years ahead, second use refused for %q; want the replay", years, d)
+				}
+			}
+		})
+	}
+}
