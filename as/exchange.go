@@ -349,17 +349,7 @@ func (h *exchangeHandler) HandleTokenEndpointRequest(ctx context.Context, r fosi
 
 	// The one scope rule (scopes.go), with the rule's scopes as a further
 	// bound on the ceiling and the defaults.
-	var ceiling, defaults []string
-	for _, sc := range scopeCeiling(c, res) {
-		if slices.Contains(rule.scopes, sc) {
-			ceiling = append(ceiling, sc)
-		}
-	}
-	for _, sc := range defaultScopes(c, res) {
-		if slices.Contains(rule.scopes, sc) {
-			defaults = append(defaults, sc)
-		}
-	}
+	ceiling, defaults := intersect(scopeCeiling(c, res), rule.scopes), intersect(defaultScopes(c, res), rule.scopes)
 	if len(defaults) == 0 {
 		defaults = ceiling
 	}
@@ -413,22 +403,13 @@ func (h *exchangeHandler) PopulateTokenEndpointResponse(ctx context.Context, r f
 		return fosite.ErrServerError.WithDebug("unexpected session type")
 	}
 	now := h.s.now()
-	ttl := h.s.cfg.AccessTokenTTL
-	if d := sess.GetExpiresAt(fosite.AccessToken).Sub(now); d < ttl {
-		ttl = d
-	}
-	if ttl < time.Second {
+	ttl, ok := h.s.cappedTTL(sess, now)
+	if !ok {
 		return errBadSubject
 	}
-	ts := *h.s.tokens
-	ts.ttl = ttl
-	ts.now = func() time.Time { return now }
-	tok, sig, err := ts.GenerateAccessToken(ctx, r)
-	if err != nil {
-		return fosite.ErrServerError.WithWrap(err)
-	}
 	subjectSig := r.GetRequestForm().Get(subjectSignatureForm)
-	if err := h.s.store.CreateAccessTokenSession(ctx, sig, r.Sanitize(nil)); err != nil {
+	tok, sig, err := h.s.issueAccessToken(ctx, r, now, ttl)
+	if err != nil {
 		return err
 	}
 	if st, err := h.s.cfg.Store.GetToken(ctx, storage.KindAccessToken, subjectSig); err != nil || !st.Active {

@@ -632,12 +632,7 @@ func (h *jwtBearerHandler) workload(ctx context.Context, r *fosite.AccessRequest
 	if rule == nil || res == nil {
 		return errInvalidTarget("No workload rule for this subject allows the requested resource.")
 	}
-	var ceiling []string
-	for _, sc := range res.Scopes {
-		if slices.Contains(rule.scopes, sc) {
-			ceiling = append(ceiling, sc)
-		}
-	}
+	ceiling := intersect(res.Scopes, rule.scopes)
 	scopes, err := selectScopes(withoutOffline(r.GetRequestedScopes()), ceiling, ceiling)
 	if err != nil {
 		return fosite.ErrInvalidScope.WithHint("None of the requested scopes is allowed to this workload.")
@@ -730,26 +725,17 @@ func (h *jwtBearerHandler) PopulateTokenEndpointResponse(ctx context.Context, r 
 		return fosite.ErrServerError.WithDebug("unexpected session type")
 	}
 	now := h.s.now()
-	ttl := h.s.cfg.AccessTokenTTL
-	if d := sess.GetExpiresAt(fosite.AccessToken).Sub(now); d < ttl {
-		ttl = d
-	}
 	form := r.GetRequestForm()
 	assertion := form.Get("assertion")
-	if ttl < time.Second {
+	ttl, ok := h.s.cappedTTL(sess, now)
+	if !ok {
 		return h.refused(ctx, assertion, badAssertion("The assertion has expired."))
 	}
 	if err := h.consumeJTI(ctx, form); err != nil {
 		return h.refused(ctx, assertion, err)
 	}
-	ts := *h.s.tokens
-	ts.ttl = ttl
-	ts.now = func() time.Time { return now }
-	tok, sig, err := ts.GenerateAccessToken(ctx, r)
+	tok, _, err := h.s.issueAccessToken(ctx, r, now, ttl)
 	if err != nil {
-		return fosite.ErrServerError.WithWrap(err)
-	}
-	if err := h.s.store.CreateAccessTokenSession(ctx, sig, r.Sanitize(nil)); err != nil {
 		return err
 	}
 	resp.SetAccessToken(tok)
@@ -757,18 +743,4 @@ func (h *jwtBearerHandler) PopulateTokenEndpointResponse(ctx context.Context, r 
 	resp.SetExpiresIn(ttl)
 	resp.SetScopes(r.GetGrantedScopes())
 	return nil
-}
-
-func withoutOffline(scopes []string) []string {
-	return slices.DeleteFunc(slices.Clone(scopes), func(s string) bool { return s == offlineAccess })
-}
-
-func intersect(a, b []string) []string {
-	var out []string
-	for _, x := range a {
-		if slices.Contains(b, x) {
-			out = append(out, x)
-		}
-	}
-	return out
 }

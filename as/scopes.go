@@ -154,6 +154,22 @@ func refreshScopes(c *client, res *resource, original, requested []string) ([]st
 	return selectScopes(requested, ceiling, defaults)
 }
 
+// withoutOffline is scopes without offline_access, in a new slice.
+func withoutOffline(scopes []string) []string {
+	return slices.DeleteFunc(slices.Clone(scopes), func(s string) bool { return s == offlineAccess })
+}
+
+// intersect is the scopes of a that b also lists, in a's order.
+func intersect(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 // namesScope reports whether requested names a scope other than offline_access.
 func namesScope(requested []string) bool {
 	for _, sc := range requested {

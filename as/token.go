@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ory/fosite"
 
@@ -74,6 +75,35 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	s.log.audit(ctx, "token.issued", "client_id", ar.GetClient().GetID(), "grant_type", ar.GetGrantTypes()[0],
 		"sub", ar.GetSession().GetSubject(), "aud", strings.Join(ar.GetGrantedAudience(), " "), "scope", strings.Join(ar.GetGrantedScopes(), " "))
 	s.provider.WriteAccessResponse(ctx, w, ar, resp)
+}
+
+// cappedTTL is the lifetime of an access token whose grant caps it at the
+// session's access-token expiry (the assertion's exp, the subject token's):
+// AccessTokenTTL or less. ok is false when less than a second would remain.
+func (s *Server) cappedTTL(sess *session, now time.Time) (ttl time.Duration, ok bool) {
+	ttl = s.cfg.AccessTokenTTL
+	if d := sess.GetExpiresAt(fosite.AccessToken).Sub(now); d < ttl {
+		ttl = d
+	}
+	return ttl, ttl >= time.Second
+}
+
+// issueAccessToken mints the access token of r, issued at now and living
+// ttl, and stores its record, for the grants whose Populate issues the
+// token itself (jwt-bearer, token exchange). It returns the token and its
+// signature.
+func (s *Server) issueAccessToken(ctx context.Context, r fosite.AccessRequester, now time.Time, ttl time.Duration) (tok, sig string, err error) {
+	ts := *s.tokens
+	ts.ttl = ttl
+	ts.now = func() time.Time { return now }
+	tok, sig, err = ts.GenerateAccessToken(ctx, r)
+	if err != nil {
+		return "", "", fosite.ErrServerError.WithWrap(err)
+	}
+	if err := s.store.CreateAccessTokenSession(ctx, sig, r.Sanitize(nil)); err != nil {
+		return "", "", err
+	}
+	return tok, sig, nil
 }
 
 // checkGrantType answers a missing grant_type with invalid_request and one
