@@ -602,9 +602,14 @@ const typClientAuthentication = "client-authentication+jwt"
 // another kind of JWT (an access token, an ID-JAG, a DPoP proof), which must
 // not authenticate a client.
 func clientAssertionTyp(typ string) bool {
-	t := strings.ToLower(typ)
-	t = strings.TrimPrefix(t, "application/")
+	t := mediaType(typ)
 	return t == "" || t == "jwt" || t == typClientAuthentication
+}
+
+// mediaType is a JOSE typ value in the form it is compared in: lower case,
+// without the "application/" prefix RFC 7515 §4.1.9 lets senders omit.
+func mediaType(typ string) string {
+	return strings.TrimPrefix(strings.ToLower(typ), "application/")
 }
 
 // soleAudience returns the single value of an aud claim given as a string

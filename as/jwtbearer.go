@@ -223,9 +223,9 @@ func newJWTBearerHandler(s *Server) fosite.TokenEndpointHandler {
 	}
 	// New has validated the configuration already (Config.validate).
 	idps, wis, _ := compileFederation(&s.cfg, hc)
-	aud := []string{s.issuer, s.issuer + "/"}
-	return &jwtBearerHandler{s: s, idps: idps, workloads: wis, audiences: aud,
-		workloadAudiences: append(slices.Clone(aud), s.endpoint("/token"))}
+	return &jwtBearerHandler{s: s, idps: idps, workloads: wis,
+		audiences:         assertionAudiences(s.issuer, "", false),
+		workloadAudiences: assertionAudiences(s.issuer, s.endpoint("/token"), true)}
 }
 
 func (h *jwtBearerHandler) CanHandleTokenEndpointRequest(_ context.Context, r fosite.AccessRequester) bool {
@@ -251,7 +251,7 @@ func isIDJAG(assertion string) bool {
 	if json.Unmarshal(hdr, &h) != nil {
 		return false
 	}
-	return strings.TrimPrefix(strings.ToLower(h.Typ), "application/") == typIDJAG
+	return mediaType(h.Typ) == typIDJAG
 }
 
 // assertionClaims are the claims this server reads from either kind of
@@ -475,7 +475,7 @@ func (h *jwtBearerHandler) idJAG(ctx context.Context, r *fosite.AccessRequest, s
 	if err != nil {
 		return err
 	}
-	if aud := audiences(cl.Audience); len(aud) != 1 || !slices.Contains(h.audiences, aud[0]) {
+	if aud, ok := soleAudience(cl.Audience); !ok || !slices.Contains(h.audiences, aud) {
 		return badAssertion("The ID-JAG's aud must be this server's issuer identifier, as its only value.")
 	}
 	if cl.ClientID == "" || cl.ClientID != c.id {
@@ -552,11 +552,11 @@ func (h *jwtBearerHandler) idJAGResource(c *client, cl *assertionClaims, request
 	if len(cl.Resource) == 0 {
 		return h.s.pickResource(c, requested)
 	}
-	claimed := audiences(cl.Resource)
-	if len(claimed) != 1 {
+	claimed, ok := soleAudience(cl.Resource)
+	if !ok {
 		return nil, badAssertion("The ID-JAG's resource claim must name one resource.")
 	}
-	uri, err := metadata.CanonicalResource(claimed[0])
+	uri, err := metadata.CanonicalResource(claimed)
 	res := h.s.resourceByURI(uri)
 	if err != nil || res == nil {
 		return nil, badAssertion("The ID-JAG's resource is not a resource of this server.")
