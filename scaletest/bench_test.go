@@ -44,15 +44,18 @@ var (
 )
 
 // overlaySource adds a debug listener to cmd/authserver at build time, only
-// for profiling benchmarks: it serves on SCALETEST_DEBUG_LISTEN (loopback
-// only) /cpu/start?file=F and /cpu/stop around the timed phase.
+// for profiling and measuring benchmarks: it serves on SCALETEST_DEBUG_LISTEN
+// (loopback only) /cpu/start?file=F and /cpu/stop around the timed phase, and
+// /heap, the bytes of live heap after a collection (runtime.MemStats.HeapAlloc).
 const overlaySource = `package main
 
 import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 )
 
@@ -84,6 +87,12 @@ func init() {
 			f.Close()
 			f = nil
 		}
+	})
+	mux.HandleFunc("/heap", func(w http.ResponseWriter, r *http.Request) {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		w.Write([]byte(strconv.FormatUint(ms.HeapAlloc, 10)))
 	})
 	go http.ListenAndServe(addr, mux)
 }

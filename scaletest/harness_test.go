@@ -30,6 +30,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(trivialEnv); addr != "" {
+		// This binary was started as BenchmarkTable's trivial handler.
+		fmt.Fprintln(os.Stderr, serveTrivial(addr))
+		os.Exit(1)
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
