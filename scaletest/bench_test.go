@@ -267,7 +267,7 @@ func (p *pgCounter) relay(c net.Conn) {
 
 // benchDB creates a fresh database next to AUTHSERVER_TEST_POSTGRES and
 // drops it afterwards; dsnVia returns its URL through another host:port.
-func benchDB(b *testing.B) (dsnVia func(hostport string) string, backends func() []int) {
+func benchDB(b testing.TB) (dsnVia func(hostport string) string, backends func() []int) {
 	base := pgtest.BaseDSN(b)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, base)
