@@ -47,7 +47,6 @@ import (
 	"context"
 	"crypto"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
@@ -325,7 +324,6 @@ func (p *Provider) Refresh(ctx context.Context, refreshToken, subject string) (*
 	if err != nil {
 		return nil, err
 	}
-	src := p.oauth2Config(m).TokenSource(p.clientCtx(ctx), &oauth2.Token{RefreshToken: refreshToken})
 	if p.cfg.PrivateKey != nil {
 		// oauth2's token source has no way to add the assertion; refresh
 		// by hand with the same parameters.
@@ -335,7 +333,7 @@ func (p *Provider) Refresh(ctx context.Context, refreshToken, subject string) (*
 		}
 		return p.refreshed(ctx, m, tok, refreshToken, subject)
 	}
-	tok, err := src.Token()
+	tok, err := p.oauth2Config(m).TokenSource(p.clientCtx(ctx), &oauth2.Token{RefreshToken: refreshToken}).Token()
 	if err != nil {
 		return nil, tokenError(err)
 	}
@@ -767,7 +765,7 @@ func (p *Provider) discover(ctx context.Context) (*metadata, error) {
 	u := strings.TrimSuffix(p.cfg.Issuer, "/") + "/.well-known/openid-configuration"
 	body, _, err := safehttp.Fetch(ctx, p.cfg.HTTPClient, u, "application/json", MaxDiscoveryBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%w: discovery: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: discovery: %w", ErrUnavailable, err)
 	}
 	var m metadata
 	if err := json.Unmarshal(body, &m); err != nil {
@@ -858,7 +856,7 @@ func (p *Provider) matching(kid, alg string) []jose.JSONWebKey {
 func (p *Provider) fetchKeys(ctx context.Context, uri string) (*jose.JSONWebKeySet, error) {
 	body, _, err := safehttp.Fetch(ctx, p.cfg.HTTPClient, uri, "application/json", MaxJWKSBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%w: jwks_uri: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: jwks_uri: %w", ErrUnavailable, err)
 	}
 	var raw struct {
 		Keys []json.RawMessage `json:"keys"`
@@ -927,11 +925,4 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// StateDigest is a short, keyless digest of a value, for log lines that
-// must name a state or nonce without revealing it.
-func StateDigest(v string) string {
-	sum := sha256.Sum256([]byte(v))
-	return base64.RawURLEncoding.EncodeToString(sum[:9])
 }
