@@ -11,11 +11,14 @@
 package admin
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -258,22 +261,82 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 	}
 }
 
+// readJSON decodes the body, one JSON object of v's fields, into v. A body
+// that is not one is refused with 415, 413 or 400 and a description of the
+// client's mistake in JSON terms (never the decoder's Go type names).
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		writeError(w, http.StatusUnsupportedMediaType, "invalid_request", "send application/json")
 		return false
 	}
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody+1))
+	body := http.MaxBytesReader(w, r.Body, maxBody)
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the body is not the expected JSON object: "+err.Error())
+	err := dec.Decode(v)
+	if err == nil {
+		// Exactly one value: anything but white space after it, even a
+		// stray "}", is an error.
+		var rest []byte
+		if rest, err = io.ReadAll(io.MultiReader(dec.Buffered(), body)); err == nil {
+			if len(bytes.TrimLeft(rest, " \t\r\n")) == 0 {
+				return true
+			}
+			err = errTrailing
+		}
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request", "the body is larger than 64 KiB")
 		return false
 	}
-	if dec.More() {
-		writeError(w, http.StatusBadRequest, "invalid_request", "one JSON object expected")
-		return false
+	writeError(w, http.StatusBadRequest, "invalid_request", describeJSONError(err))
+	return false
+}
+
+var errTrailing = errors.New("one JSON object expected, without anything after it")
+
+// describeJSONError says what is wrong with a request body in JSON terms.
+func describeJSONError(err error) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, errTrailing):
+		return err.Error()
+	case errors.As(err, &typ) && typ.Field != "":
+		return fmt.Sprintf("field %s: expected %s, got a JSON %s", typ.Field, jsonKind(typ.Type), typ.Value)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("expected a JSON object, got a JSON %s", typ.Value)
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("not JSON (at byte %d)", syntax.Offset)
+	case errors.Is(err, io.EOF):
+		return "the body is empty; send a JSON object"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON ends before the object does"
 	}
-	return true
+	// The decoder's text for an unknown field is `json: unknown field "x"`.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return "unknown field " + name
+	}
+	return "the body is not the expected JSON object"
+}
+
+// jsonKind names the JSON value a Go type is decoded from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another type"
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

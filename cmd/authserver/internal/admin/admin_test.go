@@ -169,3 +169,64 @@ func TestAdminAPIRefusesEveryWrongToken(t *testing.T) {
 		t.Fatalf("audit: %s", f.audit)
 	}
 }
+
+func TestAdminAPIRefusesBadBodiesWithoutWriting(t *testing.T) {
+	f := start(t)
+	tok := f.token(t, "ops-bot", f.issuer+"/admin", "admin")
+	stored := func() int {
+		_, _, b := call(t, "GET", f.adminURL+"clients", tok, "")
+		l, _ := b["clients"].([]any) // null when there are none
+		return len(l)
+	}
+	before := stored()
+	good := `{"client_name":"x","redirect_uris":["https://x.example/cb"]}`
+	cases := []struct {
+		name, body  string
+		contentType string
+		wantStatus  int
+		wantDesc    string
+	}{
+		{"a body that is not JSON", "client_name=x", "application/json", 400, "not JSON (at byte 1)"},
+		{"a field of the wrong type", `{"client_name":1,"redirect_uris":["https://x.example/cb"]}`, "application/json", 400, "field client_name: expected a string, got a JSON number"},
+		{"a list where an object is expected", `[1]`, "application/json", 400, "expected a JSON object, got a JSON array"},
+		{"an unknown field", `{"client_name":"x","redirect_uris":["https://x.example/cb"],"scope":"admin"}`, "application/json", 400, `unknown field "scope"`},
+		{"a stray brace after the object", good + "}", "application/json", 400, "one JSON object expected"},
+		{"a second object", good + good, "application/json", 400, "one JSON object expected"},
+		{"a truncated object", `{"client_name":"x"`, "application/json", 400, "the JSON ends before the object does"},
+		{"an empty body", " ", "application/json", 400, "the body is empty"},
+		{"a body over 64 KiB", `{"client_name":"` + strings.Repeat("a", maxBody) + `","redirect_uris":["https://x.example/cb"]}`, "application/json", 413, "larger than 64 KiB"},
+		{"a form body", good, "application/x-www-form-urlencoded", 415, "send application/json"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", f.adminURL+"clients", strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", tc.contentType)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body map[string]string
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+			desc := body["error_description"]
+			if resp.StatusCode != tc.wantStatus || body["error"] != "invalid_request" || !strings.Contains(desc, tc.wantDesc) {
+				t.Errorf("%d %v, want %d invalid_request %q", resp.StatusCode, body, tc.wantStatus, tc.wantDesc)
+			}
+			for _, internal := range []string{"Go ", "ops.", "json:", "NewClient"} {
+				if strings.Contains(desc, internal) {
+					t.Errorf("the description shows internal text %q: %q", internal, desc)
+				}
+			}
+		})
+	}
+	if after := stored(); after != before || f.audit.Len() != 0 {
+		t.Fatalf("refused bodies wrote something: %d clients -> %d, audit:\n%s", before, after, f.audit)
+	}
+	// The same request with a right body is accepted.
+	if status, _, body := call(t, "POST", f.adminURL+"clients", tok, good); status != 201 || body["client_id"] == "" || stored() != before+1 {
+		t.Fatalf("a right body: %d %v", status, body)
+	}
+}
