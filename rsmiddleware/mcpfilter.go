@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // MCPFilterConfig configures an MCPFilter.
@@ -203,10 +204,11 @@ func forEachMessage(v []byte, fn func([]byte) error) error {
 	return nil
 }
 
-// jsonString decodes a JSON string value; plain ones without a copy of
-// the decoder's.
+// jsonString decodes a JSON string value; plain ones (no escape, valid
+// UTF-8, which the decoder would replace by U+FFFD) without a copy of the
+// decoder's.
 func jsonString(raw []byte) (string, error) {
-	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return string(raw[1 : len(raw)-1]), nil
 	}
 	var s string
@@ -229,7 +231,7 @@ func idKey(raw []byte) (string, error) {
 		return string(raw), nil
 	}
 	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && !bytes.ContainsAny(raw[1:len(raw)-1], "\\\"") &&
-		!bytes.ContainsFunc(raw, func(r rune) bool { return r < 0x20 }) {
+		!bytes.ContainsFunc(raw, func(r rune) bool { return r < 0x20 || r == utf8.RuneError }) {
 		return string(raw), nil
 	}
 	k, err := CanonicalJSON(raw)

@@ -1,0 +1,74 @@
+package rsmiddleware
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// FuzzParseRequests checks the audit's reading of a request body against
+// encoding/json: whatever parseRequests accepts, each message with a method
+// is one request, in order, with the method and tool encoding/json reads,
+// and an id whose key is the canonical JSON of that id.
+func FuzzParseRequests(f *testing.F) {
+	for _, s := range []string{
+		toolCall("a"), `[` + toolCall("x") + `,{"jsonrpc":"2.0","id":"7","method":"ping"}]`,
+		`{"jsonrpc":"2.0","id":1.0,"method":"tools/call","params":{"name":"a","arguments":{"b":[1,2e0]}}}`,
+		`{"id":"\u0041","method":"prompts/get","params":{"name":"p","arguments":null}}`,
+		`[{"id":1,"result":{}},{"method":"notifications/initialized"}]`, `{"id":-0,"method":"x"}`, `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		reqs, err := parseRequests(body)
+		if err != nil {
+			return
+		}
+		var msgs []json.RawMessage
+		if b := bytes.TrimSpace(body); b[0] == '[' {
+			if json.Unmarshal(b, &msgs) != nil {
+				t.Fatal("parseRequests accepted a batch encoding/json refuses")
+			}
+		} else {
+			msgs = []json.RawMessage{b}
+		}
+		i := 0
+		for _, m := range msgs {
+			var std struct {
+				ID     json.RawMessage `json:"id"`
+				Method *string         `json:"method"`
+				Params struct {
+					Name string `json:"name"`
+				} `json:"params"`
+			}
+			_ = json.Unmarshal(m, &std)
+			if std.Method == nil {
+				continue
+			}
+			if i >= len(reqs) {
+				t.Fatalf("%d requests for %d messages", len(reqs), len(msgs))
+			}
+			q := reqs[i]
+			i++
+			if q.method != *std.Method {
+				t.Fatalf("method %q, parseRequests saw %q", *std.Method, q.method)
+			}
+			if (q.method == "tools/call" || q.method == "prompts/get") && q.tool != std.Params.Name {
+				t.Fatalf("tool %q, parseRequests saw %q", std.Params.Name, q.tool)
+			}
+			if len(std.ID) == 0 || string(std.ID) == "null" {
+				if q.key != "" {
+					t.Fatalf("no id, key %q", q.key)
+				}
+				continue
+			}
+			want, err := CanonicalJSON(std.ID)
+			if err != nil || q.key != string(want) {
+				t.Fatalf("id %s: key %q, canonical %q (%v)", std.ID, q.key, want, err)
+			}
+		}
+		if i != len(reqs) {
+			t.Fatalf("%d requests, %d messages with a method", len(reqs), i)
+		}
+	})
+}
