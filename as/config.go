@@ -111,12 +111,20 @@ type Config struct {
 	// endpoint; without it /authorize answers with an error page. New hands
 	// it RevokeGrants for the revocations people make on /consents.
 	UI *loginui.UI
-	// Users says which people may still use their grants: a grant whose
-	// person is no longer configured or is disabled is refused at the token
-	// endpoint (code, refresh, token exchange) and its tokens answer
-	// active:false at introspection. Nil: the UI decides (its users); with
-	// neither, every person may.
+	// Users says which local people may still use their grants: a grant
+	// whose person is no longer configured or is disabled is refused at
+	// the token endpoint (code, refresh, token exchange) and its tokens
+	// answer active:false at introspection. Nil: the UI decides (its
+	// users); with neither, every person without a record may. The
+	// person's record in Store (storage.UserStore) is read as well: a
+	// disabled record is never active, whatever Users says.
 	Users UserDirectory
+	// UpstreamIDs are the ids of the configured upstream identity
+	// providers. A person whose record says they signed in through an
+	// upstream (storage.User.Upstream) may use their grants while that
+	// upstream is listed here and their record is not disabled; Users is
+	// not asked about them.
+	UpstreamIDs []string
 	// Store keeps tokens, clients, keys and consents. Required.
 	Store storage.Store
 	// Secret (at least 32 bytes) is the root of every server-side key: the

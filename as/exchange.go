@@ -264,7 +264,11 @@ func (h *exchangeHandler) verifySubject(ctx context.Context, token string) (*sub
 		len(sr.GrantedAud) != 1 || sr.GrantedAud[0] != claims.Audience {
 		return nil, errBadSubject
 	}
-	if !h.s.subjectActive(sr.Session.Subject, sr.Session.Federated != "") {
+	active, err := h.s.subjectActive(ctx, sr.Session.Subject, sr.Session.Federated != "")
+	if err != nil {
+		return nil, userLookupErr(err)
+	}
+	if !active {
 		return nil, errBadSubject
 	}
 	if _, err := h.s.clients.get(ctx, sr.ClientID); err != nil {

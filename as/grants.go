@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,14 +71,14 @@ func (s *Server) ListGrants(ctx context.Context, f GrantFilter, limit int) ([]Gr
 		return nil, err
 	}
 	out := make([]Grant, 0, len(gs))
-	clients := map[string]bool{}
+	clients, users := map[string]bool{}, map[string]bool{}
 	for _, g := range gs {
-		out = append(out, s.describeGrant(ctx, g, clients))
+		out = append(out, s.describeGrant(ctx, g, clients, users))
 	}
 	return out, nil
 }
 
-func (s *Server) describeGrant(ctx context.Context, g storage.Grant, clients map[string]bool) Grant {
+func (s *Server) describeGrant(ctx context.Context, g storage.Grant, clients, users map[string]bool) Grant {
 	out := Grant{
 		ID: g.RequestID, User: g.Subject, Client: g.ClientID,
 		CreatedAt: g.CreatedAt, LastUsedAt: g.LastUsedAt, ExpiresAt: g.ExpiresAt, StatusIndex: g.StatusIndex,
@@ -87,8 +88,17 @@ func (s *Server) describeGrant(ctx context.Context, g storage.Grant, clients map
 		exists = s.clientExists(ctx, g.ClientID)
 		clients[g.ClientID] = exists
 	}
+	active, seen := users[g.Subject]
+	if !seen {
+		// A storage error counts as active: an outage must not make
+		// grants look orphaned.
+		var err error
+		active, err = s.subjectActive(ctx, g.Subject, s.federatedSubject(g.Subject))
+		active = active || err != nil
+		users[g.Subject] = active
+	}
 	switch {
-	case !s.subjectActive(g.Subject, s.federatedSubject(g.Subject)):
+	case !active:
 		out.Orphaned, out.OrphanedBecause = true, "user"
 	case !exists:
 		out.Orphaned, out.OrphanedBecause = true, "client"
@@ -150,19 +160,55 @@ func (f GrantFilter) storage() storage.GrantFilter {
 	return storage.GrantFilter{Subject: f.User, ClientID: f.Client, RequestID: f.GrantID}
 }
 
-// userActive reports whether subject may still use its grants: always when
-// no user directory is configured.
-func (s *Server) userActive(subject string) bool {
-	return s.users == nil || s.users.UserActive(subject)
+// userActive reports whether the local or upstream person subject may
+// still use its grants. It reads the person's record (one primary-key
+// read) and decides:
+//
+//   - a disabled record: never;
+//   - the record of a person who signed in through an upstream: while
+//     that upstream is configured (Config.UpstreamIDs);
+//   - otherwise (a local person, recorded or not): as the user directory
+//     says (configured and not disabled), always when there is none.
+//
+// A storage error is returned, never taken for an answer.
+func (s *Server) userActive(ctx context.Context, subject string) (bool, error) {
+	u, err := s.cfg.Store.GetUser(ctx, subject)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		u = nil
+	case err != nil:
+		return false, err
+	}
+	if u != nil && u.Disabled {
+		return false, nil
+	}
+	if u != nil && u.Upstream != "" {
+		return slices.Contains(s.upstreams, u.Upstream), nil
+	}
+	return s.users == nil || s.users.UserActive(subject), nil
 }
 
 // subjectActive reports whether the subject of a grant may still use it,
 // the one rule the token endpoint, token exchange, introspection and
 // ListGrants apply: no subject (client credentials) and a federated one
 // (an assertion's "<iss>#<sub>", session.Federated), which is no local
-// account, always may; a local person while userActive says so.
-func (s *Server) subjectActive(subject string, federated bool) bool {
-	return subject == "" || federated || s.userActive(subject)
+// account, always may; a person while userActive says so. A storage error
+// is returned, never taken for an answer.
+func (s *Server) subjectActive(ctx context.Context, subject string, federated bool) (bool, error) {
+	if subject == "" || federated {
+		return true, nil
+	}
+	return s.userActive(ctx, subject)
+}
+
+// userLookupErr is the token endpoint's answer when the person's record
+// cannot be read: temporarily_unavailable for an unreachable store,
+// server_error otherwise (RFC 6749 §5.2); never a grant.
+func userLookupErr(err error) error {
+	if isUnavailable(err) {
+		return fosite.ErrTemporarilyUnavailable.WithWrap(err)
+	}
+	return fosite.ErrServerError.WithWrap(err)
 }
 
 // federatedSubject reports whether subject has the form the jwt-bearer
@@ -217,7 +263,11 @@ func (g *userGate) HandleTokenEndpointRequest(ctx context.Context, r fosite.Acce
 	if sess, ok := r.GetSession().(*session); ok && sess != nil {
 		sub, federated = sess.Subject, sess.Federated != ""
 	}
-	if g.s.subjectActive(sub, federated) {
+	active, err := g.s.subjectActive(ctx, sub, federated)
+	if err != nil {
+		return userLookupErr(err)
+	}
+	if active {
 		return nil
 	}
 	g.s.log.audit(ctx, "grant.user_inactive", "client_id", r.GetClient().GetID(), "sub", sub, "grant", r.GetID())

@@ -113,21 +113,24 @@ func (s *Server) introspect(ctx context.Context, caller *client, token, hint str
 		if err != nil {
 			return nil, err
 		}
-		return s.describe(caller, kind, token, t, sr), nil
+		return s.describe(ctx, caller, kind, token, t, sr)
 	}
 	return nil, nil
 }
 
-func (s *Server) describe(caller *client, kind storage.TokenKind, token string, t *storage.Token, sr *storedRequest) *introspection {
+// describe is the introspection answer for a stored token, nil when it is
+// inactive or not the caller's to learn about; an error only when the
+// person's record cannot be read.
+func (s *Server) describe(ctx context.Context, caller *client, kind storage.TokenKind, token string, t *storage.Token, sr *storedRequest) (*introspection, error) {
 	now := s.now()
 	if !t.Active || !now.Before(t.ExpiresAt) {
-		return nil
+		return nil, nil
 	}
 	if kind == storage.KindRefreshToken && s.store.rotatedOut(t, now) {
-		return nil
+		return nil, nil
 	}
 	if kind == storage.KindAccessToken && sr.Session != nil && sr.Session.TokenHash != "" && !tokenHashIs(token, sr.Session.TokenHash) {
-		return nil // the signature of one token under another header or payload
+		return nil, nil // the signature of one token under another header or payload
 	}
 	aud := ""
 	if len(sr.GrantedAud) == 1 {
@@ -139,14 +142,18 @@ func (s *Server) describe(caller *client, kind storage.TokenKind, token string, 
 	visible := caller.source == "config" &&
 		(sr.ClientID == caller.id || kind == storage.KindAccessToken && aud != "" && s.introspects(caller.id, aud))
 	if !visible {
-		return nil
+		return nil, nil
 	}
 	sub, federated := "", false
 	if sr.Session != nil {
 		sub, federated = sr.Session.Subject, sr.Session.Federated != ""
 	}
-	if !s.subjectActive(sub, federated) {
-		return nil // the person can no longer sign in (Config.Users)
+	active, err := s.subjectActive(ctx, sub, federated)
+	if err != nil {
+		return nil, err
+	}
+	if !active {
+		return nil, nil // the person can no longer sign in (Config.Users, their record)
 	}
 	if sub == "" {
 		sub = sr.ClientID
@@ -168,7 +175,7 @@ func (s *Server) describe(caller *client, kind storage.TokenKind, token string, 
 		out.TokenType = dpop.HeaderName
 		out.Cnf = &cnfClaim{JKT: sr.Session.CnfJKT}
 	}
-	return out
+	return out, nil
 }
 
 // introspects reports whether clientID is a declared resource server of

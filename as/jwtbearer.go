@@ -530,7 +530,11 @@ func (h *jwtBearerHandler) idJAG(ctx context.Context, r *fosite.AccessRequest, s
 		if cl.Email == "" {
 			return badAssertion("The ID-JAG has no email to link the account by.")
 		}
-		if !h.s.userActive(cl.Email) {
+		active, err := h.s.userActive(ctx, cl.Email)
+		if err != nil {
+			return userLookupErr(err)
+		}
+		if !active {
 			return badAssertion("No active local account has the ID-JAG's email.")
 		}
 		subject, sess.Federated = cl.Email, ""

@@ -57,7 +57,9 @@ type Server struct {
 	metadata  []byte
 	handler   http.Handler
 	// users decides whether a grant's person may still use it (nil: all may).
-	users      UserDirectory
+	users UserDirectory
+	// upstreams are Config.UpstreamIDs.
+	upstreams  []string
 	statusList *statusList
 	dpop       *dpopState
 }
@@ -295,6 +297,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 	s.ui = cfg.UI
 	s.users = cfg.Users
+	s.upstreams = slices.Clone(cfg.UpstreamIDs)
 	if s.ui != nil {
 		if s.users == nil {
 			s.users = s.ui

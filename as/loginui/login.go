@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpauth/mcpauth/internal/password"
+	"github.com/mcpauth/mcpauth/storage"
 )
 
 // handleLoginPost checks a submitted login form. On success it rotates the
@@ -65,6 +66,20 @@ func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess sessio
 		u.audit(r.Context(), "login.failed", "user_digest", digest(acct), "addr", ip)
 		u.renderLogin(w, r, sess, bind, p, http.StatusUnauthorized, "Incorrect username or password.", f.Username)
 		return
+	}
+	if u.cfg.Records != nil {
+		// The stored record says whether an operator disabled the person;
+		// its attempts keep counting against the throttle like wrong ones.
+		rec, err := u.cfg.Records.RecordLogin(r.Context(), &storage.User{Subject: f.Username, LastSeen: now})
+		if err != nil {
+			u.storageError(w, r, "recording the login", err)
+			return
+		}
+		if rec.Disabled {
+			u.audit(r.Context(), "login.refused", "sub", f.Username, "addr", ip, "reason", "disabled")
+			u.renderLogin(w, r, sess, bind, p, http.StatusUnauthorized, "Incorrect username or password.", f.Username)
+			return
+		}
 	}
 	if err := u.throttle.succeed(r.Context(), now, []string{keyAcctAddr, keyAcct}, []string{keyAddr}); err != nil {
 		u.log.ErrorContext(r.Context(), "loginui: clearing login counters", "err", err)

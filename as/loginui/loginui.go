@@ -82,6 +82,12 @@ type JTIStore interface {
 	UseJTI(ctx context.Context, id string, expiresAt time.Time) error
 }
 
+// UserRecorder is the part of storage.UserStore the pages use to record
+// local logins.
+type UserRecorder interface {
+	RecordLogin(ctx context.Context, u *storage.User) (*storage.User, error)
+}
+
 // Config configures the pages. Zero values are documented per field.
 type Config struct {
 	// Users who can log in. Usernames are matched exactly.
@@ -122,6 +128,12 @@ type Config struct {
 	// ConsentTTL is how long a remembered consent lasts; zero means until
 	// revoked.
 	ConsentTTL time.Duration
+
+	// Records keeps a record of every person who logs in (first and last
+	// seen), and holds the disabled flag an operator sets: a person whose
+	// record is disabled cannot log in, with the answer of a wrong
+	// password. Nil: logins are not recorded.
+	Records UserRecorder
 
 	// Counters holds the login throttle's counters. Give it the store every
 	// instance shares so that the throttle holds across instances; nil
