@@ -179,13 +179,24 @@ func (s *Server) userActive(ctx context.Context, subject string) (bool, error) {
 	case err != nil:
 		return false, err
 	}
-	if u != nil && u.Disabled {
-		return false, nil
+	return UserActive(subject, u, s.upstreams, s.users), nil
+}
+
+// UserActive is the rule by which a person may use their grants, given
+// their record (nil when there is none), the ids of the configured
+// upstreams and the directory of local users (nil: every local person
+// may): a disabled record never; a person recorded as signed in through
+// an upstream while that upstream is configured; anyone else as local
+// says. The AS applies it at the token endpoint, token exchange,
+// introspection and ListGrants; operator tools show it.
+func UserActive(subject string, record *storage.User, upstreamIDs []string, local UserDirectory) bool {
+	if record != nil && record.Disabled {
+		return false
 	}
-	if u != nil && u.Upstream != "" {
-		return slices.Contains(s.upstreams, u.Upstream), nil
+	if record != nil && record.Upstream != "" {
+		return slices.Contains(upstreamIDs, record.Upstream)
 	}
-	return s.users == nil || s.users.UserActive(subject), nil
+	return local == nil || local.UserActive(subject)
 }
 
 // subjectActive reports whether the subject of a grant may still use it,

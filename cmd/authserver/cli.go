@@ -28,6 +28,7 @@ var verbs = map[string][]string{
 	"keys":    {"list", "retire", "prune", "rotate"},
 	"clients": {"list", "show", "create", "delete"},
 	"grants":  {"list", "revoke"},
+	"users":   {"list", "show", "disable", "enable"},
 }
 
 var specs = map[string]*spec{
@@ -81,6 +82,15 @@ var specs = map[string]*spec{
 			fs.StringVar(&c.client, "client", "", "revoke this client's grants")
 			fs.StringVar(&c.grant, "grant", "", "revoke this one grant (its id, from grants list)")
 		}},
+
+	"users list": {name: "users list", format: true,
+		help: "List the people the server knows: the configured local users (also those who never logged in) and every stored record (local logins, people who signed in through an upstream), in subject order."},
+	"users show": {name: "users show", args: "SUBJECT", nargs: 1, format: true,
+		help: "Show one person: source, upstream, name, email, groups, claims, first and last seen, whether disabled (by the configuration or an operator) and active."},
+	"users disable": {name: "users disable", args: "SUBJECT", nargs: 1, format: true,
+		help: "Disable a person: they cannot log in, every grant they gave is revoked (refresh tokens refused, access tokens inactive at introspection and flagged in the token status list, remembered consents gone) and their browser sessions end."},
+	"users enable": {name: "users enable", args: "SUBJECT", nargs: 1, format: true,
+		help: "Enable a person disabled with users disable. Nothing revoked comes back: they log in and consent again. A user disabled in the configuration file (users[].disabled) is refused: edit the file."},
 }
 
 // multiFlag is a repeatable string flag.

@@ -19,6 +19,8 @@
 //	               manage stored clients
 //	grants list|revoke
 //	               list or revoke grants by user, client or id
+//	users list|show SUBJECT|disable SUBJECT|enable SUBJECT
+//	               list people, disable one (revoking their grants), enable
 //	gc             one garbage-collection pass (expired records, idle clients)
 //	check-config   validate the configuration, print warnings and the
 //	               configuration with secrets redacted
@@ -109,6 +111,9 @@ commands:
   grants list [--user U] [--client C]
   grants revoke --user U | --client C | --grant ID
                          list or revoke grants
+  users list|show SUBJECT|disable SUBJECT|enable SUBJECT
+                         list people, disable one (revoking their grants
+                         and ending their sessions) or enable one
   gc                     run one garbage-collection pass
   check-config           validate the configuration, print warnings and the
                          configuration with secrets redacted
@@ -247,7 +252,7 @@ func dispatch(ctx context.Context, args []string, e env) error {
 			return rotateKey(ctx, cfg, e, cmd.format == "json")
 		}
 		return operate(ctx, cfg, cmd, logger, e)
-	case "clients", "grants":
+	case "clients", "grants", "users":
 		return operate(ctx, cfg, cmd, logger, e)
 	case "gc":
 		return gcOnce(ctx, cfg, logger, e)

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/mcpauth/mcpauth/as"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/admin"
@@ -145,11 +148,30 @@ func configuredClients(cfg *config.Config) []ops.Client {
 	return out
 }
 
+// localUsers are the local users of g as the operator sees them: those
+// the login pages accept, or, before the pages are built, the configured
+// ones.
+func localUsers(g *generation) []ops.LocalUser {
+	var out []ops.LocalUser
+	if g.users != nil {
+		for _, u := range g.users {
+			out = append(out, ops.LocalUser{Username: u.Username, Disabled: u.Disabled})
+		}
+		return out
+	}
+	for _, u := range g.cfg.Users {
+		out = append(out, ops.LocalUser{Username: u.Username, Disabled: u.Disabled})
+	}
+	return out
+}
+
 // newOps is the operator's view of one configuration on store.
 func (s *server) newOps(g *generation) *ops.Ops {
 	o := &ops.Ops{
 		Store:        s.store,
 		Configured:   configuredClients(g.cfg),
+		Users:        localUsers(g),
+		Upstreams:    upstreamIDs(g.cfg),
 		Registrar:    g.dcr,
 		Secret:       s.secret,
 		SigningAlg:   g.cfg.Signing.Algorithm,
@@ -302,6 +324,9 @@ func operate(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Lo
 	if cmd.name == "grants" {
 		return operateGrants(ctx, cfg, cmd, log, e, out)
 	}
+	if cmd.name == "users" {
+		return operateUsers(ctx, cfg, cmd, log, e, out)
+	}
 	st, err := openStore(ctx, cfg, cfg.MigrateEnabled(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
@@ -414,6 +439,111 @@ func operateGrants(ctx context.Context, cfg *config.Config, cmd *command, log *s
 	}
 	fmt.Fprintf(e.stdout, "revoked %d grant(s)\n", len(gs))
 	return out.grants(gs)
+}
+
+// operateUsers runs `users list|show|disable|enable`. Disabling revokes
+// grants, which needs the authorization server, so it is built on the
+// configured storage as for `grants`.
+func operateUsers(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Logger, e env, out printer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := build(ctx, cfg, cfg.MigrateEnabled(), slog.New(slog.DiscardHandler), e)
+	if err != nil {
+		return err
+	}
+	defer s.store.Close()
+	o := s.current().ops
+	o.Log = log
+	switch cmd.verb {
+	case "list":
+		us, err := o.AllUsers(ctx)
+		if err != nil {
+			return err
+		}
+		return out.users(us)
+	case "show":
+		u, err := o.GetUser(ctx, cmd.args[0])
+		if err != nil {
+			return err
+		}
+		return out.user(u)
+	case "disable":
+		c, err := o.DisableUser(ctx, "cli", cmd.args[0])
+		if err != nil {
+			return err
+		}
+		if out.json {
+			return out.encode(c)
+		}
+		fmt.Fprintf(e.stdout, "disabled %s; revoked %d grant(s), ended %d session(s)\n", c.User.Subject, len(c.RevokedGrants), c.EndedSessions)
+		return nil
+	case "enable":
+		u, err := o.EnableUser(ctx, "cli", cmd.args[0])
+		if err != nil {
+			return err
+		}
+		if out.json {
+			return out.encode(u)
+		}
+		fmt.Fprintf(e.stdout, "enabled %s\n", u.Subject)
+		return nil
+	}
+	return usagef("unknown command %s %s", cmd.name, cmd.verb)
+}
+
+func (p printer) users(us []ops.User) error {
+	if p.json {
+		if us == nil {
+			us = []ops.User{}
+		}
+		return p.encode(us)
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SUBJECT\tSOURCE\tNAME\tEMAIL\tDISABLED\tACTIVE\tLAST_SEEN")
+	for _, u := range us {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\n", printable(u.Subject), printable(userSource(u)), printable(dash(u.Name)), printable(dash(u.Email)), dash(u.DisabledBy), u.Active, stamp(u.LastSeen))
+	}
+	return tw.Flush()
+}
+
+// userSource is "local" or "upstream:ID".
+func userSource(u ops.User) string {
+	if u.Upstream != "" {
+		return u.Source + ":" + u.Upstream
+	}
+	return u.Source
+}
+
+func (p printer) user(u *ops.User) error {
+	if p.json {
+		return p.encode(u)
+	}
+	var claims []string
+	for _, k := range slices.Sorted(maps.Keys(u.Claims)) {
+		claims = append(claims, k+"="+strings.Join(u.Claims[k], ","))
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
+	for _, r := range [][2]string{
+		{"subject", u.Subject}, {"source", u.Source}, {"upstream", dash(u.Upstream)}, {"upstream_subject", dash(u.UpstreamSubject)},
+		{"name", dash(u.Name)}, {"email", dash(u.Email)}, {"groups", dash(strings.Join(u.Groups, " "))},
+		{"claims", dash(strings.Join(claims, " "))}, {"configured", fmt.Sprint(u.Configured)},
+		{"disabled", fmt.Sprint(u.Disabled)}, {"disabled_by", dash(u.DisabledBy)}, {"active", fmt.Sprint(u.Active)},
+		{"first_seen", stamp(u.FirstSeen)}, {"last_seen", stamp(u.LastSeen)}, {"checked_at", stamp(u.CheckedAt)},
+	} {
+		fmt.Fprintf(tw, "%s:\t%s\n", r[0], printable(r[1]))
+	}
+	return tw.Flush()
+}
+
+// printable replaces control characters (a terminal escape in a name an
+// upstream sent, a tab that would break the table) with U+FFFD.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, s)
 }
 
 func (p printer) grants(gs []as.Grant) error {

@@ -70,6 +70,9 @@ type generation struct {
 	ops     *ops.Ops
 	// addrs finds a request's client address behind trusted_proxies.
 	addrs *clientaddr.Resolver
+	// users are the local users the login pages accept (the configured
+	// ones; in development mode the generated admin).
+	users []loginui.User
 	stop  context.CancelFunc // ends this generation's key reload loop
 }
 
@@ -123,6 +126,7 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 	if err != nil {
 		return nil, err
 	}
+	g.users = users
 	// One view of the client address for every component.
 	g.addrs, err = clientaddr.New(cfg.Proxies())
 	if err != nil {
@@ -143,7 +147,10 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 		// sharing a database share it.
 		Counters: s.store,
 		// Sessions are stored, so logging out ends them on every instance.
-		Sessions:       s.store,
+		Sessions: s.store,
+		// Logins are recorded (first and last seen) and refused for a
+		// person an operator disabled.
+		Records:        s.store,
 		SessionTTL:     cfg.Sessions.AbsoluteTTL.D(),
 		SessionIdleTTL: cfg.Sessions.IdleTTL.D(),
 	})
@@ -224,7 +231,10 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 		// clients; the scope a client registered with is its default.
 		RegistrationScopes:    regScopes,
 		RegistrationResources: regResources,
-		Logger:                s.log.With("component", "as"),
+		// People recorded as signed in through an upstream keep their
+		// grants while it is configured.
+		UpstreamIDs: upstreamIDs(cfg),
+		Logger:      s.log.With("component", "as"),
 	}
 	if cfg.RegistrationEnabled() {
 		acfg.RegistrationEndpoint = regEndpoint
@@ -249,6 +259,15 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 	}
 	g.handler = mux
 	return g, nil
+}
+
+// upstreamIDs are the ids of the configured upstreams.
+func upstreamIDs(cfg *config.Config) []string {
+	ids := make([]string, 0, len(cfg.Upstreams))
+	for _, u := range cfg.Upstreams {
+		ids = append(ids, u.ID)
+	}
+	return ids
 }
 
 // newRegistrar builds the registration handler (RFC 7591/7592) with the

@@ -1,5 +1,6 @@
 // Package admin is the authorization server's admin HTTP API: REST and JSON
-// under /admin/v1/ (clients, consents, keys), on a listener of its own.
+// under /admin/v1/ (clients, consents, grants, keys, users), on a listener
+// of its own.
 //
 // It is a resource server of the authorization server it manages: every
 // request carries a Bearer access token (RFC 6750 §2.1) that the server
@@ -21,6 +22,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mcpauth/mcpauth/as"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/ops"
@@ -74,6 +76,10 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET "+Prefix+"grants", a.listGrants)
 	mux.HandleFunc("DELETE "+Prefix+"grants", a.revokeGrants)
 	mux.HandleFunc("DELETE "+Prefix+"grants/{id}", a.revokeGrant)
+	mux.HandleFunc("GET "+Prefix+"users", a.listUsers)
+	mux.HandleFunc("GET "+Prefix+"users/{subject}", a.showUser)
+	mux.HandleFunc("POST "+Prefix+"users/{subject}/disable", a.disableUser)
+	mux.HandleFunc("POST "+Prefix+"users/{subject}/enable", a.enableUser)
 	mux.HandleFunc("GET "+Prefix+"keys", a.listKeys)
 	mux.HandleFunc("POST "+Prefix+"keys", a.rotateKey)
 	mux.HandleFunc("POST "+Prefix+"keys/prune", a.pruneKeys)
@@ -193,6 +199,70 @@ func (a *api) revoke(w http.ResponseWriter, r *http.Request, f as.GrantFilter) {
 	writeJSON(w, http.StatusOK, map[string]any{"revoked": gs})
 }
 
+// listUsers pages through the people (ops.ListUsers): ?limit= (1 to
+// ops.MaxUserPage, default 100) and ?after= the next_after of the previous
+// page, which is absent on the last one.
+func (a *api) listUsers(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := defaultUserPage
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > ops.MaxUserPage {
+			writeError(w, http.StatusBadRequest, "invalid_request", "limit must be a number from 1 to "+strconv.Itoa(ops.MaxUserPage))
+			return
+		}
+		limit = n
+	}
+	after := q.Get("after")
+	if !utf8.ValidString(after) || strings.IndexByte(after, 0) >= 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "after must be a subject from next_after")
+		return
+	}
+	us, next, err := a.cfg.Ops().ListUsers(r.Context(), after, limit)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	body := map[string]any{"users": us}
+	if next != "" {
+		body["next_after"] = next
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// defaultUserPage is the page size of GET users without ?limit.
+const defaultUserPage = 100
+
+// The {subject} path segment is percent-decoded by the router, so a
+// subject holding "/" (or any byte) is sent escaped: users/corp:a%2Fb.
+
+func (a *api) showUser(w http.ResponseWriter, r *http.Request) {
+	u, err := a.cfg.Ops().GetUser(r.Context(), r.PathValue("subject"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, u)
+}
+
+func (a *api) disableUser(w http.ResponseWriter, r *http.Request) {
+	c, err := a.cfg.Ops().DisableUser(r.Context(), actor(r), r.PathValue("subject"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+func (a *api) enableUser(w http.ResponseWriter, r *http.Request) {
+	u, err := a.cfg.Ops().EnableUser(r.Context(), actor(r), r.PathValue("subject"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, u)
+}
+
 func (a *api) listKeys(w http.ResponseWriter, r *http.Request) {
 	ks, err := a.cfg.Ops().ListKeys(r.Context())
 	if err != nil {
@@ -244,7 +314,7 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ops.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
-	case errors.Is(err, ops.ErrConfigured):
+	case errors.Is(err, ops.ErrConfigured), errors.Is(err, ops.ErrDisabledInConfig):
 		writeError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, as.ErrEmptyFilter):
 		writeError(w, http.StatusBadRequest, "invalid_request", "name a user, a client or a grant")

@@ -30,6 +30,8 @@ const (
 type fixture struct {
 	issuer, adminURL string
 	audit            *bytes.Buffer
+	store            *memory.Store
+	ops              *ops.Ops
 }
 
 // start runs a real AS (memory storage) whose admin resource offers, next
@@ -79,14 +81,14 @@ func start(t *testing.T) *fixture {
 	}
 	audit := &bytes.Buffer{}
 	o := &ops.Ops{Store: store, Registrar: reg, Secret: []byte(testSecret), SigningAlg: "ES256",
-		KeyRetention: as.KeyRetention(0, 0), Log: slog.New(slog.NewTextHandler(audit, nil))}
+		KeyRetention: as.KeyRetention(0, 0), Log: slog.New(slog.NewTextHandler(audit, nil)), Grants: srv}
 	h, err := New(Config{Guard: guard, Ops: func() *ops.Ops { return o }, IsAdminClient: func(id string) bool { return id == "ops-bot" }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	adminSrv := httptest.NewServer(h)
 	t.Cleanup(adminSrv.Close)
-	return &fixture{issuer: issuer, adminURL: adminSrv.URL + Prefix, audit: audit}
+	return &fixture{issuer: issuer, adminURL: adminSrv.URL + Prefix, audit: audit, store: store, ops: o}
 }
 
 func (f *fixture) token(t *testing.T, id, resource string, scopes ...string) string {
@@ -149,6 +151,7 @@ func TestAdminAPIRefusesEveryWrongToken(t *testing.T) {
 			for _, ep := range []struct{ method, path, body string }{
 				{"GET", "clients", ""}, {"POST", "clients", `{"client_name":"x","redirect_uris":["https://x.example/cb"]}`},
 				{"GET", "keys", ""}, {"POST", "keys", ""}, {"DELETE", "consents?user=alice", ""},
+				{"GET", "users", ""}, {"GET", "users/alice", ""}, {"POST", "users/alice/disable", ""}, {"POST", "users/alice/enable", ""},
 			} {
 				status, hdr, body := call(t, ep.method, f.adminURL+ep.path, tc.token, ep.body)
 				if status != tc.wantStatus || !strings.Contains(hdr.Get("WWW-Authenticate"), tc.wantAuth) || (tc.wantError != "" && body["error"] != tc.wantError) {

@@ -1,6 +1,6 @@
 // Package ops holds what an operator does to a running deployment's state:
 // list, create and delete clients, list and retire signing keys, list and
-// revoke consents. The `authserver` subcommands and the admin HTTP API both
+// revoke consents and grants, list, disable and enable users. The `authserver` subcommands and the admin HTTP API both
 // call it, so the two cannot drift apart; it works on the configured storage
 // and never needs a running server.
 //
@@ -46,6 +46,11 @@ type Ops struct {
 	Store storage.Store
 	// Configured are the clients of the configuration file (read-only).
 	Configured []Client
+	// Users are the local users of the configuration file.
+	Users []LocalUser
+	// Upstreams are the ids of the configured upstream identity providers
+	// (upstreams[].id): a person recorded from another one is not active.
+	Upstreams []string
 	// Registrar creates clients under the registration policy.
 	Registrar *dcr.Handler
 	// Secret is the server secret (to tell which keys it unseals).
