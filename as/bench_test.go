@@ -20,6 +20,8 @@ import (
 	"github.com/ory/fosite"
 
 	"github.com/mcpauth/mcpauth/dpop"
+	"github.com/mcpauth/mcpauth/storage/postgres"
+	"github.com/mcpauth/mcpauth/storage/postgres/pgtest"
 )
 
 const benchConns = 32
@@ -180,4 +182,37 @@ func BenchmarkSignAccessToken(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkIntrospectionPersonToken drives /introspect with the access
+// token of a person's grant (the code flow), on memory storage and on
+// PostgreSQL: besides the token record, the person's record is read (one
+// primary-key lookup) to check they may still use the grant.
+func BenchmarkIntrospectionPersonToken(b *testing.B) {
+	for _, backend := range []string{"memory", "postgres"} {
+		b.Run(backend, func(b *testing.B) {
+			h := newHarness(b, func(c *Config) {
+				if backend == "postgres" {
+					c.Store = benchPostgres(b)
+				}
+			})
+			tok := h.codeFlow("mcp:tools")
+			benchHTTP(b, h, "/introspect", url.Values{"token": {tok.AccessToken}}, "rs", rsSecret)
+		})
+	}
+}
+
+// benchPostgres opens a fresh, migrated PostgreSQL schema (skipped without
+// AUTHSERVER_TEST_POSTGRES).
+func benchPostgres(b *testing.B) *postgres.Store {
+	dsn, _ := pgtest.Schema(b)
+	s, err := postgres.Open(context.Background(), dsn, postgres.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if _, err := s.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return s
 }
