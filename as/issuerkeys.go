@@ -39,10 +39,10 @@ const (
 // configuration, a jwks_uri, or OpenID Connect Discovery of the issuer
 // (OIDC Discovery §4: <issuer>/.well-known/openid-configuration, whose
 // issuer must equal the configured one, §4.3). Fetched sets are cached and
-// fetched again when they are older than issuerKeysTTL or, at a limited
-// rate, when an assertion names a kid the cached set lacks. A failed fetch
-// keeps the previous set: keys are never rolled back to an older or
-// unverified source.
+// fetched again, at most once per issuerKeysMinRefresh, when they are
+// older than issuerKeysTTL or an assertion names a kid the cached set
+// lacks. A failed fetch keeps the previous set: keys are never rolled back
+// to an older or unverified source.
 type issuerKeys struct {
 	issuer  string
 	static  *jose.JSONWebKeySet
@@ -74,7 +74,7 @@ func parseJWKS(raw []byte) (*jose.JSONWebKeySet, error) {
 }
 
 // keys returns the keys that may have signed a JWS with kid: the cached
-// set, refreshed first when stale or (rate-limited) when kid is unknown.
+// set, refreshed first when it is stale or lacks kid, at a limited rate.
 func (k *issuerKeys) keys(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
 	if k.static != nil {
 		return match(k.static, kid), nil
@@ -86,7 +86,11 @@ func (k *issuerKeys) keys(ctx context.Context, kid string) ([]jose.JSONWebKey, e
 	if !stale && len(match(k.set, kid)) > 0 {
 		return match(k.set, kid), nil
 	}
-	if stale || now.Sub(k.triedAt) >= issuerKeysMinRefresh {
+	// A fetch is due (the set is stale or lacks kid), but at most one per
+	// issuerKeysMinRefresh: neither assertions naming random kids nor an
+	// issuer that stopped answering (its last set is kept meanwhile) make
+	// every request wait for a fetch.
+	if k.triedAt.IsZero() || now.Sub(k.triedAt) >= issuerKeysMinRefresh {
 		k.triedAt = now
 		set, err := k.fetch(ctx)
 		switch {

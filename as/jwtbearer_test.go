@@ -34,6 +34,8 @@ type keyServer struct {
 	mu      sync.Mutex
 	sets    map[string]jose.JSONWebKeySet
 	fetches map[string]*atomic.Int32
+	// down makes every path answer 503 (still counted).
+	down atomic.Bool
 }
 
 func newKeyServer(t testing.TB) *keyServer {
@@ -46,6 +48,10 @@ func newKeyServer(t testing.TB) *keyServer {
 			return
 		}
 		n.Add(1)
+		if ks.down.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if r.URL.Path == "/.well-known/openid-configuration" {
 			_ = json.NewEncoder(w).Encode(map[string]string{"issuer": ks.srv.URL, "jwks_uri": ks.srv.URL + "/wl-jwks"})
@@ -853,5 +859,41 @@ func TestJWTBearerFarExpiryIsSingleUse(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestIssuerKeysStaleSetKeptWhileIssuerIsDown: once the cached JWK Set is
+// older than issuerKeysTTL and the issuer does not answer, the old set
+// keeps verifying assertions, and the issuer is asked again at most once
+// per issuerKeysMinRefresh, not once per request.
+func TestIssuerKeysStaleSetKeptWhileIssuerIsDown(t *testing.T) {
+	w := newFedWorld(t, nil)
+	mint := func() string {
+		now := w.clock.Now()
+		return w.idpKey.mint(t, typIDJAG, with(w.idJAG(), "iat", now.Unix(), "exp", now.Add(5*time.Minute).Unix()))
+	}
+	if resp, body := w.post("/token", jwtBearer(mint()), "xaa-client", xaaSecret); resp.StatusCode != 200 {
+		t.Fatalf("%d %v", resp.StatusCode, body)
+	}
+	fetches := w.ks.fetches["/idp-jwks"]
+	w.ks.down.Store(true)
+	w.clock.Advance(issuerKeysTTL)
+	for i := range 4 {
+		if resp, body := w.post("/token", jwtBearer(mint()), "xaa-client", xaaSecret); resp.StatusCode != 200 {
+			t.Fatalf("request %d with the issuer down: %d %v", i, resp.StatusCode, body)
+		}
+	}
+	if n := fetches.Load(); n != 2 {
+		t.Errorf("%d fetches; want the first and one retry while the issuer is down", n)
+	}
+	// After the interval it is asked again, and its answer is used.
+	w.ks.down.Store(false)
+	next := newIdPKey(t, "idp-2")
+	w.ks.publish("/idp-jwks", next.public())
+	w.clock.Advance(issuerKeysMinRefresh)
+	now := w.clock.Now()
+	resp, body := w.post("/token", jwtBearer(next.mint(t, typIDJAG, with(w.idJAG(), "iat", now.Unix(), "exp", now.Add(5*time.Minute).Unix()))), "xaa-client", xaaSecret)
+	if resp.StatusCode != 200 || fetches.Load() != 3 {
+		t.Errorf("after the interval: %d %v, %d fetches", resp.StatusCode, body, fetches.Load())
 	}
 }
