@@ -305,7 +305,9 @@ type KeyStore interface {
 // login flow ids) until they expire.
 type JTIStore interface {
 	// UseJTI records id until expiresAt; ErrAlreadyUsed when it is recorded
-	// and not yet expired. Exactly one of concurrent callers succeeds.
+	// and not yet expired. Exactly one of concurrent callers succeeds. An
+	// expiresAt later than the backend can store is kept as the latest time
+	// it can (never wrapped into the past, never an error).
 	UseJTI(ctx context.Context, id string, expiresAt time.Time) error
 	// DeleteExpiredJTIs removes up to limit expired ids.
 	DeleteExpiredJTIs(ctx context.Context, before time.Time, limit int) (int, error)

@@ -867,13 +867,25 @@ func (s *Store) DeleteKey(ctx context.Context, id string) error {
 	return s.execOne(ctx, `DELETE FROM signing_keys WHERE id = $1`, id)
 }
 
+// maxTime bounds the expiries stored from claims, which may lie further
+// ahead than timestamptz can hold (294276 AD): beyond it the insert fails.
+var maxTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+
+// clampTime is t, or maxTime when t is later.
+func clampTime(t time.Time) time.Time {
+	if t.After(maxTime) {
+		return maxTime
+	}
+	return t
+}
+
 // UseJTI implements storage.JTIStore with one INSERT ... ON CONFLICT that
 // replaces only an expired record (by this process's clock). Ids are bytea,
 // so any byte string (a jti may hold "\u0000") is accepted.
 func (s *Store) UseJTI(ctx context.Context, id string, expiresAt time.Time) error {
 	n, err := s.execCount(ctx, `INSERT INTO jtis (id, expires_at) VALUES ($1, $2)
 		ON CONFLICT (id) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE jtis.expires_at <= $3`,
-		[]byte(id), expiresAt, time.Now())
+		[]byte(id), clampTime(expiresAt), time.Now())
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"strings"
 	"time"
@@ -278,6 +279,21 @@ func (s *Store) Rollback(ctx context.Context) error {
 func ts(t time.Time) any {
 	if t.IsZero() {
 		return nil
+	}
+	return t.UnixNano()
+}
+
+// maxNanosTime is the latest time Unix nanoseconds in an int64 can hold
+// (in 2262); UnixNano of a later one wraps around.
+var maxNanosTime = time.Unix(0, math.MaxInt64)
+
+// nanos is t as Unix nanoseconds, a time after maxNanosTime as
+// maxNanosTime: for expiries taken from claims, which may lie centuries
+// ahead and must not wrap into the past (a remembered jti would read as
+// expired).
+func nanos(t time.Time) int64 {
+	if t.After(maxNanosTime) {
+		return math.MaxInt64
 	}
 	return t.UnixNano()
 }
@@ -937,7 +953,7 @@ func (s *Store) DeleteKey(ctx context.Context, id string) error {
 func (s *Store) UseJTI(ctx context.Context, id string, expiresAt time.Time) error {
 	n, err := s.execCount(ctx, `INSERT INTO jtis (id, expires_at) VALUES (?1, ?2)
 		ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at WHERE jtis.expires_at <= ?3`,
-		id, expiresAt.UnixNano(), time.Now().UnixNano())
+		id, nanos(expiresAt), time.Now().UnixNano())
 	if err != nil {
 		return err
 	}

@@ -838,6 +838,19 @@ var jtiCases = []testCase{
 		}
 		allAre(t, errs, storage.ErrAlreadyUsed)
 	}},
+	{"a jti whose expiry lies centuries ahead is still refused and not deleted as expired", func(t *testing.T, s storage.Store) {
+		ctx := context.Background()
+		for _, years := range []int{300, 400000} {
+			id := fmt.Sprintf("far%d", years)
+			exp := time.Now().AddDate(years, 0, 0)
+			ok(t, s.UseJTI(ctx, id, exp), "UseJTI "+id)
+			is(t, s.UseJTI(ctx, id, exp), storage.ErrAlreadyUsed, "second UseJTI "+id)
+		}
+		n, err := s.DeleteExpiredJTIs(ctx, time.Now(), 10)
+		ok(t, err, "DeleteExpiredJTIs")
+		same(t, "far jtis deleted as expired", n, 0)
+		is(t, s.UseJTI(ctx, "far300", time.Now().Add(time.Hour)), storage.ErrAlreadyUsed, "UseJTI after DeleteExpiredJTIs")
+	}},
 	{"expired jtis are deleted in batches", func(t *testing.T, s storage.Store) {
 		ctx := context.Background()
 		base := now()
