@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -12,9 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpauth/mcpauth/as"
 	"github.com/mcpauth/mcpauth/dpop"
-	"github.com/mcpauth/mcpauth/storage/memory"
 )
 
 // TestDPoPNonceIsRequiredAndSharedByInstances runs the real AS and two
@@ -24,42 +20,15 @@ import (
 // that nonce is accepted, by the other instance too, and a made-up nonce
 // is refused.
 func TestDPoPNonceIsRequiredAndSharedByInstances(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	asSrv := httptest.NewUnstartedServer(nil)
-	issuer := "http://" + asSrv.Listener.Addr().String()
 	mcpA, mcpB := httptest.NewUnstartedServer(nil), httptest.NewUnstartedServer(nil)
 	// Both instances serve one public URL, as behind a load balancer; the
 	// test reaches each directly and names the public URL in the proofs.
 	resource := "http://" + mcpA.Listener.Addr().String() + "/mcp"
-	const secret = "ci-bot-secret-0123456789abcdef"
-	authz, err := as.New(ctx, as.Config{
-		Issuer:    issuer,
-		Resources: []as.Resource{{URI: resource, Scopes: []string{ScopeTools, ScopeAdmin}}},
-		Clients:   []as.Client{{ID: "ci-bot", Secret: secret, GrantTypes: []string{"client_credentials"}}},
-		Store:     memory.New(),
-		Secret:    bytes.Repeat([]byte{9}, 32),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	asSrv.Config.Handler = authz.Handler()
-	asSrv.Start()
-	defer asSrv.Close()
-
+	issuer := startAS(t, asSrv, resource)
 	t.Setenv("MCPSERVER_DPOP_NONCE_SECRET", "nonce-secret-shared-by-instances-0123456789")
 	for _, srv := range []*httptest.Server{mcpA, mcpB} {
-		cfg, err := parseFlags([]string{"--resource", resource, "--issuer", issuer, "--dpop-nonce"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := newServer(cfg, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv.Config.Handler = h
-		srv.Start()
-		defer srv.Close()
+		serveMCP(t, srv, "--resource", resource, "--issuer", issuer, "--dpop-nonce")
 	}
 
 	key, err := dpop.GenerateKey()
@@ -77,7 +46,7 @@ func TestDPoPNonceIsRequiredAndSharedByInstances(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, issuer+"/token", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("DPoP", proof(issuer+"/token", "", ""))
-	req.SetBasicAuth("ci-bot", secret)
+	req.SetBasicAuth("ci-bot", botSecret)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -93,8 +62,7 @@ func TestDPoPNonceIsRequiredAndSharedByInstances(t *testing.T) {
 	}
 
 	initialize := func(srv *httptest.Server, p string) *http.Response {
-		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(initializeBody))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Authorization", "DPoP "+tr.AccessToken)

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,9 +10,6 @@ import (
 	"time"
 
 	"golang.org/x/oauth2/clientcredentials"
-
-	"github.com/mcpauth/mcpauth/as"
-	"github.com/mcpauth/mcpauth/storage/memory"
 )
 
 // TestRevokedTokenIsRefusedWithinTheStatusMaxAge runs the real
@@ -23,49 +18,21 @@ import (
 // locally, once its cached Token Status List is older than
 // --status-max-age, without any introspection call.
 func TestRevokedTokenIsRefusedWithinTheStatusMaxAge(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	asSrv := httptest.NewUnstartedServer(nil)
-	issuer := "http://" + asSrv.Listener.Addr().String()
-	mcpSrv := httptest.NewUnstartedServer(nil)
+	ctx := context.Background()
+	asSrv, mcpSrv := httptest.NewUnstartedServer(nil), httptest.NewUnstartedServer(nil)
 	resource := "http://" + mcpSrv.Listener.Addr().String() + "/mcp"
-	const secret = "ci-bot-secret-0123456789abcdef"
-	authz, err := as.New(ctx, as.Config{
-		Issuer:    issuer,
-		Resources: []as.Resource{{URI: resource, Scopes: []string{ScopeTools, ScopeAdmin}}},
-		Clients:   []as.Client{{ID: "ci-bot", Secret: secret, GrantTypes: []string{"client_credentials"}}},
-		Store:     memory.New(),
-		Secret:    bytes.Repeat([]byte{9}, 32),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	asSrv.Config.Handler = authz.Handler()
-	asSrv.Start()
-	defer asSrv.Close()
-
+	issuer := startAS(t, asSrv, resource)
 	const maxAge = 2 * time.Second
-	cfg, err := parseFlags([]string{"--resource", resource, "--issuer", issuer, "--status-max-age", maxAge.String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := newServer(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcpSrv.Config.Handler = h
-	mcpSrv.Start()
-	defer mcpSrv.Close()
+	serveMCP(t, mcpSrv, "--resource", resource, "--issuer", issuer, "--status-max-age", maxAge.String())
 
-	cc := clientcredentials.Config{ClientID: "ci-bot", ClientSecret: secret, TokenURL: issuer + "/token",
+	cc := clientcredentials.Config{ClientID: "ci-bot", ClientSecret: botSecret, TokenURL: issuer + "/token",
 		Scopes: []string{ScopeTools}, EndpointParams: url.Values{"resource": {resource}}}
 	tok, err := cc.Token(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	initialize := func() (int, string) {
-		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
-		req, _ := http.NewRequest(http.MethodPost, resource, strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, resource, strings.NewReader(initializeBody))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
@@ -83,7 +50,7 @@ func TestRevokedTokenIsRefusedWithinTheStatusMaxAge(t *testing.T) {
 	form := url.Values{"token": {tok.AccessToken}}
 	req, _ := http.NewRequest(http.MethodPost, issuer+"/revoke", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth("ci-bot", secret)
+	req.SetBasicAuth("ci-bot", botSecret)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

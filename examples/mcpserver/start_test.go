@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpauth/mcpauth/examples/internal/cutoff"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpauth/mcpauth/examples/internal/cutoff"
 )
 
 // TestStartsWithResourceAndIssuerOnly: no --downstream and no
@@ -69,19 +70,7 @@ func TestStartsWithResourceAndIssuerOnly(t *testing.T) {
 
 func listTools(t *testing.T, server *mcp.Server) []*mcp.Tool {
 	t.Helper()
-	ct, st := mcp.NewInMemoryTransports()
-	ctx := context.Background()
-	ss, err := server.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	res, err := cs.ListTools(ctx, nil)
+	res, err := connectInMemory(t, server).ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,15 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpauth/mcpauth/rsmiddleware"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -23,20 +21,10 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // mapping in server.go refers to these names.
 func TestToolListGolden(t *testing.T) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "mcpauth-example-server", Version: "0.1.0"}, nil)
-	tl := &tools{scopes: rsmiddleware.Scopes{Base: []string{ScopeTools}, Tools: map[string][]string{"admin_stats": {ScopeAdmin}}}, logger: slog.New(slog.DiscardHandler), started: time.Now(), downstream: "http://127.0.0.1:1/api", downstreamClient: &http.Client{}}
+	tl := testTools(rsmiddleware.Scopes{Base: []string{ScopeTools}, Tools: map[string][]string{"admin_stats": {ScopeAdmin}}})
 	tl.register(server)
-	ct, st := mcp.NewInMemoryTransports()
+	cs := connectInMemory(t, server)
 	ctx := context.Background()
-	ss, err := server.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
 	res, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -74,20 +62,10 @@ func TestToolListGolden(t *testing.T) {
 // rather than answer anonymously.
 func TestToolsRefuseACallWithoutItsHTTPRequest(t *testing.T) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "x", Version: "0"}, nil)
-	tl := &tools{scopes: rsmiddleware.Scopes{Base: []string{ScopeTools}}, logger: slog.New(slog.DiscardHandler), started: time.Now(), downstream: "http://127.0.0.1:1/api", downstreamClient: &http.Client{}}
+	tl := testTools(rsmiddleware.Scopes{Base: []string{ScopeTools}})
 	tl.register(server)
-	ct, st := mcp.NewInMemoryTransports()
+	cs := connectInMemory(t, server)
 	ctx := context.Background()
-	ss, err := server.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
 	for _, name := range []string{"whoami", "admin_stats", "fetch_report"} {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
 		if err == nil && !res.IsError {
@@ -101,20 +79,9 @@ func TestToolsRefuseACallWithoutItsHTTPRequest(t *testing.T) {
 // tokens may come from.
 func TestCapabilitiesAnnounceAuthExtensions(t *testing.T) {
 	server := newMCPServer()
-	tl := &tools{scopes: rsmiddleware.Scopes{Base: []string{ScopeTools}}, logger: slog.New(slog.DiscardHandler), started: time.Now(), downstream: "http://127.0.0.1:1/api", downstreamClient: &http.Client{}}
+	tl := testTools(rsmiddleware.Scopes{Base: []string{ScopeTools}})
 	tl.register(server)
-	ct, st := mcp.NewInMemoryTransports()
-	ctx := context.Background()
-	ss, err := server.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := connectInMemory(t, server)
 	caps := cs.InitializeResult().Capabilities
 	for _, ext := range []string{ExtensionClientCredentials, ExtensionEnterpriseAuth} {
 		if _, ok := caps.Extensions[ext]; !ok {
