@@ -85,6 +85,46 @@ export function run(main) {
   );
 }
 
+// expectUnauthorized connects client over transport without a token and
+// expects the SDK's UnauthorizedError (1.x and v2 each export their own):
+// the 401, discovery, registration and the authorization URL handed to
+// provider.redirectToAuthorization come first.
+export async function expectUnauthorized(client, transport, UnauthorizedError) {
+  try {
+    await client.connect(transport);
+  } catch (err) {
+    if (!(err instanceof UnauthorizedError)) throw err;
+    return;
+  }
+  throw new Error('connected without authorization');
+}
+
+// refreshAndReport ends an SDK client's run once admin_stats has been
+// called with the stepped-up token: the access token stops working (as
+// when it expires), the next call gets 401 invalid_token and the SDK
+// redeems the refresh token; then the facts go to the Go test.
+export async function refreshAndReport(name, provider, client, facts) {
+  const stepped = provider.tokens();
+  step('admin_stats called');
+  provider._tokens = { ...stepped, access_token: 'no-longer-valid' };
+  const refreshedWhoami = toolResult(await client.callTool({ name: 'whoami', arguments: {} }));
+  step('called after the refresh');
+  const refreshed = provider.tokens();
+  await client.close();
+  report({
+    client: name,
+    registrations: provider.registrations,
+    ...facts,
+    refreshedWhoami,
+    steppedAccessToken: stepped.access_token,
+    steppedRefreshToken: stepped.refresh_token,
+    refreshedAccessToken: refreshed.access_token,
+    refreshedRefreshToken: refreshed.refresh_token,
+    scopes: provider.issued.map((t) => t.scope),
+    jtis: provider.issued.map((t) => claims(t.access_token).jti),
+  });
+}
+
 // MemoryProvider is an OAuthClientProvider (the same shape in SDK 1.x and
 // v2) that keeps everything in memory and, on purpose, has no state()
 // method: the SDK then sends no state parameter, as its own example client

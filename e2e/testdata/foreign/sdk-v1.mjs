@@ -5,7 +5,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError, auth } from '@modelcontextprotocol/sdk/client/auth.js';
-import { MemoryProvider, browse, claims, env, report, run, step, toolResult } from './lib.mjs';
+import { MemoryProvider, browse, env, expectUnauthorized, refreshAndReport, run, step, toolResult } from './lib.mjs';
 
 const mcpURL = new URL(env('MCP_URL'));
 const redirectURI = env('REDIRECT_URI');
@@ -36,14 +36,7 @@ run(async () => {
   // 1. No token: 401, discovery, registration, authorization, code exchange.
   let transport = new StreamableHTTPClientTransport(mcpURL, { authProvider: provider, fetch: fetchFn });
   let client = new Client({ name: 'mcpauth-foreign-sdk-v1', version: '1.0.0' });
-  let connected = false;
-  try {
-    await client.connect(transport);
-    connected = true;
-  } catch (err) {
-    if (!(err instanceof UnauthorizedError)) throw err;
-  }
-  if (connected) throw new Error('connected without authorization');
+  await expectUnauthorized(client, transport, UnauthorizedError);
   await authorize(transport);
   ({ client, transport } = await connect());
   step('authorized as ' + provider.registrations.join(' '));
@@ -77,29 +70,6 @@ run(async () => {
   }
   step('stepped up');
   const admin = toolResult(await client.callTool({ name: 'admin_stats', arguments: {} }));
-  const stepped = provider.tokens();
-
-  step('admin_stats called');
-  // 3. Refresh: the access token stops working (as when it expires); the
-  // next call gets 401 invalid_token and the SDK redeems the refresh token.
-  provider._tokens = { ...stepped, access_token: 'no-longer-valid' };
-  const refreshedWhoami = toolResult(await client.callTool({ name: 'whoami', arguments: {} }));
-  step('called after the refresh');
-  const refreshed = provider.tokens();
-  await client.close();
-
-  report({
-    client: 'sdk-v1',
-    registrations: provider.registrations,
-    whoami,
-    admin,
-    refreshedWhoami,
-    stepUp,
-    steppedAccessToken: stepped.access_token,
-    steppedRefreshToken: stepped.refresh_token,
-    refreshedAccessToken: refreshed.access_token,
-    refreshedRefreshToken: refreshed.refresh_token,
-    scopes: provider.issued.map((t) => t.scope),
-    jtis: provider.issued.map((t) => claims(t.access_token).jti),
-  });
+  // 3. Refresh, then the report.
+  await refreshAndReport('sdk-v1', provider, client, { whoami, admin, stepUp });
 });

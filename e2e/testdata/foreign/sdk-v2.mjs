@@ -4,7 +4,7 @@
 // finishAuth), a tool call, the SDK's own step-up to the union of scopes for
 // the same client_id, and a refresh.
 import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
-import { MemoryProvider, browse, claims, env, report, run, step, toolResult } from './lib.mjs';
+import { MemoryProvider, browse, env, expectUnauthorized, refreshAndReport, run, step, toolResult } from './lib.mjs';
 
 const mcpURL = new URL(env('MCP_URL'));
 const redirectURI = env('REDIRECT_URI');
@@ -22,14 +22,7 @@ run(async () => {
   // 1. No token: 401, discovery, registration, authorization, code exchange.
   let transport = newTransport();
   let client = new Client({ name: 'mcpauth-foreign-sdk-v2', version: '1.0.0' });
-  let connected = false;
-  try {
-    await client.connect(transport);
-    connected = true;
-  } catch (err) {
-    if (!(err instanceof UnauthorizedError)) throw err;
-  }
-  if (connected) throw new Error('connected without authorization');
+  await expectUnauthorized(client, transport, UnauthorizedError);
   await authorize(transport);
   transport = newTransport();
   client = new Client({ name: 'mcpauth-foreign-sdk-v2', version: '1.0.0' });
@@ -51,29 +44,6 @@ run(async () => {
   await authorize(transport);
   step('stepped up');
   const admin = toolResult(await client.callTool({ name: 'admin_stats', arguments: {} }));
-  const stepped = provider.tokens();
-
-  step('admin_stats called');
-  // 3. Refresh: the access token stops working (as when it expires); the
-  // next call gets 401 invalid_token and the SDK redeems the refresh token.
-  provider._tokens = { ...stepped, access_token: 'no-longer-valid' };
-  const refreshedWhoami = toolResult(await client.callTool({ name: 'whoami', arguments: {} }));
-  step('called after the refresh');
-  const refreshed = provider.tokens();
-  await client.close();
-
-  report({
-    client: 'sdk-v2',
-    registrations: provider.registrations,
-    whoami,
-    admin,
-    refreshedWhoami,
-    stepUp: 'sdk',
-    steppedAccessToken: stepped.access_token,
-    steppedRefreshToken: stepped.refresh_token,
-    refreshedAccessToken: refreshed.access_token,
-    refreshedRefreshToken: refreshed.refresh_token,
-    scopes: provider.issued.map((t) => t.scope),
-    jtis: provider.issued.map((t) => claims(t.access_token).jti),
-  });
+  // 3. Refresh, then the report.
+  await refreshAndReport('sdk-v2', provider, client, { whoami, admin, stepUp: 'sdk' });
 });
