@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpauth/mcpauth/examples/stack/launch"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/mcpauth/mcpauth/examples/stack/launch"
+	"github.com/mcpauth/mcpauth/internal/freeport"
 )
 
 // tsServerDir holds the TypeScript MCP server the gateway is tested in front
@@ -168,20 +170,17 @@ func startGateway(t *testing.T, s *launch.Stack, logs *lockedBuffer, configPath,
 	}, gatewayBinary(t), "--config", configPath)
 }
 
-// TestGatewayInFrontOfATypeScriptServer runs deploy/mcpgateway.yaml in front
-// of an MCP server written with the TypeScript SDK, against the real AS, and
-// drives it with the MCP Go SDK's OAuth client through the whole story.
-func TestGatewayInFrontOfATypeScriptServer(t *testing.T) {
+// startGatewayStack starts the TypeScript MCP server (answering in JSON
+// when withUpstreamAuth, else in event streams), the stack, and the gateway
+// of deploy/mcpgateway.yaml in front of the server, each on a reserved
+// address, with upstream_auth only when withUpstreamAuth. It returns the
+// stack, the server, the gateway's audit file and its resource URL; the
+// gateway's and the server's output is logged when t fails.
+func startGatewayStack(t *testing.T, withUpstreamAuth bool) (*launch.Stack, *tsServer, string, string) {
+	t.Helper()
 	logs := &lockedBuffer{}
-	var gw, ts string
-	for _, p := range []*string{&gw, &ts} {
-		a, err := launch.FreeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		*p = a
-	}
-	upstream := startTSServer(t, logs, ts, false)
+	gw, ts := freeport.Addr(t), freeport.Addr(t)
+	upstream := startTSServer(t, logs, ts, withUpstreamAuth)
 	s := startStack(t, stackOptions{editConfig: func(c string) string {
 		return strings.NewReplacer(gatewayAddr, gw, tsServerAddr, ts).Replace(c)
 	}})
@@ -191,8 +190,16 @@ func TestGatewayInFrontOfATypeScriptServer(t *testing.T) {
 		}
 	})
 	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
-	startGateway(t, s, logs, gatewayConfig(t, s, gw, ts, auditFile, false), gw, ts)
-	resource := "http://" + gw + "/mcp"
+	startGateway(t, s, logs, gatewayConfig(t, s, gw, ts, auditFile, withUpstreamAuth), gw, ts)
+	return s, upstream, auditFile, "http://" + gw + "/mcp"
+}
+
+// TestGatewayInFrontOfATypeScriptServer runs deploy/mcpgateway.yaml in front
+// of an MCP server written with the TypeScript SDK, against the real AS, and
+// drives it with the MCP Go SDK's OAuth client through the whole story.
+func TestGatewayInFrontOfATypeScriptServer(t *testing.T) {
+	s, upstream, auditFile, resource := startGatewayStack(t, false)
+	gateway := strings.TrimSuffix(resource, "/mcp") // the gateway's origin
 
 	// The Go SDK's OAuth client: 401 -> PRM -> AS metadata -> DCR -> the
 	// login and consent forms -> token; first without mcp:admin.
@@ -246,12 +253,12 @@ func TestGatewayInFrontOfATypeScriptServer(t *testing.T) {
 
 	t.Run("the client was challenged and discovered the AS through the gateway", func(t *testing.T) {
 		first := rec.find(0, "POST", resource, 401)
-		prm := rec.find(first, "GET", "http://"+gw+"/.well-known/oauth-protected-resource", 200)
+		prm := rec.find(first, "GET", gateway+"/.well-known/oauth-protected-resource", 200)
 		asm := rec.find(prm, "GET", s.Issuer+"/.well-known/", 200)
 		if first != 0 || prm < 0 || asm < 0 {
 			t.Fatalf("no 401 -> PRM -> AS sequence:\n%s", rec)
 		}
-		if ch := rec.exchanges()[first].WWWAuth; !strings.Contains(ch, `resource_metadata="http://`+gw+`/.well-known/oauth-protected-resource/mcp"`) {
+		if ch := rec.exchanges()[first].WWWAuth; !strings.Contains(ch, `resource_metadata="`+gateway+`/.well-known/oauth-protected-resource/mcp"`) {
 			t.Errorf("challenge %q", ch)
 		}
 		c := jwtClaims(t, tokens.all()[0].AccessToken)
@@ -460,26 +467,7 @@ func readUntil(t *testing.T, r io.Reader, want string) string {
 // The server answers in JSON here (the other test has event streams), and
 // the tool list is cut in that form too.
 func TestGatewayGivesTheTypeScriptServerItsOwnToken(t *testing.T) {
-	logs := &lockedBuffer{}
-	var gw, ts string
-	for _, p := range []*string{&gw, &ts} {
-		a, err := launch.FreeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		*p = a
-	}
-	upstream := startTSServer(t, logs, ts, true)
-	s := startStack(t, stackOptions{editConfig: func(c string) string {
-		return strings.NewReplacer(gatewayAddr, gw, tsServerAddr, ts).Replace(c)
-	}})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("--- gateway and upstream output ---\n%s", logs)
-		}
-	})
-	startGateway(t, s, logs, gatewayConfig(t, s, gw, ts, filepath.Join(t.TempDir(), "audit.jsonl"), true), gw, ts)
-	resource := "http://" + gw + "/mcp"
+	_, upstream, _, resource := startGatewayStack(t, true)
 
 	redirect := loopbackRedirect(t)
 	tokens := &tokenSources{}
