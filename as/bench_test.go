@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -215,4 +216,29 @@ func benchPostgres(b *testing.B) *postgres.Store {
 		b.Fatal(err)
 	}
 	return s
+}
+
+// BenchmarkLiveTokenMemory issues b.N client-credentials tokens over HTTP
+// (memory storage, tokens unexpired) and reports the live heap they hold
+// after a collection, per token ("B/token"): what the memory backend keeps
+// for a live token, the record and its share of the maps. Run it with a
+// large -benchtime (e.g. 50000x) so the maps' growth averages out.
+func BenchmarkLiveTokenMemory(b *testing.B) {
+	h := newHarness(b, nil)
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	// One token first: the client, the status block and the caches.
+	if resp, _ := h.post("/token", url.Values{"grant_type": {"client_credentials"}}, "ci-bot", ciSecret); resp.StatusCode != http.StatusOK {
+		b.Fatalf("token: %d", resp.StatusCode)
+	}
+	before := heap()
+	benchHTTP(b, h, "/token", url.Values{"grant_type": {"client_credentials"}}, "ci-bot", ciSecret)
+	b.StopTimer()
+	after := heap()
+	b.ReportMetric(float64(int64(after)-int64(before))/float64(b.N), "B/token")
+	runtime.KeepAlive(h)
 }

@@ -19,7 +19,7 @@ type session struct {
 	Act map[string]any `json:"act,omitempty"`
 	// GrantedAt is when the person approved the grant; refresh tokens never
 	// outlive GrantedAt + Config.GrantLifetime.
-	GrantedAt time.Time `json:"gat,omitempty"`
+	GrantedAt time.Time `json:"gat,omitzero"`
 	// Scopes are the scopes the person granted at the authorization
 	// endpoint: a refresh may ask for fewer, and one naming none gets these
 	// (RFC 6749 §6). Empty in grants written before it was kept: then the

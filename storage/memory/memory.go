@@ -443,11 +443,15 @@ func (s *Store) CreateToken(ctx context.Context, tok *storage.Token) error {
 		return err
 	}
 	defer s.mu.Unlock()
-	k := tokenKey{tok.Kind, tok.Signature}
-	if _, ok := s.tokens[k]; ok {
+	if _, ok := s.tokens[tokenKey{tok.Kind, tok.Signature}]; ok {
 		return storage.ErrAlreadyExists
 	}
-	put(t, s.tokens, k, cloneToken(tok))
+	n := cloneToken(tok)
+	// A signature is often a slice of the whole token (the third segment
+	// of a JWS): a copy of its own keeps the token's bytes from staying
+	// alive with the record.
+	n.Signature = strings.Clone(tok.Signature)
+	put(t, s.tokens, tokenKey{n.Kind, n.Signature}, n)
 	return nil
 }
 
