@@ -121,15 +121,19 @@ type rpcRequest struct {
 // Members are matched by their exact names, as the MCP server (whatever its
 // language) reads them; peekJSONRPC refuses duplicate and case-folded
 // method, params and name members first.
-func parseRequests(body []byte) ([]*rpcRequest, error) {
-	if _, err := peekJSONRPC(body); err != nil {
-		return nil, err
+//
+// peeked says body has passed peekJSONRPC already.
+func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
+	if !peeked {
+		if _, err := peekJSONRPC(body); err != nil {
+			return nil, err
+		}
 	}
 	var out []*rpcRequest
 	err := forEachMessage(bytes.TrimSpace(body), func(m []byte) error {
 		var rawID, rawMethod, rawParams []byte
-		if err := objectFields(m, func(key string, val []byte) error {
-			switch key {
+		if err := objectFields(m, func(key, val []byte) error {
+			switch string(key) {
 			case "id":
 				rawID = val
 			case "method":
@@ -157,8 +161,8 @@ func parseRequests(body []byte) ([]*rpcRequest, error) {
 		}
 		if req.method == "tools/call" || req.method == "prompts/get" {
 			var name, args []byte
-			if rawParams != nil && objectFields(rawParams, func(key string, val []byte) error {
-				switch key {
+			if rawParams != nil && objectFields(rawParams, func(key, val []byte) error {
+				switch string(key) {
 				case "name":
 					name = val
 				case "arguments":
@@ -249,21 +253,29 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 		start := f.now()
 		var reqs []*rpcRequest
 		if r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
-			body, err := readBody(r, f.maxBody)
-			if err != nil {
-				http.Error(w, "cannot read request body", http.StatusBadRequest)
-				return
+			var body []byte
+			peeked := false
+			if bb, ok := unreadBody(r); ok {
+				// Read and checked by the Middleware.
+				body, peeked = bb.b, bb.peeked
+			} else {
+				var err error
+				if body, err = readBody(r, f.maxBody); err != nil {
+					http.Error(w, "cannot read request body", http.StatusBadRequest)
+					return
+				}
+				r.Body = newBufferedBody(body, false, r.Body)
 			}
 			if int64(len(body)) > f.maxBody {
 				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
 				return
 			}
-			reqs, err = parseRequests(body)
+			var err error
+			reqs, err = parseRequests(body, peeked)
 			if err != nil {
 				writeRPCError(w, http.StatusBadRequest, "null", -32700, "Parse error")
 				return
 			}
-			r.Body = readCloser{bytes.NewReader(body), r.Body}
 		}
 		fw := &filterWriter{w: w, f: f, p: p, reqs: reqs, start: start, byID: map[string]*rpcRequest{}}
 		for _, q := range reqs {
@@ -291,7 +303,7 @@ func (f *MCPFilter) AuditDenied(r *http.Request, p *Principal, body []byte) {
 	if f.audit == nil {
 		return
 	}
-	reqs, err := parseRequests(body)
+	reqs, err := parseRequests(body, false)
 	if err != nil || len(reqs) == 0 {
 		reqs = []*rpcRequest{{method: "unknown"}}
 	}
@@ -332,8 +344,8 @@ func claimOf(token, claim string) string {
 		return ""
 	}
 	var raw []byte
-	if objectFields(payload, func(key string, val []byte) error {
-		if key == claim {
+	if objectFields(payload, func(key, val []byte) error {
+		if string(key) == claim {
 			raw = val
 		}
 		return nil
@@ -682,8 +694,8 @@ func (fw *filterWriter) filterMessage(m []byte) ([]byte, bool) {
 	}
 	var rawID, result, rpcErr []byte
 	isRequest := false
-	if objectFields(m, func(key string, val []byte) error {
-		switch key {
+	if objectFields(m, func(key, val []byte) error {
+		switch string(key) {
 		case "method":
 			isRequest = true
 		case "id":
@@ -712,8 +724,8 @@ func (fw *filterWriter) filterMessage(m []byte) ([]byte, bool) {
 			fw.emit(q, AuditRPCError, e.Code, false, status)
 		case q.method == "tools/call":
 			isError := false
-			_ = objectFields(result, func(key string, val []byte) error {
-				if key == "isError" {
+			_ = objectFields(result, func(key, val []byte) error {
+				if string(key) == "isError" {
 					isError = string(val) == "true"
 				}
 				return nil

@@ -182,7 +182,7 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 				return
 			}
 			need = m.scopes.required(calls)
-			r.Body = readCloser{bytes.NewReader(body), r.Body}
+			r.Body = newBufferedBody(body, true, r.Body)
 		}
 		if len(p.MissingScopes(need)) > 0 {
 			if m.denied != nil {
@@ -211,13 +211,34 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(r.Body, max+1))
 }
 
-// readCloser serves the buffered body and closes the original.
-type readCloser struct {
-	io.Reader
-	c io.Closer
+// bufferedBody serves a request body read whole by readBody and closes the
+// original; a handler further in (MCPFilter after Middleware) takes the
+// bytes from it instead of reading and checking them again.
+type bufferedBody struct {
+	bytes.Reader
+	b []byte
+	// peeked: b passed peekJSONRPC.
+	peeked bool
+	c      io.Closer
 }
 
-func (rc readCloser) Close() error { return rc.c.Close() }
+func newBufferedBody(b []byte, peeked bool, orig io.Closer) *bufferedBody {
+	bb := &bufferedBody{b: b, peeked: peeked, c: orig}
+	bb.Reset(b)
+	return bb
+}
+
+func (bb *bufferedBody) Close() error { return bb.c.Close() }
+
+// unreadBody returns the body of r when it is a bufferedBody nothing has
+// read from yet.
+func unreadBody(r *http.Request) (*bufferedBody, bool) {
+	bb, ok := r.Body.(*bufferedBody)
+	if !ok || bb.Len() != len(bb.b) {
+		return nil, false
+	}
+	return bb, true
+}
 
 // schemed is the Middleware answering a request made under one scheme:
 // the error goes in that scheme's challenge (RFC 9449 §7.2).

@@ -20,7 +20,7 @@ func FuzzParseRequests(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		reqs, err := parseRequests(body)
+		reqs, err := parseRequests(body, false)
 		if err != nil {
 			return
 		}

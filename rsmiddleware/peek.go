@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"strings"
+	"unicode/utf8"
 )
 
 // rpcCall is what the scope check needs from one JSON-RPC request.
@@ -67,19 +67,19 @@ func peekJSONRPC(body []byte) ([]rpcCall, error) {
 func peekMessage(msg []byte) (rpcCall, error) {
 	var c rpcCall
 	var method, params []byte
-	err := objectFields(msg, func(key string, val []byte) error {
+	err := objectFields(msg, func(key, val []byte) error {
 		switch {
-		case key == "method":
+		case string(key) == "method":
 			if method != nil {
 				return errPeek
 			}
 			method = val
-		case key == "params":
+		case string(key) == "params":
 			if params != nil {
 				return errPeek
 			}
 			params = val
-		case strings.EqualFold(key, "method") || strings.EqualFold(key, "params"):
+		case bytes.EqualFold(key, []byte("method")) || bytes.EqualFold(key, []byte("params")):
 			return errPeek
 		}
 		return nil
@@ -88,7 +88,7 @@ func peekMessage(msg []byte) (rpcCall, error) {
 		return c, err
 	}
 	if method != nil {
-		if err := json.Unmarshal(method, &c.Method); err != nil {
+		if c.Method, err = jsonString(method); err != nil {
 			return c, errPeek
 		}
 	}
@@ -103,14 +103,14 @@ func peekMessage(msg []byte) (rpcCall, error) {
 		return c, nil
 	}
 	var name []byte
-	err = objectFields(params, func(key string, val []byte) error {
+	err = objectFields(params, func(key, val []byte) error {
 		switch {
-		case key == member:
+		case string(key) == member:
 			if name != nil {
 				return errPeek
 			}
 			name = val
-		case strings.EqualFold(key, member):
+		case bytes.EqualFold(key, []byte(member)):
 			return errPeek
 		}
 		return nil
@@ -119,7 +119,7 @@ func peekMessage(msg []byte) (rpcCall, error) {
 		return c, errPeek
 	}
 	if name != nil {
-		if err := json.Unmarshal(name, &c.Name); err != nil {
+		if c.Name, err = jsonString(name); err != nil {
 			return c, errPeek
 		}
 	}
@@ -133,8 +133,9 @@ func peekMessage(msg []byte) (rpcCall, error) {
 }
 
 // objectFields calls fn for every member of the valid JSON value v, which
-// must be an object; keys are decoded, values passed raw.
-func objectFields(v []byte, fn func(key string, val []byte) error) error {
+// must be an object; keys are decoded, values passed raw. A key without
+// escapes is a slice of v, valid only during the call.
+func objectFields(v []byte, fn func(key, val []byte) error) error {
 	i := skipWS(v, 0)
 	if i >= len(v) || v[i] != '{' {
 		return errPeek
@@ -143,13 +144,15 @@ func objectFields(v []byte, fn func(key string, val []byte) error) error {
 	for v[i] != '}' {
 		kEnd := skipValue(v, i) // v[i] == '"'
 		raw := v[i:kEnd]
-		var key string
-		if bytes.IndexByte(raw, '\\') >= 0 {
-			if err := json.Unmarshal(raw, &key); err != nil {
+		key := raw[1 : len(raw)-1]
+		if bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(key) {
+			// Decoded as encoding/json does: escapes, and U+FFFD for
+			// invalid UTF-8.
+			var k string
+			if err := json.Unmarshal(raw, &k); err != nil {
 				return errPeek
 			}
-		} else {
-			key = string(raw[1 : len(raw)-1])
+			key = []byte(k)
 		}
 		i = skipWS(v, kEnd)
 		i = skipWS(v, i+1) // ':'
