@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpauth/mcpauth/internal/freeport"
 )
 
 // Processes of BenchmarkGatewayProcesses may be pinned to CPUs (taskset -c
@@ -117,7 +119,7 @@ func startProcStack(b *testing.B, parent *testing.B, gwBin, up string) *procStac
 		ps.up = startChild(parent, "", []string{"PORT=0", "JSON_RESPONSE=0"}, "node", filepath.Join(dir, "server.mjs"))
 	}
 	upURL := "http://" + ps.up.addr + "/mcp"
-	gwAddr := freeAddr(b)
+	gwAddr := freeport.Addr(parent)
 	resource := "http://" + gwAddr + "/mcp"
 	issuer := startAS(parent, resource, upURL)
 	cfgPath := filepath.Join(parent.TempDir(), "mcpgateway.yaml")
@@ -283,14 +285,4 @@ func (c *child) cpu(tb testing.TB) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond
-}
-
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
