@@ -27,11 +27,11 @@ import (
 //     client's X-Forwarded-* are replaced by X-Forwarded-For (the prior
 //     list and the client's address), X-Forwarded-Host and
 //     X-Forwarded-Proto. Without a User-Agent of the client none is sent.
-//   - An event stream (and an answer of unknown length) is flushed after
-//     every read from the upstream, so each event reaches the client as it
-//     arrives. Its header goes out with the first event, or after
-//     headerFlushDelay when the upstream sends the header alone and nothing
-//     more; a GET stream's header at once.
+//   - An event stream (and an answer of unknown length) is flushed
+//     whenever the upstream pauses for flushDelay, so each event reaches
+//     the client as it arrives, and what arrives together (the header and
+//     the first event, the last event and the end of the stream) leaves
+//     together. A GET stream's header is sent at once.
 //   - A failure before the answer goes to onError; a failure in the middle
 //     of an answer aborts the client's response (http.ErrAbortHandler), so
 //     the client sees a broken stream, never a cleanly ended one.
@@ -46,10 +46,6 @@ type forwarder struct {
 	// refusing the gateway's own credentials); it goes to onError.
 	refused func(*http.Response) error
 }
-
-// headerFlushDelay bounds how long the header of an event stream waits for
-// the stream's first event before it is sent alone.
-const headerFlushDelay = 20 * time.Millisecond
 
 // dropped are the request fields the upstream never gets from the client.
 var dropped = map[string]bool{
@@ -220,74 +216,91 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// copyAnswer copies src to w; for a stream, flushing after every read.
+// copyAnswer copies src to w; a stream is flushed whenever the upstream
+// pauses: after a read, what was written is flushed if the next read has
+// brought nothing within flushDelay, and is otherwise sent with what it
+// brought. So an answer's last event goes out with the end of the stream
+// in one write instead of two, and the header with the first event.
 func copyAnswer(w http.ResponseWriter, src io.Reader, buf []byte, stream, headerNow bool) error {
 	if !stream {
 		_, err := io.CopyBuffer(writerOnly{w}, src, buf)
 		return err
 	}
 	rc := http.NewResponseController(w)
-	var hf *headerFlush
 	if headerNow {
 		if err := rc.Flush(); err != nil {
 			return err
 		}
-	} else {
-		hf = &headerFlush{rc: rc}
-		hf.t = time.AfterFunc(headerFlushDelay, hf.fire)
 	}
+	df := &delayedFlush{rc: rc, pending: !headerNow}
+	df.t = time.AfterFunc(flushDelay, df.fire)
+	defer df.stop()
 	for {
 		n, rerr := src.Read(buf)
 		if n > 0 {
-			if hf != nil {
-				hf.cancel()
-				hf = nil
-			}
-			if _, err := w.Write(buf[:n]); err != nil {
-				return err
-			}
-			if err := rc.Flush(); err != nil {
+			if err := df.write(w, buf[:n]); err != nil {
 				return err
 			}
 		}
 		if rerr == io.EOF {
-			if hf != nil {
-				hf.cancel()
-			}
-			return nil
+			return nil // the server sends the rest with the end of the answer
 		}
 		if rerr != nil {
-			if hf != nil {
-				hf.cancel()
-			}
+			// What did arrive goes out before the answer is aborted.
+			df.fire()
 			return rerr
 		}
 	}
 }
 
-// headerFlush sends a stream's header when its first event is late.
-type headerFlush struct {
-	mu   sync.Mutex
-	rc   *http.ResponseController
-	t    *time.Timer
-	done bool
+// flushDelay is how long a stream's written but unsent bytes (its header,
+// an event) wait for more before they are sent alone.
+const flushDelay = 2 * time.Millisecond
+
+// delayedFlush flushes a stream's response from a timer while the handler
+// waits for the upstream.
+type delayedFlush struct {
+	mu      sync.Mutex
+	rc      *http.ResponseController
+	t       *time.Timer
+	pending bool // written and not flushed
+	done    bool // the handler is finishing: the timer touches nothing
+	err     error
 }
 
-func (hf *headerFlush) fire() {
-	hf.mu.Lock()
-	defer hf.mu.Unlock()
-	if !hf.done {
-		_ = hf.rc.Flush()
+func (df *delayedFlush) fire() {
+	df.mu.Lock()
+	defer df.mu.Unlock()
+	if df.pending && !df.done {
+		df.pending = false
+		df.err = df.rc.Flush()
 	}
 }
 
-// cancel stops the timer; once it returns, fire flushes nothing more, so
-// the caller owns the ResponseWriter again.
-func (hf *headerFlush) cancel() {
-	hf.mu.Lock()
-	hf.done = true
-	hf.mu.Unlock()
-	hf.t.Stop()
+// write writes b and arms the timer for it.
+func (df *delayedFlush) write(w io.Writer, b []byte) error {
+	df.mu.Lock()
+	defer df.mu.Unlock()
+	if df.err != nil {
+		return df.err
+	}
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	if !df.pending {
+		df.pending = true
+		df.t.Reset(flushDelay)
+	}
+	return nil
+}
+
+// stop ends the timer's work; once it returns the handler owns the
+// ResponseWriter alone.
+func (df *delayedFlush) stop() {
+	df.mu.Lock()
+	df.done = true
+	df.mu.Unlock()
+	df.t.Stop()
 }
 
 // writerOnly hides the ReaderFrom of a ResponseWriter from io.CopyBuffer,
