@@ -30,6 +30,14 @@ import (
 var (
 	pinGateway = flag.String("pin.gateway", "", "taskset CPU list for the gateway process (BenchmarkGatewayProcesses)")
 	pinOthers  = flag.String("pin.others", "", "taskset CPU list for the clients and the upstream (BenchmarkGatewayProcesses)")
+	// A gateway binary built elsewhere (another commit, for an A/B run);
+	// empty: go build of this package.
+	gatewayBin = flag.String("gateway.bin", "", "mcpgateway binary to run (BenchmarkGatewayProcesses); empty: go build")
+	// A second gateway binary, run beside the first in front of the same
+	// upstream, its rounds interleaved with the others (reported as gw2-).
+	gatewayBin2 = flag.String("gateway.bin2", "", "second mcpgateway binary, measured beside the first (BenchmarkGatewayProcesses)")
+	// GOMAXPROCS of the gateway process; empty: the Go runtime's default.
+	gatewayProcs = flag.String("gateway.gomaxprocs", "", "GOMAXPROCS of the gateway process (BenchmarkGatewayProcesses)")
 )
 
 // benchUpstreamEnv makes the test binary serve the Go SDK upstream of
@@ -82,9 +90,12 @@ func BenchmarkGatewayProcesses(b *testing.B) {
 			b.Fatalf("taskset: %v %s", err, out)
 		}
 	}
-	gwBin := filepath.Join(b.TempDir(), "mcpgateway")
-	if out, err := exec.Command("go", "build", "-o", gwBin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
+	gwBin := *gatewayBin
+	if gwBin == "" {
+		gwBin = filepath.Join(b.TempDir(), "mcpgateway")
+		if out, err := exec.Command("go", "build", "-o", gwBin, ".").CombinedOutput(); err != nil {
+			b.Fatalf("go build: %v\n%s", err, out)
+		}
 	}
 	for _, up := range []string{"go", "ts"} {
 		var ps *procStack
@@ -99,11 +110,13 @@ func BenchmarkGatewayProcesses(b *testing.B) {
 	}
 }
 
-// procStack is an upstream process, a gateway process in front of it and
-// sessions of 16 clients to each.
+// procStack is an upstream process, one or two gateway processes in front
+// of it and sessions of 16 clients to each.
 type procStack struct {
-	up, gw          *child
-	direct, gateway []*mcp.ClientSession
+	up     *child
+	gws    []*child
+	direct []*mcp.ClientSession
+	viaGW  [][]*mcp.ClientSession
 }
 
 func startProcStack(b *testing.B, parent *testing.B, gwBin, up string) *procStack {
@@ -119,17 +132,11 @@ func startProcStack(b *testing.B, parent *testing.B, gwBin, up string) *procStac
 		ps.up = startChild(parent, "", []string{"PORT=0", "JSON_RESPONSE=0"}, "node", filepath.Join(dir, "server.mjs"))
 	}
 	upURL := "http://" + ps.up.addr + "/mcp"
+	// Every gateway has the resource URI of the first (the tokens' aud) and
+	// an address of its own.
 	gwAddr := freeport.Addr(parent)
 	resource := "http://" + gwAddr + "/mcp"
 	issuer := startAS(parent, resource, upURL)
-	cfgPath := filepath.Join(parent.TempDir(), "mcpgateway.yaml")
-	cfg := strings.NewReplacer("ISSUER", issuer, "RESOURCE", resource, "UPSTREAM", upURL).Replace(baseConfig)
-	cfg = strings.Replace(cfg, "listen: 127.0.0.1:0", "listen: "+gwAddr, 1)
-	cfg = strings.Replace(cfg, "audit: {format: json}", fmt.Sprintf("audit: {format: json, file: %q}", filepath.Join(parent.TempDir(), "audit.jsonl")), 1)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	ps.gw = startChild(parent, *pinGateway, nil, gwBin, "--config", cfgPath)
 	token := issueToken(b, issuer, resource, "user-bot")
 	sessions := func(url string, rt http.RoundTripper) []*mcp.ClientSession {
 		var out []*mcp.ClientSession
@@ -144,22 +151,53 @@ func startProcStack(b *testing.B, parent *testing.B, gwBin, up string) *procStac
 		}
 		return out
 	}
-	ps.direct, ps.gateway = sessions(upURL, clientTransport), sessions(resource, bearer{token, clientTransport})
+	ps.direct = sessions(upURL, clientTransport)
+	bins := []string{gwBin}
+	if *gatewayBin2 != "" {
+		bins = append(bins, *gatewayBin2)
+	}
+	for i, bin := range bins {
+		addr := gwAddr
+		if i > 0 {
+			addr = freeport.Addr(parent)
+		}
+		cfgPath := filepath.Join(parent.TempDir(), "mcpgateway.yaml")
+		cfg := strings.NewReplacer("ISSUER", issuer, "RESOURCE", resource, "UPSTREAM", upURL).Replace(baseConfig)
+		cfg = strings.Replace(cfg, "listen: 127.0.0.1:0", "listen: "+addr, 1)
+		cfg = strings.Replace(cfg, "audit: {format: json}", fmt.Sprintf("audit: {format: json, file: %q}", filepath.Join(parent.TempDir(), "audit.jsonl")), 1)
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		var env []string
+		if *gatewayProcs != "" {
+			env = append(env, "GOMAXPROCS="+*gatewayProcs)
+		}
+		ps.gws = append(ps.gws, startChild(parent, *pinGateway, env, bin, "--config", cfgPath))
+		ps.viaGW = append(ps.viaGW, sessions("http://"+addr+"/mcp", bearer{token, clientTransport}))
+	}
 	return ps
 }
 
 func benchProcesses(b *testing.B, ps *procStack) {
-	upProc, gwProc := ps.up, ps.gw
 	const clients, perRound = 16, 25
 	type target struct {
-		sessions     []*mcp.ClientSession
-		wall         time.Duration
-		self, up, gw time.Duration
-		calls        int
+		sessions []*mcp.ClientSession
+		gw       *child // nil: direct
+		wall     time.Duration
+		self, up time.Duration
+		gwCPU    time.Duration
+		calls    int
 	}
-	direct, gateway := &target{sessions: ps.direct}, &target{sessions: ps.gateway}
+	targets := []*target{{sessions: ps.direct}}
+	for i, gw := range ps.gws {
+		targets = append(targets, &target{sessions: ps.viaGW[i], gw: gw})
+	}
 	round := func(tg *target) {
-		start, self, up, gw := time.Now(), cpuTime(), upProc.cpu(b), gwProc.cpu(b)
+		var gw0 time.Duration
+		if tg.gw != nil {
+			gw0 = tg.gw.cpu(b)
+		}
+		start, self, up := time.Now(), cpuTime(), ps.up.cpu(b)
 		var wg sync.WaitGroup
 		var failed atomic.Value
 		for _, cs := range tg.sessions {
@@ -181,28 +219,39 @@ func benchProcesses(b *testing.B, ps *procStack) {
 		}
 		tg.wall += time.Since(start)
 		tg.self += cpuTime() - self
-		tg.up += upProc.cpu(b) - up
-		tg.gw += gwProc.cpu(b) - gw
+		tg.up += ps.up.cpu(b) - up
+		if tg.gw != nil {
+			tg.gwCPU += tg.gw.cpu(b) - gw0
+		}
 		tg.calls += clients * perRound
 	}
-	round(direct) // warm both paths: connections, the gateway's key cache
-	round(gateway)
-	*direct, *gateway = target{sessions: ps.direct}, target{sessions: ps.gateway}
+	for _, tg := range targets { // warm every path: connections, the gateways' key caches
+		round(tg)
+		*tg = target{sessions: tg.sessions, gw: tg.gw}
+	}
 	b.ResetTimer()
-	for done := 0; done < b.N; done += 2 * clients * perRound {
-		round(direct)
-		round(gateway)
+	for done := 0; done < b.N; done += len(targets) * clients * perRound {
+		for _, tg := range targets {
+			round(tg)
+		}
 	}
 	rate := func(tg *target) float64 { return float64(tg.calls) / tg.wall.Seconds() }
 	us := func(d time.Duration, tg *target) float64 { return float64(d.Microseconds()) / float64(tg.calls) }
+	direct := targets[0]
 	b.ReportMetric(rate(direct), "direct-calls/s")
-	b.ReportMetric(rate(gateway), "gateway-calls/s")
-	b.ReportMetric(rate(gateway)/rate(direct), "throughput-ratio")
-	b.ReportMetric(us(gateway.gw, gateway), "gw-cpu-us/call")
 	b.ReportMetric(us(direct.up, direct), "up-cpu-us/direct-call")
-	b.ReportMetric(us(gateway.up, gateway), "up-cpu-us/gw-call")
 	b.ReportMetric(us(direct.self, direct), "client-cpu-us/direct-call")
-	b.ReportMetric(us(gateway.self, gateway), "client-cpu-us/gw-call")
+	for i, tg := range targets[1:] {
+		name := "gateway"
+		if i > 0 {
+			name = "gw2"
+		}
+		b.ReportMetric(rate(tg), name+"-calls/s")
+		b.ReportMetric(rate(tg)/rate(direct), name+"-throughput-ratio")
+		b.ReportMetric(us(tg.gwCPU, tg), name+"-cpu-us/call")
+		b.ReportMetric(us(tg.up, tg), "up-cpu-us/"+name+"-call")
+		b.ReportMetric(us(tg.self, tg), "client-cpu-us/"+name+"-call")
+	}
 	b.ReportMetric(0, "ns/op")
 }
 
