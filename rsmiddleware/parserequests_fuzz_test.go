@@ -24,6 +24,17 @@ func FuzzParseRequests(f *testing.F) {
 		if err != nil {
 			return
 		}
+		// A body the Middleware has peeked is read the same without the
+		// second peek.
+		if again, err := parseRequests(body, true); err != nil || len(again) != len(reqs) {
+			t.Fatalf("peeked body: %d requests (%v), unpeeked %d", len(again), err, len(reqs))
+		} else {
+			for i := range again {
+				if *again[i] != *reqs[i] {
+					t.Fatalf("peeked body, request %d: %+v, unpeeked %+v", i, *again[i], *reqs[i])
+				}
+			}
+		}
 		var msgs []json.RawMessage
 		if b := bytes.TrimSpace(body); b[0] == '[' {
 			if json.Unmarshal(b, &msgs) != nil {
