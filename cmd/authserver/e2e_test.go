@@ -337,8 +337,10 @@ func checkClientCredentials(t *testing.T, issuer string) {
 			}
 		})
 	}
-	if _, err := clientToken(t, md, "ci-bot", "wrong-secret-wrong-secret", nil); err == nil {
-		t.Fatal("a wrong client secret got a token")
+	var re *oauth2.RetrieveError
+	if _, err := clientToken(t, md, "ci-bot", "wrong-secret-wrong-secret", nil); !errors.As(err, &re) ||
+		re.ErrorCode != "invalid_client" || re.Response.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong client secret: %v, want 401 invalid_client", err)
 	}
 
 	// The exchange: policy reaches the AS: a token for the MCP server is
@@ -374,8 +376,8 @@ func checkClientCredentials(t *testing.T, issuer string) {
 	if aud := audience(verify(t, md, at)); !slices.Equal(aud, []string{"http://127.0.0.1:8081/api"}) {
 		t.Fatalf("exchanged token aud %v", aud)
 	}
-	if resp, body := exchange("ci-bot"); resp.StatusCode == http.StatusOK {
-		t.Fatalf("a client without the grant exchanged a token: %v", body)
+	if resp, body := exchange("ci-bot"); resp.StatusCode != http.StatusBadRequest || body["error"] != "unauthorized_client" || body["access_token"] != nil {
+		t.Fatalf("a client without the grant: %s %v, want 400 unauthorized_client (RFC 6749 §5.2)", resp.Status, body)
 	}
 }
 

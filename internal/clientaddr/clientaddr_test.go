@@ -3,6 +3,7 @@ package clientaddr_test
 import (
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/mcpauth/mcpauth/internal/clientaddr"
@@ -64,8 +65,8 @@ func TestUnreadableRemoteAddr(t *testing.T) {
 
 func TestNewRefusesBadEntries(t *testing.T) {
 	for _, bad := range []string{"", "proxy.example", "10.0.0.0/33", "::ffff:10.0.0.0/104", "fe80::1%eth0", "10.0.0.1:80"} {
-		if _, err := clientaddr.New([]string{bad}); err == nil {
-			t.Errorf("New(%q) accepted", bad)
+		if _, err := clientaddr.New([]string{bad}); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("trusted proxy %q", bad)) {
+			t.Errorf("New(%q): err = %v, want one naming the entry", bad, err)
 		}
 	}
 }

@@ -22,9 +22,12 @@ dpop:
 	if !c.Clients[0].DPoPBoundAccessTokens || c.Clients[1].DPoPBoundAccessTokens {
 		t.Fatalf("clients %+v", c.Clients)
 	}
-	for _, bad := range []string{"dpop:\n  required_for: [https://unknown.example/mcp]\n", "dpop:\n  nonces: true\n"} {
-		if _, err := Parse([]byte(base+bad), envOf(nil)); err == nil {
-			t.Errorf("accepted %q", bad)
+	for bad, want := range map[string]string{
+		"dpop:\n  required_for: [https://unknown.example/mcp]\n": "config: dpop.required_for[0]: https://unknown.example/mcp is not a configured resource",
+		"dpop:\n  nonces: true\n":                               "config: dpop.nonces: unknown key",
+	} {
+		if _, err := Parse([]byte(base+bad), envOf(nil)); err == nil || err.Error() != want {
+			t.Errorf("%q: err = %v, want %q", bad, err, want)
 		}
 	}
 }
