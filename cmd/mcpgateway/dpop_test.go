@@ -146,21 +146,22 @@ func TestGatewayRefusesDPoPBoundTokensWithoutTheirProof(t *testing.T) {
 	if resp := s.initialize(t, "DPoP "+tok, good); resp.StatusCode != http.StatusOK {
 		t.Fatalf("bound token with its proof: status %d, want 200", resp.StatusCode)
 	}
-	for name, c := range map[string]struct{ auth, proof string }{
-		"bearer downgrade":          {"Bearer " + tok, ""},
-		"bearer downgrade, proof":   {"Bearer " + tok, proof(key, s.resource)},
-		"no proof":                  {"DPoP " + tok, ""},
-		"replayed proof":            {"DPoP " + tok, good},
-		"proof for the upstream":    {"DPoP " + tok, proof(key, s.cfg.Upstream)},
-		"proof of another key":      {"DPoP " + tok, proof(other, s.resource)},
-		"proof for the AS endpoint": {"DPoP " + tok, proof(key, s.issuer+"/token")},
+	// RFC 9449 §7.1-7.2: the error goes in the challenge of the scheme the
+	// request used, listed first.
+	for name, c := range map[string]struct{ auth, proof, scheme, wantErr string }{
+		"bearer downgrade":          {"Bearer " + tok, "", "Bearer", "invalid_token"},
+		"bearer downgrade, proof":   {"Bearer " + tok, proof(key, s.resource), "Bearer", "invalid_token"},
+		"no proof":                  {"DPoP " + tok, "", "DPoP", "invalid_dpop_proof"},
+		"replayed proof":            {"DPoP " + tok, good, "DPoP", "invalid_dpop_proof"},
+		"proof for the upstream":    {"DPoP " + tok, proof(key, s.cfg.Upstream), "DPoP", "invalid_dpop_proof"},
+		"proof of another key":      {"DPoP " + tok, proof(other, s.resource), "DPoP", "invalid_token"},
+		"proof for the AS endpoint": {"DPoP " + tok, proof(key, s.issuer+"/token"), "DPoP", "invalid_dpop_proof"},
 	} {
 		resp := s.initialize(t, c.auth, c.proof)
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("%s: status %d, want 401", name, resp.StatusCode)
-		}
-		if ch := strings.Join(resp.Header.Values("WWW-Authenticate"), ", "); !strings.Contains(ch, "DPoP") {
-			t.Errorf("%s: challenge %q has no DPoP scheme", name, ch)
+		chs := resp.Header.Values("WWW-Authenticate")
+		if resp.StatusCode != http.StatusUnauthorized || len(chs) != 2 || !strings.HasPrefix(chs[0], c.scheme+" ") ||
+			!strings.Contains(chs[0], `error="`+c.wantErr+`"`) || !strings.Contains(strings.Join(chs, ", "), "DPoP ") {
+			t.Errorf("%s: %d %q, want 401 with %s error=%q first and a DPoP challenge", name, resp.StatusCode, chs, c.scheme, c.wantErr)
 		}
 	}
 	if n := len(s.up.seen()); n != 1 {
@@ -171,8 +172,9 @@ func TestGatewayRefusesDPoPBoundTokensWithoutTheirProof(t *testing.T) {
 // With dpop.required a Bearer token is refused and PRM says so.
 func TestGatewayDPoPRequired(t *testing.T) {
 	s := newStack(t, true, baseConfig+"dpop: {required: true}\n")
-	if resp := s.initialize(t, "Bearer "+s.token(t, "user-bot"), ""); resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("Bearer token with dpop.required: status %d, want 401", resp.StatusCode)
+	if resp := s.initialize(t, "Bearer "+s.token(t, "user-bot"), ""); resp.StatusCode != http.StatusUnauthorized ||
+		len(resp.Header.Values("WWW-Authenticate")) != 1 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "DPoP ") {
+		t.Fatalf("Bearer token with dpop.required: %d %q, want 401 with a DPoP challenge only", resp.StatusCode, resp.Header.Values("WWW-Authenticate"))
 	}
 	prm, _ := url.Parse(s.resource)
 	resp, err := http.Get(s.gw.URL + "/.well-known/oauth-protected-resource" + prm.Path)
