@@ -12,10 +12,13 @@
 //     coverage contains the mutant's position, by the same rule gremlins
 //     uses for the whole suite (a covered block on a line strictly inside the
 //     block, or on its first or last line within its columns);
-//  3. writes the mutated file outside the tree, builds the test binary with
-//     go test -c -overlay, and runs only the selected tests with -failfast
-//     and a timeout of the coefficient times their measured time (at least
-//     a minute).
+//  3. compiles the comparisons, && / ||, break / continue and ++ / -- mutants
+//     into one schema test binary (see schema.go), chosen at run time by the
+//     MUTSEL_MUTANT environment variable, and builds every other mutant
+//     (arithmetic, unary minus) alone with go test -c -overlay, the mutated
+//     file written outside the tree;
+//  4. runs only the selected tests with -failfast and a timeout of the
+//     coefficient times their measured time (at least a minute).
 //
 // A mutant is KILLED when a selected test fails, LIVED when they all pass,
 // TIMED OUT when they outlast the timeout, NOT VIABLE when it does not
@@ -26,7 +29,7 @@
 //
 // Usage:
 //
-//	mutsel -pkg ./as -mutants dry.json [-work DIR] [-coefficient 30] [FILE...]
+//	mutsel -pkg ./as -mutants dry.json [-work DIR] [-coefficient 30] [-no-schema] [FILE...]
 //
 // With FILE arguments (names inside the package, such as authorize.go) only
 // the mutants of those files run, in the order given.
@@ -61,6 +64,7 @@ func main() {
 	work := flag.String("work", "", "work directory for binaries, coverage and results (default: a directory named after the package in the system temporary directory)")
 	coefficient := flag.Float64("coefficient", 30, "a mutant's timeout is this times the measured time of its selected tests")
 	minTimeout := flag.Duration("min-timeout", time.Minute, "the shortest timeout of a mutant's run")
+	noSchema := flag.Bool("no-schema", false, "build every mutant alone instead of compiling comparisons, && / ||, break / continue and ++ / -- into one schema binary")
 	flag.Parse()
 	if *pkg == "" || *mutantsFile == "" {
 		flag.Usage()
@@ -68,6 +72,7 @@ func main() {
 	}
 	r, err := newRunner(*pkg, *work, *coefficient, *minTimeout)
 	if err == nil {
+		r.useSchema = !*noSchema
 		err = r.run(*mutantsFile, flag.Args())
 	}
 	if err != nil {
@@ -84,6 +89,7 @@ type runner struct {
 	coefficient float64
 	minTimeout  time.Duration
 	tests       []testCoverage
+	useSchema   bool
 }
 
 // testCoverage is what one top-level test covers when it runs alone.
@@ -219,10 +225,10 @@ func (r *runner) run(mutantsFile string, files []string) error {
 	}
 	defer resultsFile.Close()
 
-	start := time.Now()
-	counts := map[string]int{}
+	var todo []mutant
 	sources := map[string][]byte{}
-	for _, m := range ms {
+	keys := make([]string, len(ms))
+	for i, m := range ms {
 		src, ok := sources[m.File]
 		if !ok {
 			if src, err = os.ReadFile(filepath.Join(r.dir, m.File)); err != nil {
@@ -230,11 +236,31 @@ func (r *runner) run(mutantsFile string, files []string) error {
 			}
 			sources[m.File] = src
 		}
-		key := resultKey(m, src)
-		res, ok := done[key]
+		keys[i] = resultKey(m, src)
+		if _, ok := done[keys[i]]; !ok {
+			todo = append(todo, m)
+		}
+	}
+	start := time.Now()
+	schema := map[string]int{}
+	if r.useSchema && len(todo) > 0 {
+		if schema, err = r.buildSchema(todo); err != nil {
+			return err
+		}
+	}
+	counts := map[string]int{}
+	same := map[string]result{} // the same mutated text under two mutator names
+	for i, m := range ms {
+		res, ok := done[keys[i]]
 		if !ok {
-			res = r.runMutant(m, src)
-			line := strings.Join([]string{key, res.Status, strconv.Itoa(res.Tests), strings.ReplaceAll(res.Failed, "\t", " "), strconv.FormatFloat(res.Seconds, 'f', 1, 64)}, "\t")
+			text := sameText(m, sources[m.File])
+			if prev, dup := same[text]; dup && text != "" {
+				res = prev
+			} else {
+				res = r.runMutant(m, sources[m.File], schema[mutantID(m)])
+				same[text] = res
+			}
+			line := strings.Join([]string{keys[i], res.Status, strconv.Itoa(res.Tests), strings.ReplaceAll(res.Failed, "\t", " "), strconv.FormatFloat(res.Seconds, 'f', 1, 64)}, "\t")
 			if _, err := fmt.Fprintln(resultsFile, line); err != nil {
 				return err
 			}
@@ -439,7 +465,9 @@ func (r *runner) selectTests(m mutant) (names []string, seconds float64) {
 	return names, seconds
 }
 
-func (r *runner) runMutant(m mutant, src []byte) result {
+// runMutant judges one mutant: by the schema binary when the schema holds
+// it (schemaID > 0), otherwise by a test binary built for it alone.
+func (r *runner) runMutant(m mutant, src []byte, schemaID int) result {
 	if m.Status != "RUNNABLE" {
 		return result{Status: m.Status}
 	}
@@ -458,27 +486,32 @@ func (r *runner) runMutant(m mutant, src []byte) result {
 			}
 		}
 	}
-	mutated, err := mutate(src, m.Line, m.Column, m.Type)
-	if err != nil {
-		return res("ERROR", err.Error(), len(names))
-	}
-	dir := filepath.Join(r.work, "src")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return res("ERROR", err.Error(), len(names))
-	}
-	mfile := filepath.Join(dir, m.File)
-	if err := os.WriteFile(mfile, mutated, 0o644); err != nil {
-		return res("ERROR", err.Error(), len(names))
-	}
-	overlay, _ := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(r.dir, m.File): mfile}})
-	overlayFile := filepath.Join(r.work, "overlay.json")
-	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
-		return res("ERROR", err.Error(), len(names))
-	}
-	bin := filepath.Join(r.work, "mutant.test")
-	build := exec.Command("go", "test", "-c", "-vet=off", "-ldflags=-s -w", "-overlay", overlayFile, "-o", bin, r.dir)
-	if out, err := build.CombinedOutput(); err != nil {
-		return res("NOT VIABLE", firstLine(out), len(names))
+	bin := filepath.Join(r.work, "schema.test")
+	var env []string
+	if schemaID > 0 {
+		env = append(env, fmt.Sprintf("%s=%d", schemaEnv, schemaID))
+	} else {
+		mutated, err := mutate(src, m.Line, m.Column, m.Type)
+		if err != nil {
+			return res("ERROR", err.Error(), len(names))
+		}
+		dir := filepath.Join(r.work, "src")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return res("ERROR", err.Error(), len(names))
+		}
+		mfile := filepath.Join(dir, m.File)
+		if err := os.WriteFile(mfile, mutated, 0o644); err != nil {
+			return res("ERROR", err.Error(), len(names))
+		}
+		overlayFile := filepath.Join(r.work, "overlay.json")
+		if err := writeOverlay(overlayFile, map[string]string{filepath.Join(r.dir, m.File): mfile}); err != nil {
+			return res("ERROR", err.Error(), len(names))
+		}
+		bin = filepath.Join(r.work, "mutant.test")
+		build := exec.Command("go", "test", "-c", "-vet=off", "-ldflags=-s -w", "-overlay", overlayFile, "-o", bin, r.dir)
+		if out, err := build.CombinedOutput(); err != nil {
+			return res("NOT VIABLE", firstLine(out), len(names))
+		}
 	}
 
 	timeout := time.Duration(r.coefficient * seconds * float64(time.Second))
@@ -492,6 +525,7 @@ func (r *runner) runMutant(m mutant, src []byte) result {
 		"-test.failfast", "-test.count=1", "-test.v",
 		"-test.timeout", (timeout + 10*time.Second).String())
 	cmd.Dir = r.dir
+	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := cmd.CombinedOutput()
@@ -554,6 +588,18 @@ var replacements = map[string]map[token.Token]token.Token{
 	"REMOVE_SELF_ASSIGNMENTS": {token.ADD_ASSIGN: token.ASSIGN, token.AND_ASSIGN: token.ASSIGN, token.AND_NOT_ASSIGN: token.ASSIGN, token.MUL_ASSIGN: token.ASSIGN,
 		token.OR_ASSIGN: token.ASSIGN, token.QUO_ASSIGN: token.ASSIGN, token.REM_ASSIGN: token.ASSIGN, token.SHL_ASSIGN: token.ASSIGN,
 		token.SHR_ASSIGN: token.ASSIGN, token.SUB_ASSIGN: token.ASSIGN, token.XOR_ASSIGN: token.ASSIGN},
+}
+
+// sameText names the mutated text of a mutant (file, position, new token),
+// so two mutator names that make the same change (INVERT_NEGATIVES and
+// ARITHMETIC_BASE both turn - into +) run once.
+func sameText(m mutant, src []byte) string {
+	out, err := mutate(src, m.Line, m.Column, m.Type)
+	if err != nil || m.Status != "RUNNABLE" {
+		return ""
+	}
+	sum := sha256.Sum256(out)
+	return m.File + ":" + hex.EncodeToString(sum[:8])
 }
 
 // mutate replaces the token at line:col (1-based, col in bytes) as
