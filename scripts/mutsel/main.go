@@ -17,8 +17,9 @@
 //     MUTSEL_MUTANT environment variable, and builds every other mutant
 //     (arithmetic, unary minus) alone with go test -c -overlay, the mutated
 //     file written outside the tree;
-//  4. runs only the selected tests with -failfast and a timeout of the
-//     coefficient times their measured time (at least a minute).
+//  4. runs only the selected tests, the quickest first in batches of 1, 2,
+//     4, ... tests, with -failfast and a timeout of the coefficient times
+//     their measured time (at least a minute).
 //
 // A mutant is KILLED when a selected test fails, LIVED when they all pass,
 // TIMED OUT when they outlast the timeout, NOT VIABLE when it does not
@@ -89,6 +90,7 @@ type runner struct {
 	coefficient float64
 	minTimeout  time.Duration
 	tests       []testCoverage
+	seconds     map[string]float64 // of each test, alone
 	useSchema   bool
 }
 
@@ -214,6 +216,10 @@ func (r *runner) run(mutantsFile string, files []string) error {
 	ms := orderMutants(all, files)
 	if err := r.coverage(); err != nil {
 		return err
+	}
+	r.seconds = map[string]float64{}
+	for _, t := range r.tests {
+		r.seconds[t.Name] = t.Seconds
 	}
 	done, err := r.readResults()
 	if err != nil {
@@ -514,30 +520,38 @@ func (r *runner) runMutant(m mutant, src []byte, schemaID int) result {
 		}
 	}
 
+	// The selected tests run in batches of 1, 2, 4, ... tests, the
+	// quickest first, so a mutant that the quickest test covering it kills
+	// costs that test only; a mutant that lives has run them all.
+	sort.SliceStable(names, func(i, j int) bool { return r.seconds[names[i]] < r.seconds[names[j]] })
 	timeout := time.Duration(r.coefficient * seconds * float64(time.Second))
 	if timeout < r.minTimeout {
 		timeout = r.minTimeout
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin,
-		"-test.run", "^("+strings.Join(names, "|")+")$",
-		"-test.failfast", "-test.count=1", "-test.v",
-		"-test.timeout", (timeout + 10*time.Second).String())
-	cmd.Dir = r.dir
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	out, err := cmd.CombinedOutput()
-	switch {
-	case ctx.Err() != nil:
-		return res("TIMED OUT", "", len(names))
-	case err == nil:
-		return res("LIVED", "", len(names))
-	case bytes.Contains(out, []byte("panic: test timed out")):
-		return res("TIMED OUT", "", len(names))
+	for i, size := 0, 1; i < len(names); i, size = i+size, size*2 {
+		batch := names[i:min(i+size, len(names))]
+		cmd := exec.CommandContext(ctx, bin,
+			"-test.run", "^("+strings.Join(batch, "|")+")$",
+			"-test.failfast", "-test.count=1", "-test.v",
+			"-test.timeout", (timeout + 10*time.Second).String())
+		cmd.Dir = r.dir
+		cmd.Env = append(os.Environ(), env...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		out, err := cmd.CombinedOutput()
+		switch {
+		case ctx.Err() != nil:
+			return res("TIMED OUT", "", len(names))
+		case err == nil:
+			continue
+		case bytes.Contains(out, []byte("panic: test timed out")):
+			return res("TIMED OUT", "", len(names))
+		}
+		return res("KILLED", firstFailure(out), len(names))
 	}
-	return res("KILLED", firstFailure(out), len(names))
+	return res("LIVED", "", len(names))
 }
 
 var failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
