@@ -189,6 +189,18 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	interacted = result.Interacted
+	if result.Denied && len(result.NotPermitted) > 0 {
+		// Beyond what the person's organisation allows (claim_scopes): a
+		// page that says so, with the access_denied answer as the way back,
+		// rather than a narrowed grant the client would ask past again.
+		loc, err := s.errorResponseURL(redirectURI, state, "access_denied", "The person's organisation does not permit the requested scope.")
+		if err != nil {
+			s.errorPage(w, http.StatusBadRequest, "Invalid redirect URI", "The redirect URI cannot be used.")
+			return
+		}
+		s.ui.NotPermittedPage(w, result.NotPermitted, loc)
+		return
+	}
 	if result.Denied {
 		fail(&fosite.RFC6749Error{ErrorField: "access_denied", DescriptionField: "The person denied the request.", CodeField: http.StatusForbidden})
 		return

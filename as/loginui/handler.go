@@ -29,6 +29,8 @@ func (u *UI) Handler() http.Handler {
 			u.serveLogout(w, r)
 		case path == "/consents":
 			u.serveConsents(w, r)
+		case strings.HasPrefix(path, "/upstream/") && strings.HasSuffix(path, "/callback") && len(u.cfg.Upstreams) > 0:
+			u.serveCallback(w, r, strings.TrimSuffix(strings.TrimPrefix(path, "/upstream/"), "/callback"))
 		case strings.HasPrefix(path, "/ui/"):
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
 				w.Header().Set("Allow", "GET, HEAD")
@@ -112,8 +114,12 @@ func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 			u.handleLoginPost(w, r, sess, f, bind, nil)
 			return
 		}
+		if f.Step == stepUpstream {
+			u.handleUpstreamPost(w, r, sess, f, bind, selfURL(r), nil)
+			return
+		}
 	}
-	if sess.Subject == "" || !u.userExists(sess.Subject) {
+	if sess.Subject == "" || !u.active(r.Context(), sess.Subject) {
 		u.renderLogin(w, r, sess, bind, nil, http.StatusOK, "", "")
 		return
 	}

@@ -37,6 +37,7 @@ import (
 
 	"github.com/mcpauth/mcpauth/internal/clientaddr"
 	"github.com/mcpauth/mcpauth/internal/password"
+	"github.com/mcpauth/mcpauth/internal/seal"
 	"github.com/mcpauth/mcpauth/storage"
 	"github.com/mcpauth/mcpauth/storage/memory"
 )
@@ -172,6 +173,16 @@ type Config struct {
 	// once (each argon2id check takes 64 MiB); zero means 4.
 	MaxConcurrentChecks int
 
+	// Upstreams are the OpenID providers offered on the login page, in
+	// order. With exactly one and no Users, the login page is skipped and
+	// the person goes straight to the provider. Their callbacks are
+	// /upstream/{id}/callback (Handler).
+	Upstreams []Upstream
+	// UpstreamUsers records the people who sign in through Upstreams and
+	// is read for their scope cap and disabled flag. Required with
+	// Upstreams.
+	UpstreamUsers UpstreamUserStore
+
 	// ScopeDescriptions maps a scope to a human description shown on the
 	// consent page; scopes without one are shown as they are.
 	ScopeDescriptions map[string]string
@@ -219,6 +230,11 @@ type Result struct {
 	// (the consent or continue page); false when a remembered consent let
 	// the request through without one.
 	Interacted bool
+	// NotPermitted, with Denied, are requested scopes the person's claims
+	// at their upstream provider do not allow (claim_scopes), when leaving
+	// them out would leave nothing new to grant: the AS answers
+	// access_denied on a page that says so.
+	NotPermitted []string
 }
 
 // UI serves the login, consent, consent-list and log-out pages.
@@ -235,6 +251,7 @@ type UI struct {
 	throttleKey   []byte
 	sessionKeyMAC []byte
 	checks        chan struct{}
+	refreshSeal   *seal.Sealer
 	log           *slog.Logger
 	now           func() time.Time
 }
@@ -280,6 +297,23 @@ func New(cfg Config) (*UI, error) {
 		users[u.Username] = u.PasswordHash
 		if u.Disabled {
 			disabled[u.Username] = true
+		}
+	}
+	if len(cfg.Upstreams) > 0 && cfg.UpstreamUsers == nil {
+		return nil, errors.New("loginui: Config.UpstreamUsers is required with Upstreams")
+	}
+	seen := map[string]bool{}
+	for i := range cfg.Upstreams {
+		up := &cfg.Upstreams[i]
+		if up.Provider == nil || up.Provider.ID() == "" || strings.ContainsAny(up.Provider.ID(), ":/?#") {
+			return nil, fmt.Errorf("loginui: Config.Upstreams[%d] has no provider or a bad id", i)
+		}
+		if seen[up.Provider.ID()] {
+			return nil, fmt.Errorf("loginui: Config.Upstreams[%d]: id %q is listed twice", i, up.Provider.ID())
+		}
+		seen[up.Provider.ID()] = true
+		if up.Name == "" {
+			up.Name = up.Provider.ID()
 		}
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -360,7 +394,12 @@ func New(cfg Config) (*UI, error) {
 		// RFC 6265bis §4.1.3.2: __Host- cookies are Secure, host-only, Path=/.
 		names = cookieNames{session: "__Host-mcpauth_session", path: "/"}
 	}
+	refreshSeal, err := RefreshSealer(cfg.Secret)
+	if err != nil {
+		return nil, err
+	}
 	return &UI{
+		refreshSeal:   refreshSeal,
 		cfg:           cfg,
 		users:         users,
 		disabled:      disabled,
@@ -382,6 +421,7 @@ const (
 	stepField    = "mcpauth_step"
 	stepLogin    = "login"
 	stepConsent  = "consent"
+	stepUpstream = "upstream"
 	maxFormBytes = 16 << 10
 )
 
@@ -411,8 +451,12 @@ func (u *UI) Authorize(w http.ResponseWriter, r *http.Request, p Prompt) (Result
 		u.handleLoginPost(w, r, sess, form, bind, &p)
 		return Result{}, false
 	}
+	if form != nil && form.Step == stepUpstream {
+		u.handleUpstreamPost(w, r, sess, form, bind, authorizeAction(r), &p)
+		return Result{}, false
+	}
 
-	loggedIn := sess.Subject != "" && u.userExists(sess.Subject)
+	loggedIn := sess.Subject != "" && u.active(r.Context(), sess.Subject)
 	if loggedIn && p.ForceLogin && sess.LoginFor != bind {
 		loggedIn = false
 	}
@@ -422,8 +466,32 @@ func (u *UI) Authorize(w http.ResponseWriter, r *http.Request, p Prompt) (Result
 			u.renderLogin(w, r, sess, bind, &p, http.StatusForbidden, "Your session expired. Please sign in again.", "")
 			return Result{}, false
 		}
+		if len(u.cfg.Upstreams) == 1 && len(u.users) == 0 && form == nil {
+			// One provider and no local accounts: nothing to choose.
+			u.startUpstream(w, r, sess, &u.cfg.Upstreams[0], bind, authorizeAction(r))
+			return Result{}, false
+		}
 		u.renderLogin(w, r, sess, bind, &p, http.StatusOK, "", "")
 		return Result{}, false
+	}
+
+	// The person's claims at their provider cap what they may be granted.
+	if allowed, capped, err := u.scopeCap(r.Context(), sess.Subject); err != nil {
+		u.storageError(w, r, "reading the user record", err)
+		return Result{}, false
+	} else if capped {
+		approved, err := u.approvedScopes(r.Context(), sess.Subject, p)
+		if err != nil {
+			u.storageError(w, r, "reading consent", err)
+			return Result{}, false
+		}
+		kept, beyond, denied := capScopes(p.Scopes, allowed, approved)
+		if denied {
+			u.finish(w, sess)
+			u.audit(r.Context(), "consent.not_permitted", "sub", sess.Subject, "client_id", p.ClientID, "resource", p.Resource, "scope", strings.Join(beyond, " "))
+			return Result{Subject: sess.Subject, Denied: true, NotPermitted: beyond, AuthTime: time.Unix(sess.AuthTime, 0)}, true
+		}
+		p.Scopes = kept
 	}
 
 	if form != nil && form.Step == stepConsent {
@@ -468,10 +536,25 @@ func (u *UI) userExists(name string) bool {
 	return ok && !u.disabled[name]
 }
 
+// active reports whether name may be signed in: a configured local account
+// not disabled, or a recorded, not disabled person of a configured
+// upstream provider. A storage error counts as not signed in.
+func (u *UI) active(ctx context.Context, name string) bool {
+	if u.userExists(name) {
+		return true
+	}
+	ok, err := u.upstreamActive(ctx, name)
+	if err != nil {
+		u.log.ErrorContext(ctx, "loginui: reading the user record", "err", err)
+	}
+	return ok
+}
+
 // UserActive reports whether name is a configured account that is not
-// disabled: the only people who can log in, consent, and keep using what
-// they granted (as.UserDirectory).
-func (u *UI) UserActive(name string) bool { return u.userExists(name) }
+// disabled, or a recorded person of a configured upstream provider who is
+// not disabled: the only people who can log in, consent, and keep using
+// what they granted (as.UserDirectory).
+func (u *UI) UserActive(name string) bool { return u.active(context.Background(), name) }
 
 // SetGrantRevoker makes revoking a client on /consents call r instead of
 // only forgetting the consent. Call it before serving.

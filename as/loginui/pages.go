@@ -53,6 +53,11 @@ type view struct {
 
 	// Login.
 	Username string
+	// Upstreams are the sign-in providers' buttons, posting step
+	// "upstream" with UpstreamFlow; Password shows the password form.
+	Upstreams    []upstreamView
+	UpstreamFlow string
+	Password     bool
 
 	// Consent.
 	Subject      string
@@ -73,9 +78,11 @@ type view struct {
 	// Error page.
 	Detail string
 	// Back is a link back to the application, shown on an error page;
-	// BackHost is the host it names.
+	// BackHost is the host it names. BackNote, when set, replaces the
+	// explanation of why the person is not sent back on their own.
 	Back     template.URL
 	BackHost string
+	BackNote string
 }
 
 type scopeView struct{ Name, Description string }
@@ -162,6 +169,23 @@ func backLink(raw string) (template.URL, string) {
 	return template.URL(u.String()), host
 }
 
+// NotPermittedPage says the person may not be granted some of the requested
+// scopes, with a link to the access_denied error response back (the
+// client's redirect URI with error, state and iss) that the person follows
+// to return to the application.
+func (u *UI) NotPermittedPage(w http.ResponseWriter, scopes []string, back string) {
+	v := &view{
+		Title:  "Access not permitted",
+		Base:   u.cfg.BasePath,
+		Detail: "The application asked for access your organisation does not give you: " + strings.Join(scopes, ", ") + ". Ask your administrator if you need it.",
+	}
+	if link, host := backLink(back); link != "" {
+		v.Back, v.BackHost = link, host
+		v.BackNote = "The application will be told that access was denied."
+	}
+	render(w, http.StatusForbidden, "error.html", v)
+}
+
 func errorPage(w http.ResponseWriter, base string, status int, title, detail string) {
 	if status < 400 || status > 599 {
 		status = http.StatusBadRequest
@@ -185,6 +209,11 @@ func (u *UI) renderLogin(w http.ResponseWriter, r *http.Request, sess session, b
 		Flow:     u.newFlow(sess, stepLogin, bind),
 		Error:    msg,
 		Username: username,
+		Password: len(u.users) > 0 || len(u.cfg.Upstreams) == 0,
+	}
+	if len(u.cfg.Upstreams) > 0 {
+		v.Upstreams = u.upstreamViews()
+		v.UpstreamFlow = u.newFlow(sess, stepUpstream, bind)
 	}
 	if p != nil {
 		v.Action = authorizeAction(r)

@@ -234,7 +234,7 @@ func authorizeBinding(r *http.Request, p Prompt) string {
 
 // formFields are the fields our own forms add; everything else in a POSTed
 // authorization request is an authorization parameter.
-var formFields = []string{stepField, "csrf", "flow", "username", "password", "action", "session_id"}
+var formFields = []string{stepField, "csrf", "flow", "username", "password", "action", "session_id", "upstream"}
 
 // requestParams returns the authorization request's parameters: the query,
 // or for an authorization request POSTed without a query (RFC 6749 §3.1) the
@@ -287,6 +287,8 @@ type submittedForm struct {
 	ClientID string
 	// SessionID names a stored session to end (the stored, hashed id).
 	SessionID string
+	// Upstream is the id of the provider chosen on the login page.
+	Upstream string
 }
 
 var errBadForm = errors.New("loginui: bad form")
@@ -316,6 +318,7 @@ func parseFields(v url.Values) (*submittedForm, error) {
 		{"action", &f.Action, 32},
 		{"client_id", &f.ClientID, maxClientIDLen},
 		{"session_id", &f.SessionID, 128},
+		{"upstream", &f.Upstream, 64},
 	} {
 		vs := v[fd.name]
 		if len(vs) > 1 || (len(vs) == 1 && len(vs[0]) > fd.max) {
@@ -326,7 +329,7 @@ func parseFields(v url.Values) (*submittedForm, error) {
 		}
 	}
 	switch f.Step {
-	case "", stepLogin, stepConsent, "logout", "revoke", "end_session":
+	case "", stepLogin, stepConsent, stepUpstream, "logout", "revoke", "end_session":
 	default:
 		return nil, errBadForm
 	}
