@@ -319,7 +319,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 // Handler serves every endpoint. Paths are the issuer's path followed by
 // /authorize, /token, /introspect, /revoke, /jwks.json, /statuslists/1 (the
 // Token Status List), /statuslists (its aggregation), /consents, /logout,
-// /ui/, plus the metadata documents at /.well-known/oauth-authorization-server{path},
+// /ui/, /upstream/{id}/callback, plus the metadata documents at /.well-known/oauth-authorization-server{path},
 // /.well-known/openid-configuration{path} and {path}/.well-known/openid-configuration.
 func (s *Server) Handler() http.Handler { return s.handler }
 
@@ -355,6 +355,8 @@ func (s *Server) routes() http.Handler {
 		mux.Handle(bp+"/consents", uh)
 		mux.Handle(bp+"/logout", uh)
 		mux.Handle(bp+"/ui/", uh)
+		// Callbacks of upstream OpenID providers (loginui.Config.Upstreams).
+		mux.Handle(bp+"/upstream/", uh)
 	}
 	return recoverer(s.log, mux)
 }

@@ -82,7 +82,19 @@ type harness struct {
 
 func newHarness(t testing.TB, mod func(*Config)) *harness {
 	t.Helper()
+	return newHarnessAt(t, func(_ *harness, c *Config) {
+		if mod != nil {
+			mod(c)
+		}
+	})
+}
+
+// newHarnessAt is newHarness with a mod that may read h.srv.Listener's
+// address (chosen before the pages are configured).
+func newHarnessAt(t testing.TB, mod func(h *harness, c *Config)) *harness {
+	t.Helper()
 	h := &harness{t: t, store: memory.New(), clock: &clock{}}
+	h.srv = httptest.NewUnstartedServer(nil)
 	cfg := Config{
 		Users:             testUsers(t),
 		Consents:          h.store,
@@ -91,9 +103,7 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 		Now:               h.clock.Now,
 		ScopeDescriptions: map[string]string{"mcp:tools": "Use the tools of the MCP server"},
 	}
-	if mod != nil {
-		mod(&cfg)
-	}
+	mod(h, &cfg)
 	ui, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +159,8 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 	})
 	mux.HandleFunc("/callback", callbackPage)
 	mux.Handle("/", ui.Handler())
-	h.srv = httptest.NewServer(mux)
+	h.srv.Config.Handler = mux
+	h.srv.Start()
 	t.Cleanup(h.srv.Close)
 	return h
 }

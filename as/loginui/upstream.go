@@ -237,7 +237,7 @@ func (u *UI) serveCallback(w http.ResponseWriter, r *http.Request, id string) {
 	subject := UpstreamSubject(id, ident.Subject)
 	rec := &storage.User{
 		Subject: subject, Upstream: id, UpstreamSubject: ident.Subject,
-		Name: cleanText(ident.Name), Email: ident.Email, Groups: ident.Groups, Claims: ident.Claims,
+		Name: strings.TrimSpace(cleanText(ident.Name)), Email: ident.Email, Groups: ident.Groups, Claims: ident.Claims,
 		LastSeen: now, CheckedAt: now,
 	}
 	if ident.RefreshToken != "" && u.refreshSeal != nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/mcpauth/mcpauth/internal/secret"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/upstream"
 )
 
 // HTTP server limits. Requests to an AS are small; slow clients must not hold
@@ -132,14 +133,20 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 	if err != nil {
 		return nil, fmt.Errorf("config: trusted_proxies: %w", err)
 	}
+	upstreams, err := upstreamProviders(cfg)
+	if err != nil {
+		return nil, err
+	}
 	ui, err := loginui.New(loginui.Config{
-		Users:    users,
-		Consents: s.store,
-		JTIs:     s.store,
-		Secret:   s.secret,
-		Secure:   issuer.Scheme == "https",
-		BasePath: basePath,
-		Logger:   s.log.With("component", "loginui"),
+		Users:         users,
+		Upstreams:     upstreams,
+		UpstreamUsers: s.store,
+		Consents:      s.store,
+		JTIs:          s.store,
+		Secret:        s.secret,
+		Secure:        issuer.Scheme == "https",
+		BasePath:      basePath,
+		Logger:        s.log.With("component", "loginui"),
 
 		ClientAddr: g.addrs.Key,
 		ClientIP:   g.addrs.String,
@@ -646,4 +653,31 @@ func wellKnown(issuer string) string {
 		return ""
 	}
 	return u
+}
+
+// upstreamProviders builds the OpenID relying party of every configured
+// upstream; none of them is contacted until someone signs in.
+func upstreamProviders(cfg *config.Config) ([]loginui.Upstream, error) {
+	var out []loginui.Upstream
+	for i, u := range cfg.Upstreams {
+		pc := upstream.Config{
+			ID: u.ID, Issuer: u.Issuer, ClientID: u.ClientID, ClientSecret: u.ClientSecret,
+			RedirectURL:    cfg.Issuer + "/upstream/" + u.ID + "/callback",
+			Scopes:         u.Scopes,
+			SubjectClaim:   u.SubjectClaim,
+			AllowedDomains: u.AllowedDomains,
+			AllowedGroups:  u.AllowedGroups,
+			ClaimScopes:    u.ClaimScopes,
+			AuthParams:     u.AuthorizationParams,
+		}
+		if k := u.PrivateKeyJWT; k != nil {
+			pc.PrivateKey, pc.KeyID, pc.KeyAlg = k.Key, k.KeyID, k.Alg
+		}
+		p, err := upstream.New(pc)
+		if err != nil {
+			return nil, fmt.Errorf("config: upstreams[%d]: %w", i, err)
+		}
+		out = append(out, loginui.Upstream{Provider: p, Name: u.Name})
+	}
+	return out, nil
 }

@@ -96,7 +96,7 @@ func Start(t testing.TB, people []Person, clients ...Client) *OP {
 		cls[c.ID] = storage.WebClient(c.ID, c.Secret, c.RedirectURIs...)
 		inToken[c.ID] = c.ClaimsInIDToken
 	}
-	gs := &groupStorage{Storage: storage.NewStorageWithClients(us, cls), groups: groups, inToken: inToken, refused: map[string]bool{}}
+	gs := &groupStorage{Storage: storage.NewStorageWithClients(us, cls), groups: groups, inToken: inToken, refused: map[string]bool{}, redirects: map[string][]string{}}
 	o := &OP{Issuer: issuer, store: gs}
 	router := exampleop.SetupServer(issuer, gs, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
 	srv.Config.Handler = o.tamperToken(router)
@@ -111,6 +111,14 @@ func (o *OP) SetGroups(id string, groups []string) {
 	o.store.mu.Lock()
 	defer o.store.mu.Unlock()
 	o.store.groups[id] = groups
+}
+
+// SetRedirectURIs replaces the redirect URIs of client id (for relying
+// parties whose address is known only once the provider runs).
+func (o *OP) SetRedirectURIs(id string, uris ...string) {
+	o.store.mu.Lock()
+	defer o.store.mu.Unlock()
+	o.store.redirects[id] = uris
 }
 
 // RefuseRefresh makes the provider refuse every refresh token of person id
@@ -210,6 +218,8 @@ type groupStorage struct {
 	groups  map[string][]string
 	inToken map[string]bool
 	refused map[string]bool
+	// redirects replaces a client's redirect URIs when set (SetRedirectURIs).
+	redirects map[string][]string
 }
 
 func (s *groupStorage) groupsOf(id string) []string {
@@ -220,7 +230,15 @@ func (s *groupStorage) groupsOf(id string) []string {
 
 type groupClient struct {
 	op.Client
-	inToken bool
+	inToken   bool
+	redirects []string
+}
+
+func (c groupClient) RedirectURIs() []string {
+	if c.redirects != nil {
+		return c.redirects
+	}
+	return c.Client.RedirectURIs()
 }
 
 func (c groupClient) IsScopeAllowed(scope string) bool {
@@ -237,7 +255,9 @@ func (s *groupStorage) GetClientByClientID(ctx context.Context, id string) (op.C
 	if err != nil {
 		return nil, err
 	}
-	return groupClient{Client: c, inToken: s.inToken[id]}, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return groupClient{Client: c, inToken: s.inToken[id], redirects: s.redirects[id]}, nil
 }
 
 func (s *groupStorage) SetUserinfoFromRequest(ctx context.Context, info *oidc.UserInfo, token op.IDTokenRequest, scopes []string) error {
