@@ -173,6 +173,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		Resource:     res.URI,
 		ResourceName: res.Name,
 		Scopes:       scopes,
+		ScopesNamed:  len(fosite.RemoveEmpty(splitSpace(q.Get("scope")))) > 0,
 		ForceLogin:   slices.Contains(prompts, "login"),
 		ForceConsent: slices.Contains(prompts, "consent"),
 		RedirectURIs: slices.Clone(c.redirectURIs),

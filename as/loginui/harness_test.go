@@ -136,6 +136,7 @@ func newHarnessAt(t testing.TB, mod func(h *harness, c *Config)) *harness {
 			Resource:     q.Get("resource"),
 			ResourceName: "Example MCP server",
 			Scopes:       strings.Fields(q.Get("scope")),
+			ScopesNamed:  q.Get("test_default_scopes") != "1",
 			ForceLogin:   q.Get("prompt") == "login",
 			ForceConsent: q.Get("prompt") == "consent",
 			// as/ sets it for public loopback and private-use-scheme clients.

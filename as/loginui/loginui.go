@@ -203,8 +203,12 @@ type Prompt struct {
 	Resource             string // canonical resource URI
 	ResourceName         string
 	Scopes               []string // requested (already narrowed to what the client may have)
-	ForceLogin           bool     // prompt=login
-	ForceConsent         bool     // prompt=consent
+	// ScopesNamed is true when the client named the scopes it wants; false
+	// when Scopes are the resource's defaults. A named scope beyond what an
+	// upstream person's claims allow is refused, a default one left out.
+	ScopesNamed  bool
+	ForceLogin   bool // prompt=login
+	ForceConsent bool // prompt=consent
 	// RedirectURIs are all the redirect URIs the client has registered (for
 	// a CIMD client, those of its document). A consent is remembered for
 	// this set: when the client's redirect URIs change, the person is asked
@@ -231,9 +235,8 @@ type Result struct {
 	// the request through without one.
 	Interacted bool
 	// NotPermitted, with Denied, are requested scopes the person's claims
-	// at their upstream provider do not allow (claim_scopes), when leaving
-	// them out would leave nothing new to grant: the AS answers
-	// access_denied on a page that says so.
+	// at their upstream provider do not allow (claim_scopes): the AS
+	// answers access_denied on a page that says so.
 	NotPermitted []string
 }
 
@@ -480,12 +483,7 @@ func (u *UI) Authorize(w http.ResponseWriter, r *http.Request, p Prompt) (Result
 		u.storageError(w, r, "reading the user record", err)
 		return Result{}, false
 	} else if capped {
-		approved, err := u.approvedScopes(r.Context(), sess.Subject, p)
-		if err != nil {
-			u.storageError(w, r, "reading consent", err)
-			return Result{}, false
-		}
-		kept, beyond, denied := capScopes(p.Scopes, allowed, approved)
+		kept, beyond, denied := capScopes(p.Scopes, allowed, p.ScopesNamed)
 		if denied {
 			u.finish(w, sess)
 			u.audit(r.Context(), "consent.not_permitted", "sub", sess.Subject, "client_id", p.ClientID, "resource", p.Resource, "scope", strings.Join(beyond, " "))

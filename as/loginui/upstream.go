@@ -330,14 +330,16 @@ func (u *UI) scopeCap(ctx context.Context, subject string) (scopes []string, cap
 	return up.Provider.Scopes(rec.Claims), true, nil
 }
 
-// capScopes narrows requested to what the person's claims allow. It
-// reports denied (with the scopes beyond the cap) when narrowing would
-// leave nothing, or nothing the person has not already approved for this
-// client: a client stepping up to a scope the person can never hold would
-// otherwise get back what it had and ask again, in a loop.
-func capScopes(requested, allowed, approved []string) (kept, beyond []string, denied bool) {
+// capScopes applies the cap allowed to requested. Scopes the client named
+// (named true) are refused, with the ones beyond the cap, when any is beyond
+// it: the request cannot be told from a step-up (clients re-register for
+// one), and a narrowed grant would send the client back for the same scope
+// in a loop. Default scopes (named false) are narrowed to the cap, and
+// refused only when none is left. offline_access is never capped: it is no
+// resource's scope.
+func capScopes(requested, allowed []string, named bool) (kept, beyond []string, denied bool) {
 	for _, s := range requested {
-		if slices.Contains(allowed, s) {
+		if s == "offline_access" || slices.Contains(allowed, s) {
 			kept = append(kept, s)
 		} else {
 			beyond = append(beyond, s)
@@ -346,7 +348,7 @@ func capScopes(requested, allowed, approved []string) (kept, beyond []string, de
 	if len(beyond) == 0 {
 		return kept, nil, false
 	}
-	if len(kept) == 0 || covers(approved, kept) {
+	if named || len(slices.DeleteFunc(slices.Clone(kept), func(s string) bool { return s == "offline_access" })) == 0 {
 		return nil, beyond, true
 	}
 	return kept, beyond, false

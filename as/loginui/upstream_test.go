@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rsa"
 	"errors"
+	"fmt"
 	"html"
 	"net"
 	"net/http"
@@ -194,9 +195,10 @@ func TestUpstreamSignInThenOurConsent(t *testing.T) {
 func TestUpstreamScopeCap(t *testing.T) {
 	e := newUpstreamEnv(t, false, "")
 	b := e.browser()
-	// bob (mcp-users) asks for both scopes: the consent page offers only
-	// what his groups allow, and the grant carries only that.
-	consent := b.open(e.signIn(b, authorizePath("scope", "mcp:tools mcp:admin"), "bob"))
+	// bob (mcp-users) gets the resource's default scopes (here both, as
+	// as/ would fill them in): the consent page offers only what his
+	// groups allow, and the grant carries only that.
+	consent := b.open(e.signIn(b, authorizePath("scope", "mcp:tools mcp:admin", "test_default_scopes", "1"), "bob"))
 	if consent.StatusCode != http.StatusOK || strings.Contains(consent.Body, "mcp:admin") || !strings.Contains(consent.Body, "mcp:tools") {
 		t.Fatalf("consent page for bob: %d\n%s", consent.StatusCode, consent.Body)
 	}
@@ -204,19 +206,43 @@ func TestUpstreamScopeCap(t *testing.T) {
 	if to.Query().Get("granted") != "mcp:tools" {
 		t.Fatalf("granted %q", to.Query().Get("granted"))
 	}
-	// Step-up to mcp:admin: narrowing would give back what he has, so it
-	// is refused with the scopes named.
-	n := len(e.results)
-	to = b.get(authorizePath("scope", "mcp:admin", "state", "st-2")).redirectedTo(t)
-	if to.Query().Get("error") != "access_denied" || len(e.results) != n+1 {
-		t.Fatalf("step-up beyond the cap: %s", to)
+	// Naming mcp:admin, alone or with mcp:tools (a step-up), is refused
+	// with the scope named; offline_access is not capped.
+	for i, scope := range []string{"mcp:admin", "mcp:tools mcp:admin", "mcp:tools offline_access mcp:admin"} {
+		n := len(e.results)
+		to = b.get(authorizePath("scope", scope, "state", fmt.Sprint("st-", i))).redirectedTo(t)
+		if to.Query().Get("error") != "access_denied" || len(e.results) != n+1 {
+			t.Fatalf("%q beyond the cap: %s", scope, to)
+		}
+		if r := e.lastResult(); !r.Denied || !slices.Equal(r.NotPermitted, []string{"mcp:admin"}) || r.Subject != "corp:u-bob" {
+			t.Fatalf("result %+v", r)
+		}
 	}
-	if r := e.lastResult(); !r.Denied || !slices.Equal(r.NotPermitted, []string{"mcp:admin"}) || r.Subject != "corp:u-bob" {
-		t.Fatalf("result %+v", r)
+	to = b.submit(b.get(authorizePath("scope", "mcp:tools offline_access", "state", "st-ok")).form(t, "action", "approve")).redirectedTo(t)
+	if to.Query().Get("granted") != "mcp:tools offline_access" {
+		t.Fatalf("within the cap: %s", to)
 	}
-	to = b.get(authorizePath("scope", "mcp:tools mcp:admin", "state", "st-3")).redirectedTo(t)
-	if to.Query().Get("error") != "access_denied" || !slices.Equal(e.lastResult().NotPermitted, []string{"mcp:admin"}) {
-		t.Fatalf("asking again for both after the cap was granted: %s", to)
+}
+
+func TestCapScopes(t *testing.T) {
+	for _, tc := range []struct {
+		requested, allowed []string
+		named              bool
+		kept, beyond       []string
+		denied             bool
+	}{
+		{[]string{"a", "b"}, []string{"a", "b"}, true, []string{"a", "b"}, nil, false},
+		{[]string{"a", "b"}, []string{"a"}, true, nil, []string{"b"}, true},
+		{[]string{"a", "b"}, []string{"a"}, false, []string{"a"}, []string{"b"}, false},
+		{[]string{"b"}, []string{"a"}, false, nil, []string{"b"}, true},
+		{[]string{"b", "offline_access"}, nil, false, nil, []string{"b"}, true},
+		{[]string{"a", "offline_access"}, []string{"a"}, true, []string{"a", "offline_access"}, nil, false},
+		{nil, nil, true, nil, nil, false},
+	} {
+		kept, beyond, denied := capScopes(tc.requested, tc.allowed, tc.named)
+		if !slices.Equal(kept, tc.kept) || !slices.Equal(beyond, tc.beyond) || denied != tc.denied {
+			t.Errorf("capScopes(%v, %v, %v) = %v, %v, %v", tc.requested, tc.allowed, tc.named, kept, beyond, denied)
+		}
 	}
 }
 

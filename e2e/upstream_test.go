@@ -1,0 +1,155 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/mcpauth/mcpauth/examples/stack/launch"
+	"github.com/mcpauth/mcpauth/internal/testop"
+)
+
+// The organisation's people at its OpenID provider.
+var orgPeople = []testop.Person{
+	{ID: "u-alice", Username: "alice", Password: "alice-pw", Email: "alice@acme.example", EmailVerified: true, Name: "Alice", Groups: []string{"mcp-users", "mcp-admins"}},
+	{ID: "u-bob", Username: "bob", Password: "bob-pw", Email: "bob@acme.example", EmailVerified: true, Name: "Bob", Groups: []string{"mcp-users"}},
+}
+
+// upstreamStack runs the stack with no local users: people sign in through
+// a real OpenID provider (zitadel/oidc's example OP, in this process), whose
+// groups map to the MCP server's scopes.
+func upstreamStack(t *testing.T, extra string) (*launch.Stack, *testop.OP) {
+	t.Helper()
+	op := testop.Start(t, orgPeople, testop.Client{ID: "mcpauth", Secret: "op-secret", ClaimsInIDToken: true})
+	s := startStack(t, stackOptions{editConfig: func(c string) string {
+		i := strings.Index(c, "\nusers:")
+		if i < 0 {
+			t.Fatal("deploy/authserver.yaml has no users: section to replace")
+		}
+		return c[:i+1] + `
+upstreams:
+  - id: corp
+    name: Acme SSO
+    issuer: ` + op.Issuer + `
+    client_id: mcpauth
+    client_secret: op-secret
+    scopes: [openid, email, profile, groups, offline_access]
+    allowed_domains: [acme.example]
+    allowed_groups: [mcp-users]
+    claim_scopes:
+      groups:
+        mcp-users: [mcp:tools]
+        mcp-admins: [mcp:admin]
+` + extra
+	}})
+	op.SetRedirectURIs("mcpauth", s.Issuer+"/upstream/corp/callback")
+	return s, op
+}
+
+// upstreamClient connects the MCP Go SDK client (DCR, PKCE) as user, whose
+// first authorization asks for mcp:tools only; the tool call of admin_stats
+// then steps up to mcp:admin.
+func upstreamClient(t *testing.T, ctx context.Context, s *launch.Stack, user string) (*mcp.ClientSession, *tokenSources, *formLogin) {
+	t.Helper()
+	redirectURI := loopbackRedirect(t)
+	fl := newFormLogin(user, user+"-pw", redirectURI)
+	tokens := &tokenSources{}
+	var mu sync.Mutex
+	calls := 0
+	handler, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
+		RedirectURL:              redirectURI,
+		AuthorizationCodeFetcher: fl.fetch,
+		ScopeFilter: func(discovered []string) []string {
+			mu.Lock()
+			defer mu.Unlock()
+			if calls++; calls == 1 {
+				return slices.DeleteFunc(slices.Clone(discovered), func(s string) bool { return s == "mcp:admin" })
+			}
+			return discovered
+		},
+		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+			ClientName: "mcpauth e2e upstream client", RedirectURIs: []string{redirectURI}, TokenEndpointAuthMethod: "none",
+			GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"},
+		}},
+		NewTokenSource: tokens.newTokenSource,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, err := mcp.NewClient(&mcp.Implementation{Name: "mcpauth-e2e-upstream", Version: "0"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: s.MCPURL, OAuthHandler: handler}, nil)
+	if err != nil {
+		t.Fatalf("connect as %s: %v\npages: %+v", user, err, fl.pages)
+	}
+	t.Cleanup(func() { session.Close() })
+	return session, tokens, fl
+}
+
+func scopesOf(t *testing.T, accessToken string) []string {
+	s, _ := jwtClaims(t, accessToken)["scope"].(string)
+	return strings.Fields(s)
+}
+
+// TestUpstreamSignInThroughTheMCPClient: client -> our AS -> the provider's
+// login -> our consent -> token -> tool call, with no local user; the
+// token's scopes follow the person's groups and a step-up beyond them is
+// refused with access_denied on a page that says so.
+func TestUpstreamSignInThroughTheMCPClient(t *testing.T) {
+	s, _ := upstreamStack(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	t.Run("an admin gets mcp:tools, then steps up to mcp:admin", func(t *testing.T) {
+		session, tokens, fl := upstreamClient(t, ctx, s, "alice")
+		me := callTool[whoami](t, ctx, session, "whoami")
+		if me.Subject != "corp:u-alice" || me.Issuer != s.Issuer || !slices.Contains(me.Scopes, "mcp:tools") || slices.Contains(me.Scopes, "mcp:admin") {
+			t.Fatalf("whoami %+v", me)
+		}
+		stats := callTool[map[string]any](t, ctx, session, "admin_stats")
+		if stats["called_by"] != "corp:u-alice" {
+			t.Fatalf("admin_stats %v", stats)
+		}
+		last := tokens.all()[len(tokens.all())-1]
+		if got := scopesOf(t, last.AccessToken); !slices.Contains(got, "mcp:admin") {
+			t.Fatalf("stepped-up token scopes %v", got)
+		}
+		var provider, consent bool
+		for _, p := range fl.pages {
+			provider = provider || (p.Kind == "login" && !strings.HasPrefix(p.URL, s.Issuer))
+			consent = consent || (p.Kind == "consent" && strings.HasPrefix(p.URL, s.Issuer) && strings.Contains(p.Text, "corp:u-alice"))
+			if p.Kind == "login" && strings.HasPrefix(p.URL, s.Issuer) {
+				t.Errorf("our password form was shown with no local users: %s", p.URL)
+			}
+		}
+		if !provider || !consent {
+			t.Fatalf("pages: provider login %v, our consent %v: %+v", provider, consent, fl.pages)
+		}
+	})
+
+	t.Run("a user's token stops at mcp:tools and the step-up is refused", func(t *testing.T) {
+		session, tokens, fl := upstreamClient(t, ctx, s, "bob")
+		me := callTool[whoami](t, ctx, session, "whoami")
+		if me.Subject != "corp:u-bob" || !slices.Equal(me.Scopes, []string{"mcp:tools"}) {
+			t.Fatalf("whoami %+v", me)
+		}
+		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "admin_stats", Arguments: map[string]any{}})
+		if err == nil && !res.IsError {
+			t.Fatal("admin_stats succeeded for a person outside mcp-admins")
+		}
+		if err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "Access not permitted") {
+			t.Fatalf("step-up beyond the mapping: %v\nauthorization URLs: %q", err, fl.urls)
+		}
+		for _, tok := range tokens.all() {
+			if slices.Contains(scopesOf(t, tok.AccessToken), "mcp:admin") {
+				t.Fatal("a token with mcp:admin was issued to bob")
+			}
+		}
+	})
+}
