@@ -2,6 +2,7 @@ package rsmiddleware
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,7 +116,8 @@ type Verifier struct {
 	lastTry   time.Time  // guarded by refreshMu
 	bgRunning atomic.Bool
 
-	cache *tokenCache
+	cache   *tokenCache
+	headers headerCache
 
 	statusMaxAge    time.Duration
 	statusFailAfter time.Duration
@@ -125,7 +127,7 @@ type Verifier struct {
 }
 
 type keySet struct {
-	byKID     map[string]jose.JSONWebKey
+	byKID     map[string]*jose.JSONWebKey
 	fetchedAt time.Time
 }
 
@@ -297,6 +299,22 @@ func (v *Verifier) verifyJWT(ctx context.Context, token string, now time.Time) (
 	if len(token) > 16<<10 {
 		return nil, invalid("token too long")
 	}
+	hseg, pseg, sseg, compact := splitCompact(token)
+	if compact {
+		if h, ok := v.headers.get(hseg); ok {
+			key, err := v.key(ctx, h.kid, h.alg, now)
+			if err != nil {
+				return nil, err
+			}
+			if pub, ok := key.Key.(*ecdsa.PublicKey); ok {
+				payload, ok := verifyES256Compact(token, pseg, sseg, pub)
+				if !ok {
+					return nil, invalid("%v", jose.ErrCryptoFailure)
+				}
+				return v.checkPayload(payload, now)
+			}
+		}
+	}
 	tok, err := jose.ParseSignedCompact(token, v.algs)
 	if err != nil {
 		return nil, invalid("%v", err)
@@ -317,6 +335,17 @@ func (v *Verifier) verifyJWT(ctx context.Context, token string, now time.Time) (
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
+	if compact && len(h.ExtraHeaders) == 1 && h.JSONWebKey == nil && h.Nonce == "" {
+		// Only typ besides alg and kid: nothing else in the header can
+		// change how the next token under it verifies.
+		v.headers.put(hseg, cachedHeader{kid: h.KeyID, alg: h.Algorithm})
+	}
+	return v.checkPayload(payload, now)
+}
+
+// checkPayload decodes the verified claims and applies the checks of
+// checkClaims and the status reference.
+func (v *Verifier) checkPayload(payload []byte, now time.Time) (*Principal, error) {
 	var c claims
 	if err := json.Unmarshal(payload, &c); err != nil {
 		return nil, invalid("claims: %v", err)
@@ -439,7 +468,7 @@ func (v *Verifier) retryInterval(ks *keySet) time.Duration {
 }
 
 func (ks *keySet) lookup(kid, alg string) (*jose.JSONWebKey, bool) {
-	var k jose.JSONWebKey
+	var k *jose.JSONWebKey
 	var ok bool
 	if kid == "" {
 		if len(ks.byKID) != 1 {
@@ -454,7 +483,7 @@ func (ks *keySet) lookup(kid, alg string) (*jose.JSONWebKey, bool) {
 	if !ok || (k.Algorithm != "" && k.Algorithm != alg) {
 		return nil, false
 	}
-	return &k, true
+	return k, true
 }
 
 func (v *Verifier) backgroundRefresh() {
@@ -506,7 +535,7 @@ func (v *Verifier) refreshLocked(ctx context.Context) error {
 	if err := getJSON(ctx, v.client, m.JWKSURI, &set); err != nil {
 		return err
 	}
-	byKID := make(map[string]jose.JSONWebKey, len(set.Keys))
+	byKID := make(map[string]*jose.JSONWebKey, len(set.Keys))
 	for _, k := range set.Keys {
 		if !k.Valid() || !k.IsPublic() || (k.Use != "" && k.Use != "sig") {
 			continue
@@ -514,7 +543,7 @@ func (v *Verifier) refreshLocked(ctx context.Context) error {
 		if k.Algorithm != "" && !slices.Contains(v.algs, jose.SignatureAlgorithm(k.Algorithm)) {
 			continue
 		}
-		byKID[k.KeyID] = k
+		byKID[k.KeyID] = &k
 	}
 	if len(byKID) == 0 {
 		return errors.New("JWKS has no usable signing key")
