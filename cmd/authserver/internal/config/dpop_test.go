@@ -24,7 +24,7 @@ dpop:
 	}
 	for bad, want := range map[string]string{
 		"dpop:\n  required_for: [https://unknown.example/mcp]\n": "config: dpop.required_for[0]: https://unknown.example/mcp is not a configured resource",
-		"dpop:\n  nonces: true\n":                               "config: dpop.nonces: unknown key",
+		"dpop:\n  nonces: true\n":                                "config: dpop.nonces: unknown key",
 	} {
 		if _, err := Parse([]byte(base+bad), envOf(nil)); err == nil || err.Error() != want {
 			t.Errorf("%q: err = %v, want %q", bad, err, want)
