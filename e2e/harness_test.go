@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mcpauth/mcpauth/examples/stack/launch"
+	"github.com/mcpauth/mcpauth/internal/syncbuf"
 )
 
 // moduleRoot is the module's directory, seen from this package's.
@@ -77,22 +77,7 @@ type stackOptions struct {
 }
 
 // lockedBuffer collects the processes' output for the test log.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = syncbuf.Buffer
 
 // startStack runs the example stack as processes on free ports and stops it
 // when the test ends; the processes' output is logged when the test fails.

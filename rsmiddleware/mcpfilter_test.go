@@ -13,9 +13,10 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpauth/mcpauth/internal/syncbuf"
 )
 
 var filterScopes = Scopes{
@@ -27,22 +28,7 @@ var filterScopes = Scopes{
 const toolsResult = `{"tools":[{"name":"echo","inputSchema":{"type":"object"}},{"name":"admin_stats","description":"secret ops","inputSchema":{"type":"object"}}],"nextCursor":"c2"}`
 
 // syncBuffer is a bytes.Buffer safe for the audit's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // mcpUpstream answers like a Streamable HTTP MCP server: initialize,
 // tools/list, tools/call (echo, a failing tool, an unknown tool),

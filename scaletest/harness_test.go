@@ -1,7 +1,6 @@
 package scaletest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/mcpauth/mcpauth/internal/freeport"
 	"github.com/mcpauth/mcpauth/internal/password"
+	"github.com/mcpauth/mcpauth/internal/syncbuf"
 )
 
 // The servers under test are the real binary, built once per test run.
@@ -169,22 +169,7 @@ type instance struct {
 	done    chan error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 func baseEnv() []string {
 	var env []string

@@ -30,6 +30,7 @@ import (
 
 	"github.com/mcpauth/mcpauth/internal/freeport"
 	"github.com/mcpauth/mcpauth/internal/password"
+	"github.com/mcpauth/mcpauth/internal/syncbuf"
 	"github.com/mcpauth/mcpauth/scaletest/load"
 	"github.com/mcpauth/mcpauth/storage/postgres/pgtest"
 )
@@ -85,22 +86,7 @@ type proc struct {
 	issuer string
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // runBin runs the binary to completion and returns its output.
 func runBin(t *testing.T, dir string, environ []string, stdin string, args ...string) (string, string, error) {

@@ -15,9 +15,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mcpauth/mcpauth/as"
-	"github.com/mcpauth/mcpauth/storage/memory"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpauth/mcpauth/as"
+	"github.com/mcpauth/mcpauth/internal/syncbuf"
+	"github.com/mcpauth/mcpauth/storage/memory"
 )
 
 const (
@@ -26,22 +28,7 @@ const (
 )
 
 // syncBuffer collects the audit lines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // upstream is an MCP server of the Go SDK that records the headers of
 // every request it receives.
