@@ -178,7 +178,10 @@ func TestAdminAPIRefusesBadBodiesWithoutWriting(t *testing.T) {
 	tok := f.token(t, "ops-bot", f.issuer+"/admin", "admin")
 	stored := func() int {
 		_, _, b := call(t, "GET", f.adminURL+"clients", tok, "")
-		l, _ := b["clients"].([]any) // null when there are none
+		l, ok := b["clients"].([]any)
+		if !ok {
+			t.Fatalf("clients is %#v, want a JSON array (also when empty)", b["clients"])
+		}
 		return len(l)
 	}
 	before := stored()

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -166,7 +165,7 @@ const pageSize = 500
 // ListClients returns the configured clients, then every stored client
 // (registered, CIMD, created by an operator) in ID order.
 func (o *Ops) ListClients(ctx context.Context) ([]Client, error) {
-	out := slices.Clone(o.Configured)
+	out := append(make([]Client, 0, len(o.Configured)), o.Configured...) // [] rather than null when there are none
 	after := ""
 	for {
 		page, err := o.Store.ListClients(ctx, after, pageSize)
