@@ -106,7 +106,7 @@ func TestHealthcheckBinaryAgainstTheServer(t *testing.T) {
 	p.stop(t)
 	if _, errOut, err := runBin(t, dir, env, "", "healthcheck"); err == nil {
 		t.Fatal("healthcheck passed with the server stopped")
-	} else if !strings.Contains(errOut, "healthcheck:") {
+	} else if !strings.Contains(errOut, "healthcheck:") || !strings.Contains(errOut, "connection refused") {
 		t.Fatalf("stderr %q", errOut)
 	}
 }

@@ -65,7 +65,7 @@ func TestRegistrationHonoursApplicationTypeAndAuthMethod(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&m)
 		return resp.StatusCode, m
 	}
-	token := func(id, secret string, basic bool) int {
+	token := func(id, secret string, basic bool) (int, string) {
 		t.Helper()
 		form := "grant_type=client_credentials&scope=mcp%3Atools"
 		if !basic {
@@ -80,8 +80,16 @@ func TestRegistrationHonoursApplicationTypeAndAuthMethod(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
-		return resp.StatusCode
+		defer resp.Body.Close()
+		var body struct {
+			Error       string `json:"error"`
+			AccessToken string `json:"access_token"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		if resp.StatusCode == http.StatusOK && body.AccessToken == "" {
+			t.Errorf("/token answered 200 without an access token")
+		}
+		return resp.StatusCode, body.Error
 	}
 
 	for _, tc := range []struct {
@@ -102,11 +110,13 @@ func TestRegistrationHonoursApplicationTypeAndAuthMethod(t *testing.T) {
 			id, _ := m["client_id"].(string)
 			secret, _ := m["client_secret"].(string)
 			post := tc.method == "client_secret_post"
-			if got := token(id, secret, !post); got != http.StatusOK {
-				t.Errorf("/token with the registered method: %d", got)
+			if got, code := token(id, secret, !post); got != http.StatusOK {
+				t.Errorf("/token with the registered method: %d %s", got, code)
 			}
-			if got := token(id, secret, post); got != http.StatusUnauthorized {
-				t.Errorf("/token with the other method: %d, want 401", got)
+			// RFC 6749 §5.2: a client authenticating by a method it did not
+			// register is invalid_client.
+			if got, code := token(id, secret, post); got != http.StatusUnauthorized || code != "invalid_client" {
+				t.Errorf("/token with the other method: %d %q, want 401 invalid_client", got, code)
 			}
 			// RFC 7592 read: what is stored.
 			req, _ := http.NewRequest(http.MethodGet, m["registration_client_uri"].(string), nil)
