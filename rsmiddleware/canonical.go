@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // maxCanonicalDepth bounds the nesting CanonicalJSON accepts.
@@ -48,12 +49,126 @@ func ArgumentsDigest(args json.RawMessage) (string, error) {
 	if len(t) == 0 || string(t) == "null" {
 		t = []byte("{}")
 	}
-	c, err := CanonicalJSON(t)
-	if err != nil {
-		return "", err
+	c := t
+	if !isCanonical(t) {
+		var err error
+		if c, err = CanonicalJSON(t); err != nil {
+			return "", err
+		}
 	}
 	sum := sha256.Sum256(c)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// isCanonical reports whether v is a JSON text already in the form
+// CanonicalJSON gives it, within a subset it recognises without decoding:
+// no whitespace; object members with ASCII names without escapes, in
+// strictly increasing order; strings without escapes, of valid UTF-8;
+// integers of at most 15 digits, no -0. Anything else gets false, also
+// when it is canonical: the caller then canonicalises.
+func isCanonical(v []byte) bool {
+	end, ok := canonicalValue(v, 0, 0)
+	return ok && end == len(v)
+}
+
+// canonicalValue recognises one value of the subset at v[i:], returning
+// the index past it.
+func canonicalValue(v []byte, i, depth int) (int, bool) {
+	if i >= len(v) || depth > maxCanonicalDepth {
+		return i, false
+	}
+	switch c := v[i]; {
+	case c == '"':
+		return canonicalString(v, i, false)
+	case c == '{':
+		i++
+		if i < len(v) && v[i] == '}' {
+			return i + 1, true
+		}
+		var prev []byte
+		for {
+			kEnd, ok := canonicalString(v, i, true)
+			if !ok || kEnd >= len(v) || v[kEnd] != ':' {
+				return i, false
+			}
+			key := v[i+1 : kEnd-1]
+			if prev != nil && bytes.Compare(prev, key) >= 0 {
+				return i, false // out of order, or repeated
+			}
+			prev = key
+			if i, ok = canonicalValue(v, kEnd+1, depth+1); !ok || i >= len(v) {
+				return i, false
+			}
+			switch v[i] {
+			case ',':
+				i++
+			case '}':
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == '[':
+		i++
+		if i < len(v) && v[i] == ']' {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if i, ok = canonicalValue(v, i, depth+1); !ok || i >= len(v) {
+				return i, false
+			}
+			switch v[i] {
+			case ',':
+				i++
+			case ']':
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == 't' && bytes.HasPrefix(v[i:], []byte("true")):
+		return i + 4, true
+	case c == 'f' && bytes.HasPrefix(v[i:], []byte("false")):
+		return i + 5, true
+	case c == 'n' && bytes.HasPrefix(v[i:], []byte("null")):
+		return i + 4, true
+	case c == '-' || c >= '0' && c <= '9':
+		start := i
+		if c == '-' {
+			i++
+		}
+		digits := i
+		for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+			i++
+		}
+		n := i - digits
+		if n == 0 || n > 15 || v[digits] == '0' && (n > 1 || digits > start) {
+			return i, false // none, too long for a double, leading zero, -0
+		}
+		if i < len(v) && (v[i] == '.' || v[i] == 'e' || v[i] == 'E') {
+			return i, false
+		}
+		return i, true
+	}
+	return i, false
+}
+
+// canonicalString recognises a string without escapes or control
+// characters, of valid UTF-8 (ASCII only for a member name), at v[i:].
+func canonicalString(v []byte, i int, name bool) (int, bool) {
+	if i >= len(v) || v[i] != '"' {
+		return i, false
+	}
+	for j := i + 1; j < len(v); j++ {
+		switch c := v[j]; {
+		case c == '"':
+			return j + 1, name || utf8.Valid(v[i+1:j])
+		case c == '\\' || c < 0x20 || name && c >= 0x80:
+			return j, false
+		}
+	}
+	return len(v), false
 }
 
 func writeCanonical(b *bytes.Buffer, v any, depth int) error {

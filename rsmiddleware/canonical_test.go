@@ -76,13 +76,23 @@ func TestArgumentsDigest(t *testing.T) {
 }
 
 func FuzzCanonicalJSON(f *testing.F) {
-	for _, s := range []string{`{"b":[1,2.5e10,-0.0],"a":"\u00e9"}`, `[]`, `"x"`, `1e-7`, `{"a":{"a":{}}}`, `[true,false,null]`} {
+	for _, s := range []string{`{"b":[1,2.5e10,-0.0],"a":"\u00e9"}`, `[]`, `"x"`, `1e-7`, `{"a":{"a":{}}}`, `[true,false,null]`,
+		`{"text":"hello"}`, `{"a":1,"b":[-5,"é",{}],"c":null}`, `{"b":1,"a":2}`, `{"a":1,"a":2}`, `-0`, `0`, `123456789012345`,
+		`1234567890123456`, `"\xff"`, `{"a":01}`, `[1,]`, `{"a":1}x`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		c, err := CanonicalJSON(in)
+		// What ArgumentsDigest hashes as it is must be what it would
+		// otherwise canonicalise it to.
+		if isCanonical(in) && (err != nil || string(c) != string(in)) {
+			t.Fatalf("isCanonical(%q), but CanonicalJSON gives %q (%v)", in, c, err)
+		}
 		if err != nil {
 			return
+		}
+		if !isCanonical(c) && isCanonicalSubset(c) {
+			t.Fatalf("the canonical form %q of the recognised subset is not recognised", c)
 		}
 		// The canonical form is valid JSON and a fixed point.
 		c2, err := CanonicalJSON(c)
@@ -90,6 +100,54 @@ func FuzzCanonicalJSON(f *testing.F) {
 			t.Fatalf("not a fixed point: %s -> %s (%v)", c, c2, err)
 		}
 	})
+}
+
+// isCanonicalSubset reports whether c (a canonical form) stays within what
+// isCanonical claims to recognise: no escapes, no non-ASCII member names,
+// no number with a fraction, an exponent or more than 15 digits.
+func isCanonicalSubset(c []byte) bool {
+	inString, key, digits := false, false, 0
+	for i, b := range c {
+		switch {
+		case inString && b == '"':
+			inString = false
+		case inString && (b == '\\' || key && b >= 0x80):
+			return false
+		case inString:
+		case b == '"':
+			inString, key = true, i > 0 && (c[i-1] == '{' || c[i-1] == ',') && !inArray(c[:i])
+		case b >= '0' && b <= '9':
+			if digits++; digits > 15 {
+				return false
+			}
+		case b == '.' || b == 'e' || b == 'E':
+			return false
+		default:
+			digits = 0
+		}
+	}
+	return true
+}
+
+// inArray reports whether the innermost open container of the canonical
+// prefix p is an array.
+func inArray(p []byte) bool {
+	var stack []byte
+	inString := false
+	for _, b := range p {
+		switch {
+		case inString && b == '\\':
+			return false // not reached for the subset: escapes end it earlier
+		case b == '"':
+			inString = !inString
+		case inString:
+		case b == '{' || b == '[':
+			stack = append(stack, b)
+		case b == '}' || b == ']':
+			stack = stack[:len(stack)-1]
+		}
+	}
+	return len(stack) > 0 && stack[len(stack)-1] == '['
 }
 
 func TestIDKeyMatchesSpellingsOfOneID(t *testing.T) {

@@ -251,6 +251,9 @@ func benchProcesses(b *testing.B, ps *procStack) {
 		b.ReportMetric(us(tg.gwCPU, tg), name+"-cpu-us/call")
 		b.ReportMetric(us(tg.up, tg), "up-cpu-us/"+name+"-call")
 		b.ReportMetric(us(tg.self, tg), "client-cpu-us/"+name+"-call")
+		// The throughput ratio once CPU is the bound and every process
+		// shares it: direct CPU per call over gateway CPU per call.
+		b.ReportMetric(us(direct.self+direct.up, direct)/us(tg.self+tg.up+tg.gwCPU, tg), name+"-cpu-ratio")
 	}
 	b.ReportMetric(0, "ns/op")
 }
