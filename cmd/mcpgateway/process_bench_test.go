@@ -76,12 +76,20 @@ func serveGoUpstream(addr string) {
 // As in BenchmarkGatewayThroughput, 16 clients with a session each to the
 // upstream and through the gateway call the echo tool in rounds of 16 x 25
 // calls, direct and gateway rounds alternating. Reported: calls/s of each
-// path and their ratio, and the CPU time per call of each process (from
-// /proc/PID/stat and getrusage): the gateway's, the upstream's on either
-// path, and this process's (the clients) on either path.
+// path and their ratio, the CPU time per call of each process (from
+// /proc/PID/stat, 10 ms ticks, and getrusage): the gateway's, the
+// upstream's on either path, and this process's (the clients) on either
+// path; and cpu-ratio, direct CPU per call (clients and upstream) over
+// gateway CPU per call (clients, upstream and gateway), the throughput
+// ratio once every process shares saturated cores.
 //
-//	go test ./cmd/mcpgateway -run '^$' -bench GatewayProcesses -benchtime 8000x
-//	go test ./cmd/mcpgateway -run '^$' -bench GatewayProcesses -benchtime 8000x -args -pin.gateway 1 -pin.others 0
+// -pin.gateway and -pin.others give the gateway a core of its own;
+// -gateway.bin and -gateway.bin2 run prebuilt gateways (two of them side
+// by side, their rounds interleaved, for an A/B comparison of builds);
+// -gateway.gomaxprocs sets the gateway's GOMAXPROCS.
+//
+//	go test ./cmd/mcpgateway -run '^$' -bench GatewayProcesses -benchtime 12000x
+//	go test ./cmd/mcpgateway -run '^$' -bench GatewayProcesses -benchtime 12000x -args -pin.gateway 1 -pin.others 0
 func BenchmarkGatewayProcesses(b *testing.B) {
 	parent := b
 	if *pinOthers != "" {
