@@ -81,7 +81,9 @@ func serveGoUpstream(addr string) {
 // upstream's on either path, and this process's (the clients) on either
 // path; and cpu-ratio, direct CPU per call (clients and upstream) over
 // gateway CPU per call (clients, upstream and gateway), the throughput
-// ratio once every process shares saturated cores.
+// ratio once every process shares saturated cores; others-cpu-ratio, the
+// same without the gateway's CPU, the bound when the gateway has a core of
+// its own that it does not saturate and the others' cores are saturated.
 //
 // -pin.gateway and -pin.others give the gateway a core of its own;
 // -gateway.bin and -gateway.bin2 run prebuilt gateways (two of them side
@@ -262,6 +264,9 @@ func benchProcesses(b *testing.B, ps *procStack) {
 		// The throughput ratio once CPU is the bound and every process
 		// shares it: direct CPU per call over gateway CPU per call.
 		b.ReportMetric(us(direct.self+direct.up, direct)/us(tg.self+tg.up+tg.gwCPU, tg), name+"-cpu-ratio")
+		// The same with the gateway on a core of its own that it does not
+		// saturate: only the clients' and the upstream's CPU bound.
+		b.ReportMetric(us(direct.self+direct.up, direct)/us(tg.self+tg.up, tg), name+"-others-cpu-ratio")
 	}
 	b.ReportMetric(0, "ns/op")
 }
