@@ -261,7 +261,7 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 			} else {
 				var err error
 				if body, err = readBody(r, f.maxBody); err != nil {
-					http.Error(w, "cannot read request body", http.StatusBadRequest)
+					bodyError(w, err)
 					return
 				}
 				r.Body = newBufferedBody(body, false, r.Body)

@@ -160,11 +160,7 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 		if m.scopes.needsBody() && r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
 			body, err = readBody(r, m.maxBody)
 			if err != nil {
-				http.Error(w, "cannot read request body", http.StatusBadRequest)
-				return
-			}
-			if int64(len(body)) > m.maxBody {
-				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				bodyError(w, err)
 				return
 			}
 			calls, err := peekJSONRPC(body)
@@ -198,17 +194,41 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	})
 }
 
-// readBody reads at most max+1 bytes of the body, in one allocation when
-// the Content-Length is known.
+// readBody reads the body, in one allocation when the Content-Length is
+// known, and at most max+1 bytes of it: a longer one is errBodyTooLarge.
 func readBody(r *http.Request, max int64) ([]byte, error) {
+	var b []byte
+	var err error
 	if n := r.ContentLength; n > 0 && n <= max {
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(r.Body, buf); err != nil {
-			return nil, err
-		}
-		return buf, nil
+		b = make([]byte, n)
+		_, err = io.ReadFull(r.Body, b)
+	} else {
+		b, err = io.ReadAll(io.LimitReader(r.Body, max+1))
 	}
-	return io.ReadAll(io.LimitReader(r.Body, max+1))
+	// A body past max, or past the limit of an http.MaxBytesReader the
+	// server put around it (a chunked body has no Content-Length to refuse
+	// it by first), is too large rather than unreadable.
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) || err == nil && int64(len(b)) > max {
+		return nil, errBodyTooLarge
+	}
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// errBodyTooLarge: the request body is larger than allowed.
+var errBodyTooLarge = errors.New("rsmiddleware: request body too large")
+
+// bodyError answers a request whose body readBody could not return: 413
+// when it is too large (RFC 9110 §15.5.14), 400 otherwise.
+func bodyError(w http.ResponseWriter, err error) {
+	if errors.Is(err, errBodyTooLarge) {
+		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	http.Error(w, "cannot read request body", http.StatusBadRequest)
 }
 
 // bufferedBody serves a request body read whole by readBody and closes the

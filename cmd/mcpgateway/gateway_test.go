@@ -218,6 +218,26 @@ func TestGatewayEnforcesItsRequestLimits(t *testing.T) {
 	if resp := rawPost(t, s, tok, "", big, nil); resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("large body: %d, want 413", resp.StatusCode)
 	}
+	// Chunked, without a Content-Length to refuse it by: read by the
+	// Middleware (a tools/call, whose scopes depend on the tool) or by the
+	// filter (a ping).
+	for _, body := range []string{big, strings.Replace(big, `"method":"ping","params":{`, `"method":"tools/call","params":{"name":"admin_stats",`, 1)} {
+		req, _ := http.NewRequest(http.MethodPost, s.resource, io.MultiReader(strings.NewReader(body)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || req.ContentLength != 0 {
+			t.Errorf("large chunked body %.50s: %d, want 413", body, resp.StatusCode)
+		}
+	}
+	if n := len(s.up.seen()); n != 0 {
+		t.Errorf("the upstream saw %d of the refused requests", n)
+	}
 	if resp := rawPost(t, s, tok, "", initialize, map[string]string{"X-Pad": strings.Repeat("b", 8192)}); resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("large header: %d, want 431", resp.StatusCode)
 	}
