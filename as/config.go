@@ -125,6 +125,11 @@ type Config struct {
 	// upstream is listed here and their record is not disabled; Users is
 	// not asked about them.
 	UpstreamIDs []string
+	// Recheck, when set, is asked at every refresh of a person's grant
+	// whether their upstream provider still confirms them
+	// (upstreams[].recheck_after, *upstream.Rechecker): false refuses the
+	// refresh with invalid_grant, an error with temporarily_unavailable.
+	Recheck UpstreamRecheck
 	// Store keeps tokens, clients, keys and consents. Required.
 	Store storage.Store
 	// Secret (at least 32 bytes) is the root of every server-side key: the

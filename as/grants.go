@@ -11,6 +11,7 @@ import (
 	"github.com/ory/fosite"
 
 	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/upstream"
 )
 
 // UserDirectory says whether a person may still use what they granted.
@@ -278,11 +279,41 @@ func (g *userGate) HandleTokenEndpointRequest(ctx context.Context, r fosite.Acce
 	if err != nil {
 		return userLookupErr(err)
 	}
-	if active {
+	if !active {
+		g.s.log.audit(ctx, "grant.user_inactive", "client_id", r.GetClient().GetID(), "sub", sub, "grant", r.GetID())
+		return fosite.ErrInvalidGrant.WithHint("The person who granted this access can no longer sign in.")
+	}
+	if g.s.cfg.Recheck == nil || sub == "" || federated || !r.GetGrantTypes().ExactOne("refresh_token") {
 		return nil
 	}
-	g.s.log.audit(ctx, "grant.user_inactive", "client_id", r.GetClient().GetID(), "sub", sub, "grant", r.GetID())
-	return fosite.ErrInvalidGrant.WithHint("The person who granted this access can no longer sign in.")
+	var scopes []string
+	if sess, ok := r.GetSession().(*session); ok && sess != nil {
+		scopes = sess.Scopes
+	}
+	ok, err := g.s.cfg.Recheck.Recheck(ctx, sub, scopes)
+	if ok {
+		return nil
+	}
+	var refusal *upstream.Refusal
+	if err == nil || errors.As(err, &refusal) {
+		reason := "refused"
+		if refusal != nil {
+			reason = refusal.Reason
+		}
+		g.s.log.audit(ctx, "grant.upstream_refused", "client_id", r.GetClient().GetID(), "sub", sub, "grant", r.GetID(), "reason", reason)
+		return fosite.ErrInvalidGrant.WithHint("The person's sign-in provider no longer confirms this access; sign in again.")
+	}
+	g.s.log.error(ctx, "upstream recheck", "sub", sub, "err", err)
+	return fosite.ErrTemporarilyUnavailable.WithHint("The person's sign-in provider cannot be reached; try again later.")
+}
+
+// UpstreamRecheck confirms at refresh that a person who signed in through
+// an upstream provider may still hold the grant (*upstream.Rechecker).
+type UpstreamRecheck interface {
+	// Recheck returns true to let the refresh go on; false with a nil
+	// error or an *upstream.Refusal to refuse it; false with any other
+	// error when it cannot tell.
+	Recheck(ctx context.Context, subject string, scopes []string) (bool, error)
 }
 
 func (g *userGate) PopulateTokenEndpointResponse(context.Context, fosite.AccessRequester, fosite.AccessResponder) error {

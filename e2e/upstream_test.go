@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -11,9 +13,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/oauth2"
 
 	"github.com/mcpauth/mcpauth/examples/stack/launch"
 	"github.com/mcpauth/mcpauth/internal/testop"
+	"github.com/mcpauth/mcpauth/storage/sqlite"
 )
 
 // The organisation's people at its OpenID provider.
@@ -25,10 +29,10 @@ var orgPeople = []testop.Person{
 // upstreamStack runs the stack with no local users: people sign in through
 // a real OpenID provider (zitadel/oidc's example OP, in this process), whose
 // groups map to the MCP server's scopes.
-func upstreamStack(t *testing.T, extra string) (*launch.Stack, *testop.OP) {
+func upstreamStack(t *testing.T, storage, extra string) (*launch.Stack, *testop.OP) {
 	t.Helper()
 	op := testop.Start(t, orgPeople, testop.Client{ID: "mcpauth", Secret: "op-secret", ClaimsInIDToken: true})
-	s := startStack(t, stackOptions{editConfig: func(c string) string {
+	s := startStack(t, stackOptions{storage: storage, editConfig: func(c string) string {
 		i := strings.Index(c, "\nusers:")
 		if i < 0 {
 			t.Fatal("deploy/authserver.yaml has no users: section to replace")
@@ -102,7 +106,7 @@ func scopesOf(t *testing.T, accessToken string) []string {
 // token's scopes follow the person's groups and a step-up beyond them is
 // refused with access_denied on a page that says so.
 func TestUpstreamSignInThroughTheMCPClient(t *testing.T) {
-	s, _ := upstreamStack(t, "")
+	s, _ := upstreamStack(t, "", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -152,4 +156,79 @@ func TestUpstreamSignInThroughTheMCPClient(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestUpstreamRecheckAtRefresh: with recheck_after, a refresh of our tokens
+// for a person last confirmed longer ago refreshes their session at the
+// provider; when the provider no longer puts them in an allowed group, the
+// refresh is refused with invalid_grant.
+func TestUpstreamRecheckAtRefresh(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "as.db")
+	s, op := upstreamStack(t, "sqlite:"+db, "    recheck_after: 1h\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	session, tokens, _ := upstreamClient(t, ctx, s, "bob")
+	if me := callTool[whoami](t, ctx, session, "whoami"); me.Subject != "corp:u-bob" {
+		t.Fatalf("whoami %+v", me)
+	}
+	const sub = "corp:u-bob"
+	// Time passing at the AS is the record's confirmation growing old:
+	// move it back through the store the server uses.
+	age := func() time.Time {
+		t.Helper()
+		st, err := sqlite.Open(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		rec, err := st.GetUser(ctx, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.UpstreamRefresh) == 0 {
+			t.Fatal("no sealed upstream refresh token in the record")
+		}
+		if err := st.UpdateUpstreamSession(ctx, sub, rec.UpstreamRefresh, time.Now().Add(-2*time.Hour), rec.Groups, rec.Claims); err != nil {
+			t.Fatal(err)
+		}
+		return rec.CheckedAt
+	}
+	checkedAt := func() time.Time {
+		t.Helper()
+		st, err := sqlite.Open(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		rec, err := st.GetUser(ctx, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.CheckedAt
+	}
+	if _, _, err := tokens.refresh(); err != nil {
+		t.Fatalf("refresh within recheck_after: %v", err)
+	}
+	age()
+	if _, fresh, err := tokens.refresh(); err != nil || fresh.AccessToken == "" {
+		t.Fatalf("refresh with a recheck the provider confirms: %v", err)
+	}
+	if c := checkedAt(); time.Since(c) > time.Minute {
+		t.Fatalf("the recheck did not confirm the record (checked at %s)", c)
+	}
+	for _, tok := range tokens.all() {
+		if strings.Contains(tok.AccessToken+tok.RefreshToken, "op-secret") {
+			t.Fatal("an upstream credential reached the client")
+		}
+	}
+	op.SetGroups("u-bob", []string{"sales"})
+	age()
+	_, _, err := tokens.refresh()
+	var re *oauth2.RetrieveError
+	if !errors.As(err, &re) || re.ErrorCode != "invalid_grant" {
+		t.Fatalf("refresh after the person left mcp-users: %v", err)
+	}
+	if c := checkedAt(); time.Since(c) < time.Hour {
+		t.Fatal("a refused recheck counted as a confirmation")
+	}
 }

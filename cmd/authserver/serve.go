@@ -133,7 +133,7 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 	if err != nil {
 		return nil, fmt.Errorf("config: trusted_proxies: %w", err)
 	}
-	upstreams, err := upstreamProviders(cfg)
+	upstreams, recheck, err := s.upstreamProviders(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -241,6 +241,7 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 		// People recorded as signed in through an upstream keep their
 		// grants while it is configured.
 		UpstreamIDs: upstreamIDs(cfg),
+		Recheck:     recheck,
 		Logger:      s.log.With("component", "as"),
 	}
 	if cfg.RegistrationEnabled() {
@@ -656,9 +657,11 @@ func wellKnown(issuer string) string {
 }
 
 // upstreamProviders builds the OpenID relying party of every configured
-// upstream; none of them is contacted until someone signs in.
-func upstreamProviders(cfg *config.Config) ([]loginui.Upstream, error) {
+// upstream (none is contacted until someone signs in) and, when any has
+// recheck_after, the AS's recheck at refresh (nil otherwise).
+func (s *server) upstreamProviders(cfg *config.Config) ([]loginui.Upstream, as.UpstreamRecheck, error) {
 	var out []loginui.Upstream
+	rc := &upstream.Rechecker{Providers: map[string]*upstream.Provider{}, After: map[string]time.Duration{}, Store: s.store}
 	for i, u := range cfg.Upstreams {
 		pc := upstream.Config{
 			ID: u.ID, Issuer: u.Issuer, ClientID: u.ClientID, ClientSecret: u.ClientSecret,
@@ -675,9 +678,20 @@ func upstreamProviders(cfg *config.Config) ([]loginui.Upstream, error) {
 		}
 		p, err := upstream.New(pc)
 		if err != nil {
-			return nil, fmt.Errorf("config: upstreams[%d]: %w", i, err)
+			return nil, nil, fmt.Errorf("config: upstreams[%d]: %w", i, err)
 		}
 		out = append(out, loginui.Upstream{Provider: p, Name: u.Name})
+		if d := u.RecheckAfter.D(); d > 0 {
+			rc.Providers[u.ID], rc.After[u.ID] = p, d
+		}
 	}
-	return out, nil
+	if len(rc.Providers) == 0 {
+		return out, nil, nil
+	}
+	sealer, err := loginui.RefreshSealer(s.secret)
+	if err != nil {
+		return nil, nil, err
+	}
+	rc.Sealer = sealer
+	return out, rc, nil
 }
