@@ -34,8 +34,9 @@ type keyServer struct {
 	mu      sync.Mutex
 	sets    map[string]jose.JSONWebKeySet
 	fetches map[string]*atomic.Int32
-	// down makes every path answer 503 (still counted).
-	down atomic.Bool
+	// down makes every path answer 503 (still counted); otherIssuer makes
+	// the discovery document name another issuer.
+	down, otherIssuer atomic.Bool
 }
 
 func newKeyServer(t testing.TB) *keyServer {
@@ -54,7 +55,11 @@ func newKeyServer(t testing.TB) *keyServer {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		if r.URL.Path == "/.well-known/openid-configuration" {
-			_ = json.NewEncoder(w).Encode(map[string]string{"issuer": ks.srv.URL, "jwks_uri": ks.srv.URL + "/wl-jwks"})
+			iss := ks.srv.URL
+			if ks.otherIssuer.Load() {
+				iss = "https://evil.example"
+			}
+			_ = json.NewEncoder(w).Encode(map[string]string{"issuer": iss, "jwks_uri": ks.srv.URL + "/wl-jwks"})
 			return
 		}
 		ks.mu.Lock()
@@ -497,6 +502,7 @@ func TestWorkloadChecks(t *testing.T) {
 		{"no iat", ok("iat", nil), nil, "invalid_grant"},
 		{"too old", ok("iat", now.Add(-2*time.Hour).Unix()), nil, "invalid_grant"},
 		{"no matching subject", w.wlKey.mint(t, "", w.workloadJWT("someone-else")), nil, "unauthorized_client"},
+		{"two resources", ok(), []string{"resource", mcpURI, "resource", otherURI}, "invalid_target"},
 		{"glob matches, claim differs", w.wlKey.mint(t, "", with(w.workloadJWT("system:serviceaccount:prod:api"), "ns", "dev")), nil, "unauthorized_client"},
 		{"glob matches, claim missing", w.wlKey.mint(t, "", w.workloadJWT("system:serviceaccount:prod:api")), nil, "unauthorized_client"},
 		{"glob does not match", w.wlKey.mint(t, "", with(w.workloadJWT("system:serviceaccount:dev:api"), "ns", "prod")), nil, "unauthorized_client"},
@@ -896,4 +902,83 @@ func TestIssuerKeysStaleSetKeptWhileIssuerIsDown(t *testing.T) {
 	if resp.StatusCode != 200 || fetches.Load() != 3 {
 		t.Errorf("after the interval: %d %v, %d fetches", resp.StatusCode, body, fetches.Load())
 	}
+}
+
+// allActive is a user directory in which every name is an active account.
+type allActive struct{}
+
+func (allActive) UserActive(string) bool { return true }
+
+// TestJWTBearerRequestAndHeaderChecks: refusals of assertions that are
+// otherwise valid, so each passes only while its own check holds.
+func TestJWTBearerRequestAndHeaderChecks(t *testing.T) {
+	w := newFedWorld(t, func(c *Config) {
+		c.Clients = append(c.Clients, Client{ID: "xaa-narrow", Secret: xaaSecret, GrantTypes: []string{GrantTypeJWTBearer}, Resources: []string{otherURI}})
+		c.EnterpriseIdPs[0].Clients = append(c.EnterpriseIdPs[0].Clients, "xaa-narrow")
+	})
+	t.Run("an assertion over 16 KiB", func(t *testing.T) {
+		a := w.idpKey.mint(t, typIDJAG, with(w.idJAG(), "pad", strings.Repeat("x", maxAssertion)))
+		resp, body := w.post("/token", jwtBearer(a), "xaa-client", xaaSecret)
+		wantError(t, resp, body, 400, "invalid_grant")
+		if d, _ := body["error_description"].(string); !strings.Contains(d, "too large") {
+			t.Errorf("refused for %q; want the size", d)
+		}
+	})
+	t.Run("a repeated assertion parameter", func(t *testing.T) {
+		f := jwtBearer(w.idpKey.mint(t, typIDJAG, w.idJAG()))
+		f.Add("assertion", w.idpKey.mint(t, typIDJAG, w.idJAG()))
+		resp, body := w.post("/token", f, "xaa-client", xaaSecret)
+		wantError(t, resp, body, 400, "invalid_request")
+	})
+	t.Run("an ID-JAG for a resource the client may not use", func(t *testing.T) {
+		resp, body := w.post("/token", jwtBearer(w.idpKey.mint(t, typIDJAG, with(w.idJAG(), "client_id", "xaa-narrow"))), "xaa-narrow", xaaSecret)
+		wantError(t, resp, body, 400, "invalid_target")
+		resp, body = w.post("/token", jwtBearer(w.idpKey.mint(t, typIDJAG, with(w.idJAG(), "client_id", "xaa-narrow", "resource", otherURI))), "xaa-narrow", xaaSecret)
+		if resp.StatusCode != 200 {
+			t.Errorf("its own resource: %d %v", resp.StatusCode, body)
+		}
+	})
+	t.Run("a key in the header", func(t *testing.T) {
+		signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: w.idpKey.priv},
+			(&jose.SignerOptions{EmbedJWK: true}).WithType(typIDJAG))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := sign(t, signer, w.idJAG())
+		resp, body := w.post("/token", jwtBearer(a), "xaa-client", xaaSecret)
+		wantError(t, resp, body, 400, "invalid_grant")
+	})
+	for _, tc := range []struct {
+		name string
+		mod  func(*jose.JSONWebKey)
+	}{
+		{"the IdP's key published for encryption", func(k *jose.JSONWebKey) { k.Use = "enc" }},
+		{"the IdP's key published for another alg", func(k *jose.JSONWebKey) { k.Algorithm = "ES384" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newFedWorld(t, nil)
+			k := w.idpKey.public()
+			tc.mod(&k)
+			w.ks.publish("/idp-jwks", k)
+			resp, body := w.post("/token", jwtBearer(w.idpKey.mint(t, typIDJAG, w.idJAG())), "xaa-client", xaaSecret)
+			wantError(t, resp, body, 400, "invalid_grant")
+		})
+	}
+	t.Run("a discovery document naming another issuer", func(t *testing.T) {
+		w := newFedWorld(t, nil)
+		w.ks.otherIssuer.Store(true)
+		resp, body := w.post("/token", jwtBearer(w.wlKey.mint(t, "", w.workloadJWT("conformance-workload"))), "", "")
+		wantError(t, resp, body, 400, "invalid_grant")
+		if n := w.ks.fetches["/wl-jwks"].Load(); n != 0 {
+			t.Errorf("%d fetches of the jwks_uri a foreign discovery document names; want 0", n)
+		}
+	})
+	t.Run("link by email without an email", func(t *testing.T) {
+		w := newFedWorld(t, func(c *Config) {
+			c.EnterpriseIdPs[0].LinkByEmail = true
+			c.Users = allActive{}
+		})
+		resp, body := w.post("/token", jwtBearer(w.idpKey.mint(t, typIDJAG, w.idJAG())), "xaa-client", xaaSecret)
+		wantError(t, resp, body, 400, "invalid_grant")
+	})
 }
