@@ -1,6 +1,7 @@
 package as
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -554,6 +555,42 @@ func TestTokenExchangeRuleWithoutClientsAppliesToClientsWithTheGrant(t *testing.
 				if _, c := h.claims(body["access_token"].(string)); c["client_id"] != tc.user || c["aud"] != otherURI {
 					t.Errorf("claims %v", c)
 				}
+			}
+		})
+	}
+}
+
+// TestRevokingAGrantEndsTheTokensExchangedFromIt: an exchanged token joins
+// the grant of its subject token and shares its status index, so revoking
+// the grant from either client's side (the person revoking the app, an
+// operator revoking or deleting the exchanging client) ends all of it at
+// introspection, as the status list already says.
+func TestRevokingAGrantEndsTheTokensExchangedFromIt(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		filter GrantFilter
+	}{
+		{"the person revokes the app", GrantFilter{User: "alice", Client: "demo-app"}},
+		{"the exchanging client's grants are revoked", GrantFilter{Client: "mcp-server"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := exchangeHarness(t, nil)
+			user := h.codeFlow("mcp:tools")
+			ex := h.exchange(t, user.AccessToken, otherURI, "mcp-server", mcpSrvSecret)["access_token"].(string)
+			if _, err := h.as.RevokeGrants(ctx, tc.filter); err != nil {
+				t.Fatal(err)
+			}
+			if introspectAs(t, h, ex, "mcp-server", mcpSrvSecret) || introspectAs(t, h, user.AccessToken, "rs", rsSecret) {
+				t.Error("a token of the revoked grant introspects active")
+			}
+			if !statusOf(t, h, ex) || !statusOf(t, h, user.AccessToken) {
+				t.Error("the grant's status is not revoked")
+			}
+			resp, body := h.post("/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {user.RefreshToken}, "client_id": {"demo-app"}}, "", "")
+			wantError(t, resp, body, 400, "invalid_grant")
+			if gs, err := h.as.ListGrants(ctx, GrantFilter{}, 0); err != nil || len(gs) != 0 {
+				t.Errorf("grants left %+v, %v", gs, err)
 			}
 		})
 	}

@@ -178,6 +178,10 @@ type TokenStore interface {
 
 // GrantFilter selects grants (the codes and tokens sharing one RequestID).
 // Every field that is set must match; an empty filter matches every grant.
+// ListGrants reports the codes and tokens that match; RevokeGrants revokes
+// whole grants, every one of which a code or token matches (a token
+// exchanged by another client belongs to the grant it was exchanged from
+// and shares its status index).
 type GrantFilter struct {
 	Subject   string
 	ClientID  string

@@ -552,12 +552,20 @@ func (f grantMatch) match(tok *storage.Token) bool {
 
 type grantMatch storage.GrantFilter
 
-// revokeLocked deactivates every token of the grants matching f and
-// returns how many grants had an active one. Callers hold s.mu.
+// revokeLocked deactivates every token of the grants matching f (a grant
+// matches when any of its codes and tokens does: an exchanged token of
+// another client is in its grant) and returns how many grants had an
+// active one. Callers hold s.mu.
 func (s *Store) revokeLocked(t *tx, f storage.GrantFilter) int {
+	grants := map[string]bool{}
+	for _, tok := range s.tokens {
+		if grantMatch(f).match(tok) {
+			grants[tok.RequestID] = true
+		}
+	}
 	revoked := map[string]bool{}
 	for k, tok := range s.tokens {
-		if tok.Active && grantMatch(f).match(tok) {
+		if tok.Active && grants[tok.RequestID] {
 			s.deactivateLocked(t, k, tok)
 			revoked[tok.RequestID] = true
 		}

@@ -383,6 +383,18 @@ func grantWhere(f storage.GrantFilter) (string, []any) {
 	return strings.Join(conds, " AND "), args
 }
 
+// grantRows is the condition on tokens rows that selects every code and
+// token of the grants where matches: a grant matches when any of its rows
+// does (an access token another client got by token exchange is in the
+// grant it was exchanged from), and is revoked whole, so no row keeps
+// working under a status index the revocation marks invalid. The kind
+// list lets the (kind, request_id) index serve the outer lookup.
+func grantRows(where string) string {
+	return `kind IN ('` + string(storage.KindAuthorizeCode) + `', '` + string(storage.KindPKCE) + `', '` +
+		string(storage.KindAccessToken) + `', '` + string(storage.KindRefreshToken) + `')
+		AND request_id IN (SELECT request_id FROM tokens WHERE ` + where + `)`
+}
+
 // revokeWhere deactivates the active tokens of the grants f matches and
 // records their status indices StatusInvalid, in one statement, and returns
 // how many grants that touched. It runs the statement twice, for the
@@ -391,6 +403,7 @@ func grantWhere(f storage.GrantFilter) (string, []any) {
 // see. tx is a transaction.
 func revokeWhere(ctx context.Context, tx pgx.Tx, f storage.GrantFilter) (int, error) {
 	where, args := grantWhere(f)
+	where = grantRows(where)
 	grants := map[string]bool{}
 	for range 2 {
 		rows, err := tx.Query(ctx, `WITH r AS (

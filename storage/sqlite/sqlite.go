@@ -527,11 +527,24 @@ func grantWhere(f storage.GrantFilter) (string, []any) {
 	return strings.Join(conds, " AND "), args
 }
 
+// grantRows is the condition on tokens rows that selects every code and
+// token of the grants where matches: a grant matches when any of its rows
+// does (an access token another client got by token exchange is in the
+// grant it was exchanged from), and is revoked whole, so no row keeps
+// working under a status index the revocation marks invalid. The kind
+// list lets the (kind, request_id) index serve the outer lookup.
+func grantRows(where string) string {
+	return `kind IN ('` + string(storage.KindAuthorizeCode) + `', '` + string(storage.KindPKCE) + `', '` +
+		string(storage.KindAccessToken) + `', '` + string(storage.KindRefreshToken) + `')
+		AND request_id IN (SELECT request_id FROM tokens WHERE ` + where + `)`
+}
+
 // revokeWhere deactivates the active tokens of the grants f matches,
 // recording their status indices StatusInvalid first, and returns how
 // many grants that touched. q is a transaction.
 func revokeWhere(ctx context.Context, q querier, f storage.GrantFilter) (int, error) {
 	where, args := grantWhere(f)
+	where = grantRows(where)
 	if _, err := q.ExecContext(ctx, `INSERT INTO token_status (idx, status, expires_at)
 		SELECT status_idx, 1, MAX(expires_at) FROM tokens WHERE `+where+` AND active AND status_idx > 0 GROUP BY status_idx
 		ON CONFLICT (idx) DO UPDATE SET expires_at = MAX(COALESCE(expires_at, 0), COALESCE(excluded.expires_at, 0))`, args...); err != nil {

@@ -68,6 +68,39 @@ func invalidIndices(t *testing.T, s storage.Store, at time.Time) []int64 {
 }
 
 var grantCases = []testCase{
+	{"a grant is revoked whole when a token of another client in it matches (token exchange)", func(t *testing.T, s storage.Store) {
+		ctx := context.Background()
+		at := now()
+		// r-shared: alice's grant to client-1, plus an access token that
+		// client-2 got by exchanging one of it (same request id, subject
+		// and status index); r-other: client-2's own grant.
+		for _, tok := range []*storage.Token{
+			grantToken(storage.KindAccessToken, "a-shared-1", "r-shared", "alice", "client-1", 21, at),
+			grantToken(storage.KindRefreshToken, "r-shared-1", "r-shared", "alice", "client-1", 21, at),
+			grantToken(storage.KindAccessToken, "a-shared-2", "r-shared", "alice", "client-2", 21, at.Add(time.Second)),
+			grantToken(storage.KindAccessToken, "a-other", "r-other", "", "client-2", 22, at),
+		} {
+			ok(t, s.CreateToken(ctx, tok), "CreateToken")
+		}
+		n, err := s.RevokeGrants(ctx, storage.GrantFilter{Subject: "alice", ClientID: "client-1"})
+		ok(t, err, "RevokeGrants")
+		same(t, "grants revoked", n, 1)
+		same(t, "active after revoking alice's grant to client-1", activeOf(t, s, "a-shared-1", "r-shared-1", "a-shared-2", "a-other"),
+			[]bool{false, false, false, true})
+		same(t, "invalid statuses", invalidIndices(t, s, at), []int64{21})
+
+		// From the exchanging client's side: deleting client-2 ends the
+		// grants it holds a token of, whole, so no token of a revoked
+		// status index stays active.
+		ok(t, s.CreateToken(ctx, grantToken(storage.KindAccessToken, "a-b-1", "r-b", "bob", "client-1", 23, at)), "CreateToken")
+		ok(t, s.CreateToken(ctx, grantToken(storage.KindRefreshToken, "r-b-1", "r-b", "bob", "client-1", 23, at)), "CreateToken")
+		ok(t, s.CreateToken(ctx, grantToken(storage.KindAccessToken, "a-b-2", "r-b", "bob", "client-2", 23, at)), "CreateToken")
+		n, err = s.RevokeGrants(ctx, storage.GrantFilter{ClientID: "client-2"})
+		ok(t, err, "RevokeGrants by client")
+		same(t, "grants revoked by client", n, 2)
+		same(t, "active after revoking client-2", activeOf(t, s, "a-b-1", "r-b-1", "a-b-2", "a-other"), []bool{false, false, false, false})
+		same(t, "invalid statuses", invalidIndices(t, s, at), []int64{21, 22, 23})
+	}},
 	{"revoking a person's grants for a client revokes only those, with their status and consent", func(t *testing.T, s storage.Store) {
 		ctx := context.Background()
 		at := now()
