@@ -167,12 +167,18 @@ func writeSite(out *strings.Builder, src []byte, s *site, inner []*site) {
 		return b.String()
 	}
 	if !s.statement {
+		// The mutated forms hold the operands' original text: when one of
+		// this site's mutants runs, no mutant inside it does. Only the
+		// unmutated form holds the rewritten operands, so nested sites do
+		// not multiply the text.
 		x := "(" + sub(s.start, s.tokenStart) + ")"
 		y := "(" + sub(s.tokenStart+len(s.tokenText), s.end) + ")"
+		xo := "(" + string(src[s.start:s.tokenStart]) + ")"
+		yo := "(" + string(src[s.tokenStart+len(s.tokenText):s.end]) + ")"
 		out.WriteString("func() bool { switch mutselActive {")
 		for _, sm := range s.mutants {
 			tok := replacements[sm.m.Type][tokenOf(s.tokenText)]
-			fmt.Fprintf(out, " case %d: return %s %s %s;", sm.id, x, tok, y)
+			fmt.Fprintf(out, " case %d: return %s %s %s;", sm.id, xo, tok, yo)
 		}
 		fmt.Fprintf(out, " }; return %s %s %s }()", x, s.tokenText, y)
 		return
@@ -284,6 +290,7 @@ func (r *runner) buildSchema(ms []mutant) (map[string]int, error) {
 			return ids, nil
 		}
 		errs := compileError.FindAllSubmatch(out, -1)
+		fmt.Printf("schema: %d mutants do not build together (%d errors); leaving out the ones at fault\n", len(ids), len(errs))
 		if len(errs) == 0 {
 			return nil, fmt.Errorf("building the schema: %s", lastLines(out, 20))
 		}
