@@ -30,7 +30,7 @@
 //
 // Usage:
 //
-//	mutsel -pkg ./as -mutants dry.json [-work DIR] [-coefficient 30] [-no-schema] [FILE...]
+//	mutsel -pkg ./as -mutants dry.json [-work DIR] [-coefficient 30] [-no-schema] [-compare full.json] [FILE...]
 //
 // With FILE arguments (names inside the package, such as authorize.go) only
 // the mutants of those files run, in the order given.
@@ -65,6 +65,7 @@ func main() {
 	work := flag.String("work", "", "work directory for binaries, coverage and results (default: a directory named after the package in the system temporary directory)")
 	coefficient := flag.Float64("coefficient", 30, "a mutant's timeout is this times the measured time of its selected tests")
 	minTimeout := flag.Duration("min-timeout", time.Minute, "the shortest timeout of a mutant's run")
+	compare := flag.String("compare", "", "a gremlins report of a whole-suite run (unleash --output) of the same tree, compared mutant by mutant with this run")
 	noSchema := flag.Bool("no-schema", false, "build every mutant alone instead of compiling comparisons, && / ||, break / continue and ++ / -- into one schema binary")
 	flag.Parse()
 	if *pkg == "" || *mutantsFile == "" {
@@ -74,6 +75,7 @@ func main() {
 	r, err := newRunner(*pkg, *work, *coefficient, *minTimeout)
 	if err == nil {
 		r.useSchema = !*noSchema
+		r.compare = *compare
 		err = r.run(*mutantsFile, flag.Args())
 	}
 	if err != nil {
@@ -92,6 +94,7 @@ type runner struct {
 	tests       []testCoverage
 	seconds     map[string]float64 // of each test, alone
 	useSchema   bool
+	compare     string
 }
 
 // testCoverage is what one top-level test covers when it runs alone.
@@ -255,6 +258,7 @@ func (r *runner) run(mutantsFile string, files []string) error {
 		}
 	}
 	counts := map[string]int{}
+	got := map[string]string{}
 	same := map[string]result{} // the same mutated text under two mutator names
 	for i, m := range ms {
 		res, ok := done[keys[i]]
@@ -272,7 +276,13 @@ func (r *runner) run(mutantsFile string, files []string) error {
 			}
 		}
 		counts[res.Status]++
+		got[mutantID(m)] = res.Status
 		fmt.Println(res.line(m, ok))
+	}
+	if r.compare != "" {
+		if err := compareWith(r.compare, ms, got); err != nil {
+			return err
+		}
 	}
 	killed, lived := counts["KILLED"], counts["LIVED"]
 	fmt.Printf("Killed: %d, Lived: %d, Timed out: %d, Not viable: %d, Not covered: %d\n",
@@ -281,6 +291,32 @@ func (r *runner) run(mutantsFile string, files []string) error {
 		fmt.Printf("Test efficacy: %.2f%%\n", 100*float64(killed)/float64(killed+lived))
 	}
 	fmt.Printf("Mutants: %d in %s\n", len(ms), time.Since(start).Round(time.Second))
+	return nil
+}
+
+// compareWith prints how the statuses of a gremlins whole-suite report
+// match this run's. A mutant that does not build is "killed" for gremlins
+// (go test exits 1), NOT VIABLE here; those count as agreeing.
+func compareWith(path string, ms []mutant, got map[string]string) error {
+	full, err := readMutants(path)
+	if err != nil {
+		return err
+	}
+	agree, differ := 0, 0
+	for _, m := range full {
+		id := mutantID(m)
+		here, ok := got[id]
+		switch {
+		case !ok:
+			continue
+		case here == m.Status || (m.Status == "KILLED" && here == "NOT VIABLE"):
+			agree++
+		default:
+			differ++
+			fmt.Printf("differs: %s whole suite %s, selected %s\n", id, m.Status, here)
+		}
+	}
+	fmt.Printf("Compared with %s: %d agree, %d differ\n", path, agree, differ)
 	return nil
 }
 
