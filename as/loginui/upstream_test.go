@@ -10,12 +10,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/mcpauth/mcpauth/internal/testop"
 	"github.com/mcpauth/mcpauth/storage"
@@ -437,4 +442,96 @@ func FuzzCallbackParams(f *testing.F) {
 			t.Fatalf("accepted error code %q", c.Error)
 		}
 	})
+}
+
+// TestUpstreamLoginPageInHeadlessChromium shows the login page with two
+// providers and local users in Chromium, signs in through the first one at
+// the real provider's own page, and reaches our consent page. The
+// screenshots go to $ARTIFACTS_DIR (or $LOGINUI_SCREENSHOTS) when set.
+// Skipped when Chromium is not installed, unless CI is set.
+func TestUpstreamLoginPageInHeadlessChromium(t *testing.T) {
+	chromium := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			chromium = p
+			break
+		}
+	}
+	if chromium == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed")
+		}
+		t.Skip("chromium is not installed")
+	}
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	e := newUpstreamEnv(t, true, "")
+	second, err := upstream.New(upstream.Config{ID: "partners", Issuer: "https://login.partner.example", ClientID: "mcpauth", ClientSecret: "s",
+		RedirectURL: e.srv.URL + "/upstream/partners/callback", Scopes: []string{"openid", "email"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ui.cfg.Upstreams = append(e.ui.cfg.Upstreams, Upstream{Provider: second, Name: "Partner Workspace"})
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(900, 900),
+	)...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelTimeout()
+	step := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("browser: %s: %v", what, err)
+		}
+	}
+	type css = chromedp.CSS
+	path := authorizePath("redirect_uri", e.srv.URL+"/callback", "test_client_name", "Demo App", "scope", "mcp:tools")
+	step("login page", chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+path), chromedp.WaitVisible(css(`#password`))))
+	loginText, err := chromedp.Run(ctx, chromedp.Text(css(`main`)))
+	step("login text", err)
+	buttons, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('form.upstream button').length`))
+	step("buttons", err)
+	width, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector('form.upstream button')).width`))
+	step("button style", err)
+	loginShot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	step("login screenshot", err)
+	for _, want := range []string{"Sign in with Acme SSO", "Sign in with Partner Workspace", "or with a local account", "Username", "Password"} {
+		if !strings.Contains(loginText, want) {
+			t.Errorf("login page lacks %q:\n%s", want, loginText)
+		}
+	}
+	if buttons != 2 || width == "auto" || width == "" {
+		t.Errorf("%d provider buttons, width %q", buttons, width)
+	}
+	step("signing in at the provider", chromedp.Do(ctx,
+		chromedp.Click(css(`form.upstream button`)),
+		chromedp.WaitVisible(css(`#username`)),
+		chromedp.SendKeys(css(`#username`), "alice"),
+		chromedp.SendKeys(css(`#password`), "alice-pw"),
+		chromedp.Submit(css(`#password`)),
+		chromedp.WaitVisible(css(`button[value=approve]`)),
+	))
+	consentText, err := chromedp.Run(ctx, chromedp.Text(css(`main`)))
+	step("consent text", err)
+	consentShot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	step("consent screenshot", err)
+	if !strings.Contains(consentText, "corp:u-alice") || !strings.Contains(consentText, "Demo App") {
+		t.Errorf("consent page after the provider:\n%s", consentText)
+	}
+	dir := os.Getenv("ARTIFACTS_DIR")
+	if dir == "" {
+		dir = os.Getenv("LOGINUI_SCREENSHOTS")
+	}
+	if dir != "" {
+		for name, b := range map[string][]byte{"login-upstreams.png": loginShot, "consent-upstream.png": consentShot} {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+	}
 }
