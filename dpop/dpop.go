@@ -21,6 +21,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -322,15 +323,9 @@ func (c *Checker) Check(ctx context.Context, proof string, req Request) (*Proof,
 	return p, nil
 }
 
+// constantEqual compares in time independent of where a and b differ.
 func constantEqual(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	var v byte
-	for i := 0; i < len(a); i++ {
-		v |= a[i] ^ b[i]
-	}
-	return v == 0
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }
 
 // NormalizeURI is the form in which htu values are compared: scheme and
