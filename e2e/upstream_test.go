@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -230,5 +232,36 @@ func TestUpstreamRecheckAtRefresh(t *testing.T) {
 	}
 	if c := checkedAt(); time.Since(c) < time.Hour {
 		t.Fatal("a refused recheck counted as a confirmation")
+	}
+}
+
+// TestUpstreamPersonDisabledByTheCLI: a person who signed in through the
+// provider, disabled with `authserver users disable` on the server's
+// storage, can no longer refresh.
+func TestUpstreamPersonDisabledByTheCLI(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "as.db")
+	s, _ := upstreamStack(t, "sqlite:"+db, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	session, tokens, _ := upstreamClient(t, ctx, s, "alice")
+	if me := callTool[whoami](t, ctx, session, "whoami"); me.Subject != "corp:u-alice" {
+		t.Fatalf("whoami %+v", me)
+	}
+	if _, _, err := tokens.refresh(); err != nil {
+		t.Fatalf("refresh before disable: %v", err)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), "authserver"), "users", "disable", "corp:u-alice", "--config", s.ConfigPath)
+	cmd.Env = os.Environ()
+	for k, v := range s.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "disabled corp:u-alice") {
+		t.Fatalf("users disable: %v\n%s", err, out)
+	}
+	_, _, err = tokens.refresh()
+	var re *oauth2.RetrieveError
+	if !errors.As(err, &re) || re.ErrorCode != "invalid_grant" {
+		t.Fatalf("refresh after disable: %v", err)
 	}
 }
