@@ -535,3 +535,19 @@ func TestUpstreamLoginPageInHeadlessChromium(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamSignInOnTheConsentsPage: the provider's button on the
+// /consents page signs the person in and comes back to /consents.
+func TestUpstreamSignInOnTheConsentsPage(t *testing.T) {
+	e := newUpstreamEnv(t, false, "")
+	b := e.browser()
+	at := e.toProvider(b, "/consents")
+	cb, err := e.op.SignIn(b.c, at.String(), "alice", "alice-pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := b.open(cb)
+	if p.StatusCode != http.StatusOK || p.Request.URL.Path != "/consents" || !strings.Contains(p.Body, "Signed in as") || !strings.Contains(p.Body, "corp:u-alice") {
+		t.Fatalf("after the callback: %d %s\n%s", p.StatusCode, p.Request.URL, p.Body)
+	}
+}
