@@ -290,9 +290,29 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 			}
 		}
 		fw.inspect = len(fw.byID) > 0 && f.audit != nil || f.trims(p)
+		returned := false
+		defer func() {
+			if !returned {
+				// next panicked (http.ErrAbortHandler: a proxy aborting a
+				// broken answer); the panic goes on, the audit still gets
+				// every request.
+				fw.abandon()
+			}
+		}()
 		next.ServeHTTP(fw, r)
+		returned = true
 		fw.finish()
 	})
+}
+
+// abandon audits the requests of an answer that was not completed as
+// AuditNoResponse, writing nothing to the client.
+func (fw *filterWriter) abandon() {
+	for _, q := range fw.reqs {
+		if !q.done {
+			fw.emit(q, AuditNoResponse, 0, false, fw.status)
+		}
+	}
 }
 
 // AuditDenied writes the audit events of a request the Middleware refuses

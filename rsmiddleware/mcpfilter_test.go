@@ -473,3 +473,32 @@ func FuzzFilterEventStream(f *testing.F) {
 		}
 	})
 }
+
+// A handler that aborts its answer (http.ErrAbortHandler, as a proxy does
+// when the server behind it breaks off) still leaves one audit line per
+// request, with the result no_response; the abort reaches the client.
+func TestMCPFilterAuditsAnAbortedAnswer(t *testing.T) {
+	fx := newFilterFixture(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}), nil)
+	resp := fx.post(t, fx.token("mcp:tools"), `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}},{"jsonrpc":"2.0","id":2,"method":"tools/list"}]`)
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatal("the aborted answer ended cleanly")
+	}
+	var lines []auditLine
+	for deadline := time.Now().Add(5 * time.Second); len(lines) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		lines = auditLines(t, fx.audit.String())
+	}
+	if len(lines) != 2 || lines[0].Event != "tool.call" || lines[1].Method != "tools/list" {
+		t.Fatalf("audit: %+v", lines)
+	}
+	for _, l := range lines {
+		if l.Result != AuditNoResponse || l.Status != http.StatusOK || l.Sub != "alice" {
+			t.Errorf("audit line %+v", l)
+		}
+	}
+}

@@ -189,4 +189,15 @@ func TestGatewayAbortsTheAnswerWhenTheUpstreamBreaksOff(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the stream ended cleanly after %q", rest)
 	}
+	// The call is audited all the same, as one that got no answer.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(s.audit.String(), `"result":"no_response"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no audit line for the broken-off call: %s", s.audit.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(s.audit.String(), `"event":"tool.call"`) {
+		t.Fatalf("audit: %s", s.audit.String())
+	}
 }
