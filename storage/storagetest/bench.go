@@ -12,7 +12,8 @@ import (
 
 // RunBenchmarks measures the operations on the hot path of every grant:
 // CreateToken (issuing), GetToken (introspection, refresh lookup),
-// TouchClient (every token issued) and DeactivateToken (code redemption), each once sequentially and once from
+// TouchClient (every token issued), DeactivateToken and RedeemCode (the
+// transaction of a code redemption), each once sequentially and once from
 // 16*GOMAXPROCS goroutines. newStore must return an empty store closed when
 // b ends.
 func RunBenchmarks(b *testing.B, newStore func(b *testing.B) storage.Store) {
@@ -86,6 +87,39 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) storage.Store) {
 			}
 			run(b, func(i int64) error {
 				return s.DeactivateToken(ctx, storage.KindAccessToken, fmt.Sprintf("sig-%012d", i))
+			})
+		})
+		b.Run("RedeemCode"+suffix, func(b *testing.B) {
+			// The storage side of a code redemption (RFC 6749 §4.1.3):
+			// in one transaction the code is deactivated (the point of
+			// exclusivity) and the access and refresh tokens are written.
+			s := newStore(b)
+			for i := range int64(b.N) {
+				c := tok(i)
+				c.Kind = storage.KindAuthorizeCode
+				if err := s.CreateToken(ctx, c); err != nil {
+					b.Fatal(err)
+				}
+			}
+			run(b, func(i int64) error {
+				txCtx, err := s.BeginTX(ctx)
+				if err != nil {
+					return err
+				}
+				err = s.DeactivateToken(txCtx, storage.KindAuthorizeCode, fmt.Sprintf("sig-%012d", i))
+				if err == nil {
+					err = s.CreateToken(txCtx, tok(i))
+				}
+				if err == nil {
+					rt := tok(i)
+					rt.Kind = storage.KindRefreshToken
+					err = s.CreateToken(txCtx, rt)
+				}
+				if err != nil {
+					_ = s.Rollback(txCtx)
+					return err
+				}
+				return s.Commit(txCtx)
 			})
 		})
 	}
