@@ -145,7 +145,9 @@ type recorder struct {
 const headMax = 256
 
 func (rw *recorder) WriteHeader(status int) {
-	if rw.status == 0 {
+	// An informational answer (103 Early Hints, RFC 9110 §15.2) comes
+	// before the final one; only the final one is the request's status.
+	if rw.status == 0 && status >= 200 {
 		rw.status = status
 		rw.json = status >= 400 && strings.Contains(rw.Header().Get("Content-Type"), "json")
 	}

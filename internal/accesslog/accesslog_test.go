@@ -154,3 +154,19 @@ func FuzzErrorCode(f *testing.F) {
 		}
 	})
 }
+
+// A 103 Early Hints before the answer is not the request's status: the line
+// and the error code are the final answer's.
+func TestInformationalAnswerIsNotTheStatus(t *testing.T) {
+	h := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"error":"invalid_request"}`))
+	}
+	l, raw := serve(t, h, httptest.NewRequest("GET", "/authorize", nil))
+	if l.Status != http.StatusBadRequest || l.Error != "invalid_request" {
+		t.Fatalf("line %s, want status 400 with error invalid_request", raw)
+	}
+}
