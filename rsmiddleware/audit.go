@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
+	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Results of an audited JSON-RPC request (AuditEvent.Result).
@@ -46,23 +49,45 @@ type AuditEvent struct {
 type AuditFunc func(AuditEvent)
 
 // AuditLog returns an AuditFunc writing one line per event to w: format
-// "json" gives JSON lines, "text" logfmt-style key=value lines (both through
-// log/slog, with the keys time, event, method, tool, id, session, sub,
-// client_id, tenant, args_sha256, result, error_code, is_error, status,
-// latency_ms). Each line is one Write; the slog handler serialises them.
+// "json" gives JSON lines (the lines log/slog's JSONHandler writes), "text"
+// logfmt-style key=value lines (through slog's TextHandler), with the keys
+// time, event, method, tool, id, session, sub, client_id, tenant,
+// args_sha256, result, error_code, is_error, status, latency_ms. Each line
+// is one Write, and the Writes come one after the other.
 func AuditLog(w io.Writer, format string) AuditFunc {
-	var h slog.Handler
 	if format == "text" {
-		h = slog.NewTextHandler(w, nil)
-	} else {
-		h = slog.NewJSONHandler(w, nil)
+		return slogAudit(slog.NewTextHandler(w, nil), false)
 	}
+	// JSON lines are appended directly, byte for byte what the slog
+	// handler writes for them (FuzzAuditLogJSON), without its attribute
+	// values, its float encoder and its record; the handler writes the
+	// rare events the appender leaves to it. Both write through lw, one
+	// Write per line.
+	lw := &lockedWriter{w: w}
+	slow := slogAudit(slog.NewJSONHandler(lw, nil), true)
+	return func(e AuditEvent) {
+		if y := e.Time.Year(); y < 0 || y >= 10000 || e.RequestID != "" && !plainIntID(e.RequestID) {
+			slow(e)
+			return
+		}
+		bp := auditBuffers.Get().(*[]byte)
+		line := appendAuditJSON((*bp)[:0], e)
+		_, _ = lw.Write(line)
+		if cap(line) <= 4<<10 {
+			*bp = line
+			auditBuffers.Put(bp)
+		}
+	}
+}
+
+// slogAudit writes each event as a record of h.
+func slogAudit(h slog.Handler, jsonLines bool) AuditFunc {
 	return func(e AuditEvent) {
 		var buf [16]slog.Attr // every attribute an event can have: no growth
 		attrs := append(buf[:0], slog.String("event", e.Event), slog.String("method", e.Method))
 		attrs = appendNonEmpty(attrs, "tool", e.Tool)
 		if e.RequestID != "" {
-			attrs = append(attrs, idAttr(e.RequestID, format != "text"))
+			attrs = append(attrs, idAttr(e.RequestID, jsonLines))
 		}
 		attrs = appendNonEmpty(attrs, "session", e.Session)
 		attrs = appendNonEmpty(attrs, "sub", e.Subject)
@@ -77,11 +102,158 @@ func AuditLog(w io.Writer, format string) AuditFunc {
 			attrs = append(attrs, slog.Bool("is_error", e.IsError))
 		}
 		attrs = append(attrs, slog.Int("status", e.Status),
-			slog.Float64("latency_ms", float64(e.Latency.Microseconds())/1000))
+			slog.Float64("latency_ms", latencyMS(e.Latency)))
 		r := slog.NewRecord(e.Time, slog.LevelInfo, "mcp.request", 0)
 		r.AddAttrs(attrs...)
 		_ = h.Handle(context.Background(), r)
 	}
+}
+
+func latencyMS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// lockedWriter makes the Writes of the appender and of the slog handler
+// one after the other.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+var auditBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// appendAuditJSON appends the JSON line of e as slog.NewJSONHandler writes
+// the record slogAudit makes of it: e.Time within years 0-9999 and an
+// empty or plainIntID RequestID.
+func appendAuditJSON(b []byte, e AuditEvent) []byte {
+	b = append(b, `{"time":"`...)
+	b = e.Time.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","level":"INFO","msg":"mcp.request"`...)
+	b = appendJSONMember(b, "event", e.Event)
+	b = appendJSONMember(b, "method", e.Method)
+	if e.Tool != "" {
+		b = appendJSONMember(b, "tool", e.Tool)
+	}
+	if e.RequestID != "" {
+		b = append(b, `,"id":`...)
+		b = append(b, e.RequestID...)
+	}
+	for _, m := range [...]struct{ k, v string }{
+		{"session", e.Session}, {"sub", e.Subject}, {"client_id", e.ClientID}, {"tenant", e.Tenant}, {"args_sha256", e.ArgsSHA256},
+	} {
+		if m.v != "" {
+			b = appendJSONMember(b, m.k, m.v)
+		}
+	}
+	b = appendJSONMember(b, "result", e.Result)
+	if e.Result == AuditRPCError {
+		b = append(b, `,"error_code":`...)
+		b = strconv.AppendInt(b, int64(e.ErrorCode), 10)
+	}
+	if e.Method == "tools/call" {
+		b = append(b, `,"is_error":`...)
+		b = strconv.AppendBool(b, e.IsError)
+	}
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(e.Status), 10)
+	b = append(b, `,"latency_ms":`...)
+	b = appendJSONFloat(b, latencyMS(e.Latency))
+	return append(b, "}\n"...)
+}
+
+// appendJSONMember appends ,"k":"v" with v escaped as slog escapes JSON
+// strings: '"', '\\' and controls escaped (\n, \r, \t short), invalid
+// UTF-8 as \ufffd, U+2028 and U+2029 as escapes, everything else literal.
+func appendJSONMember(b []byte, k, v string) []byte {
+	const hexDigits = "0123456789abcdef"
+	b = append(b, ',', '"')
+	b = append(b, k...)
+	b = append(b, '"', ':', '"')
+	start := 0
+	for i := 0; i < len(v); {
+		c := v[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, v[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(v[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, v[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, v[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, v[start:]...)
+	return append(b, '"')
+}
+
+// appendJSONFloat appends f as encoding/json encodes a float64 (slog's
+// JSON handler goes through it): 'f' format, 'e' outside [1e-6, 1e21)
+// with a one-digit exponent kept short.
+func appendJSONFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// plainIntID reports whether the JSON-RPC id is an integer of at most 15
+// characters in its shortest form, which idAttr writes as a number.
+func plainIntID(id string) bool {
+	if len(id) == 0 || len(id) > 15 {
+		return false
+	}
+	i := 0
+	if id[0] == '-' {
+		i = 1
+	}
+	if i == len(id) || id[i] == '0' && len(id) > i+1 || id[i] == '0' && i == 1 {
+		return false
+	}
+	for ; i < len(id); i++ {
+		if id[i] < '0' || id[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func appendNonEmpty(attrs []slog.Attr, k, v string) []slog.Attr {

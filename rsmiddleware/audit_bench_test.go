@@ -46,3 +46,43 @@ func TestAuditLogIDIsItsJSONText(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAuditLogJSON checks the JSON lines of AuditLog against what slog's
+// JSONHandler writes for the same event's record.
+func FuzzAuditLogJSON(f *testing.F) {
+	f.Add(int64(1764590400123456789), "tool.call", "tools/call", "echo", "7", "SESSION", "user-bot", "user-bot", "acme",
+		"n4bQgYhMfWWaL-qgxVrQFaO_TxsrC4Is0V1sFbDwCgg", AuditOK, 0, false, 200, int64(1234567))
+	f.Add(int64(0), "x\"\\\n\r\t\x01\x7f<&>", "tools/call", "\xff\u2028\u2029é", "-3", "", "", "", "", "", AuditRPCError, -32602, true, 502, int64(-5))
+	f.Add(int64(-1), "a", "b", "", `"str"`, "", "", "", "", "", AuditToolError, 1, true, 0, int64(1))
+	f.Add(int64(1<<62), "a", "b", "", "1.5", "", "", "", "", "", AuditOK, 0, false, 0, int64(1<<62))
+	f.Add(int64(5), "a", "b", "", "0", "", "", "", "", "", AuditOK, 0, false, 0, int64(0))
+	f.Add(int64(5), "a", "b", "", "-0", "", "", "", "", "", AuditOK, 0, false, 0, int64(999))
+	f.Fuzz(func(t *testing.T, ns int64, event, method, tool, id, session, sub, client, tenant, args, result string,
+		code int, isError bool, status int, latency int64) {
+		e := AuditEvent{Time: time.Unix(0, ns).UTC(), Event: event, Method: method, Tool: tool, RequestID: id, Session: session,
+			Subject: sub, ClientID: client, Tenant: tenant, ArgsSHA256: args, Result: result, ErrorCode: code, IsError: isError,
+			Status: status, Latency: time.Duration(latency)}
+		for _, e := range []AuditEvent{e, func() AuditEvent { e.Time = e.Time.In(time.FixedZone("X", 5*3600+1800)); return e }()} {
+			var got, want strings.Builder
+			AuditLog(&got, "json")(e)
+			slogAudit(slog.NewJSONHandler(&want, nil), true)(e)
+			if got.String() != want.String() {
+				t.Fatalf("AuditLog:\n%s\nslog:\n%s", got.String(), want.String())
+			}
+		}
+	})
+}
+
+// Times outside the years RFC 3339 can write go through slog's handler,
+// which says so in the line.
+func TestAuditLogJSONOutOfRangeYear(t *testing.T) {
+	for _, at := range []time.Time{time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		e := AuditEvent{Time: at, Event: "ping", Method: "ping", RequestID: "1", Result: AuditOK, Status: 200}
+		var got, want strings.Builder
+		AuditLog(&got, "json")(e)
+		slogAudit(slog.NewJSONHandler(&want, nil), true)(e)
+		if got.String() != want.String() || !strings.Contains(got.String(), "year outside") {
+			t.Errorf("AuditLog:\n%s\nslog:\n%s", got.String(), want.String())
+		}
+	}
+}
