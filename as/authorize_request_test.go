@@ -58,3 +58,92 @@ func TestAuthorizationRequestMayBePostedInTheBody(t *testing.T) {
 		t.Fatalf("POSTed request: status %d, want 200 and the login form; body:\n%s", p.StatusCode, p.Body)
 	}
 }
+
+// response_mode=query is the only mode served, and request objects are
+// refused whichever of request or request_uri carries one (RFC 9101 §10.1,
+// request_not_supported), before anything else reads them.
+func TestResponseModeAndRequestObjectChecks(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, tc := range []struct {
+		name, param, value, wantError string
+	}{
+		{"accepts response_mode query", "response_mode", "query", ""},
+		{"refuses response_mode fragment", "response_mode", "fragment", "unsupported_response_mode"},
+		{"refuses a request object alone", "request", "eyJhbGciOiJub25lIn0.e30.", "request_not_supported"},
+		{"refuses a request_uri alone", "request_uri", "https://app.example/request.jwt", "request_not_supported"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := authorizeParams("demo-app")
+			v.Set("redirect_uri", appRedirect)
+			v.Set(tc.param, tc.value)
+			u := h.browser().authorize(h.issuer + "/authorize?" + v.Encode())
+			if got := u.Scheme + "://" + u.Host + u.Path; got != appRedirect {
+				t.Fatalf("sent to %s, want %s", u, appRedirect)
+			}
+			q := u.Query()
+			if q.Get("state") != "s-12345678" || q.Get("iss") != h.issuer {
+				t.Fatalf("redirect %s lacks the state or iss", u)
+			}
+			if tc.wantError == "" {
+				if q.Get("code") == "" || q.Get("error") != "" {
+					t.Fatalf("redirect %s: want a code and no error", u)
+				}
+				return
+			}
+			if q.Get("error") != tc.wantError || q.Get("code") != "" {
+				t.Fatalf("redirect %s: want error=%s and no code", u, tc.wantError)
+			}
+		})
+	}
+}
+
+// consentPage logs alice in for the request and returns the consent page.
+func consentPage(t *testing.T, b *browser, authURL string) page {
+	t.Helper()
+	p := b.get(authURL)
+	if strings.Contains(p.Body, `name="password"`) {
+		p = b.submit(p, "username", "alice", "password", alicePW)
+	}
+	if p.StatusCode != http.StatusOK || !strings.Contains(p.Body, `value="approve"`) {
+		t.Fatalf("status %d, want the consent page; body:\n%s", p.StatusCode, p.Body)
+	}
+	return p
+}
+
+// The consent page names a publisher only for a client whose id is an
+// https URL (a Client ID Metadata Document), never for a plain client id.
+func TestConsentNamesThePublisherOnlyOfURLClientIDs(t *testing.T) {
+	const urlClient = "https://tools.example/client.json"
+	h := newHarness(t, func(c *Config) {
+		c.Clients = append(c.Clients, Client{ID: urlClient, Public: true, Name: "Tools", RedirectURIs: []string{appRedirect}})
+	})
+	v := authorizeParams("demo-app")
+	v.Set("redirect_uri", appRedirect)
+	if p := consentPage(t, h.browser(), h.issuer+"/authorize?"+v.Encode()); strings.Contains(p.Body, "Published by") {
+		t.Fatalf("consent page of demo-app names a publisher:\n%s", p.Body)
+	}
+	v.Set("client_id", urlClient)
+	p := consentPage(t, h.browser(), h.issuer+"/authorize?"+v.Encode())
+	if !strings.Contains(p.Body, "<dt>Published by</dt><dd><code>tools.example</code></dd>") {
+		t.Fatalf("consent page of %s does not name tools.example as publisher:\n%s", urlClient, p.Body)
+	}
+}
+
+// A remembered consent is used without a click by a public client whose
+// redirect URI is an https URL: only loopback and private-use redirects
+// need the confirmation of RFC 8252 §8.6.
+func TestRememberedConsentOfAPublicClientOnHTTPSIsSilent(t *testing.T) {
+	h := newHarness(t, nil)
+	b := h.browser()
+	v := authorizeParams("demo-app")
+	v.Set("redirect_uri", appRedirect)
+	if u := b.authorize(h.issuer + "/authorize?" + v.Encode()); u.Query().Get("code") == "" {
+		t.Fatalf("first authorization: %s carries no code", u)
+	}
+	v = authorizeParams("demo-app")
+	v.Set("redirect_uri", appRedirect)
+	u := redirected(t, b.get(h.issuer+"/authorize?"+v.Encode()))
+	if u.Query().Get("code") == "" {
+		t.Fatalf("second authorization: %s carries no code", u)
+	}
+}

@@ -81,6 +81,13 @@ func (c *client) GetScopes() fosite.Arguments        { return c.scopes }
 func (c *client) IsPublic() bool                     { return c.public }
 func (c *client) GetAudience() fosite.Arguments      { return c.resources }
 func (c *client) GetRequestURIs() []string           { return nil }
+
+// GetResponseModes lets fosite accept response_mode=query, the default of
+// the code flow (OAuth 2.0 Multiple Response Type Encoding Practices §2.1);
+// serveAuthorize refuses every other mode before fosite reads the request.
+func (c *client) GetResponseModes() []fosite.ResponseModeType {
+	return []fosite.ResponseModeType{fosite.ResponseModeQuery}
+}
 func (c *client) GetJSONWebKeys() *jose3.JSONWebKeySet {
 	return c.jwks
 }
