@@ -93,13 +93,21 @@ func livez(w http.ResponseWriter, r *http.Request) {
 }
 
 // readyz answers 200 when the server can issue tokens: storage answers and
-// a signing key is loaded; 503 naming what is missing otherwise.
-func (g *generation) readyz(w http.ResponseWriter, r *http.Request) {
+// a signing key is loaded; 503 naming what is missing otherwise, with the
+// cause logged (a storage error's text stays out of the answer).
+func (g *generation) readyz(log *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		g.ready(w, r, log)
+	}
+}
+
+func (g *generation) ready(w http.ResponseWriter, r *http.Request, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if err := g.as.Ready(ctx); err != nil {
+		log.Warn("readiness check failed", "err", err)
 		w.WriteHeader(http.StatusServiceUnavailable)
 		if strings.HasPrefix(err.Error(), "storage") {
 			fmt.Fprintln(w, "not ready: storage unavailable")

@@ -259,7 +259,7 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 	}
 	mux.HandleFunc(basePath+"/healthz", s.healthz)
 	mux.HandleFunc(basePath+"/livez", livez)
-	mux.HandleFunc(basePath+"/readyz", g.readyz)
+	mux.HandleFunc(basePath+"/readyz", g.readyz(s.log))
 	if cfg.AdminEnabled() {
 		if err := mountAdminPRM(mux, cfg); err != nil {
 			return nil, err
