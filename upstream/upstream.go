@@ -142,6 +142,9 @@ type Config struct {
 	ClientID, ClientSecret string
 	PrivateKey             crypto.Signer
 	KeyID, KeyAlg          string
+	// AssertionAudience is the aud of the private_key_jwt assertion;
+	// empty means the token endpoint URL.
+	AssertionAudience string
 	// RedirectURL is our callback, {issuer}/upstream/{id}/callback.
 	RedirectURL string
 	// Scopes asked of the provider; must hold openid.
@@ -647,7 +650,7 @@ func (p *Provider) clientAuth(m *metadata) []oauth2.AuthCodeOption {
 	if p.cfg.PrivateKey == nil {
 		return nil
 	}
-	a, err := p.assertion(m.TokenEndpoint)
+	a, err := p.assertion(p.assertionAudience(m))
 	if err != nil {
 		// An unusable key was refused by New; signing cannot fail here
 		// short of crypto/rand failing.
@@ -657,6 +660,13 @@ func (p *Provider) clientAuth(m *metadata) []oauth2.AuthCodeOption {
 		oauth2.SetAuthURLParam("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"),
 		oauth2.SetAuthURLParam("client_assertion", a),
 	}
+}
+
+func (p *Provider) assertionAudience(m *metadata) string {
+	if p.cfg.AssertionAudience != "" {
+		return p.cfg.AssertionAudience
+	}
+	return m.TokenEndpoint
 }
 
 // assertion signs a client assertion for the token endpoint aud (RFC 7523
@@ -677,7 +687,7 @@ func (p *Provider) assertion(aud string) (string, error) {
 // refreshWithAssertion is the refresh_token grant (RFC 6749 §6) with a
 // client assertion.
 func (p *Provider) refreshWithAssertion(ctx context.Context, m *metadata, refreshToken string) (*oauth2.Token, error) {
-	a, err := p.assertion(m.TokenEndpoint)
+	a, err := p.assertion(p.assertionAudience(m))
 	if err != nil {
 		return nil, fmt.Errorf("%w: signing the client assertion: %v", ErrUnavailable, err)
 	}

@@ -2,6 +2,9 @@ package upstream_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/rsa"
 	"errors"
 	"net"
@@ -384,4 +387,55 @@ func TestAuthorizationParamsAndPrivateKeyJWTConfig(t *testing.T) {
 	if _, err := upstream.New(upstream.Config{ID: "x", Issuer: "https://x", ClientID: "c", RedirectURL: callback, Scopes: []string{"email"}}); err == nil {
 		t.Fatal("scopes without openid accepted")
 	}
+}
+
+// TestPrivateKeyJWTAtTheProvider: the code exchange and the refresh
+// authenticate with a signed assertion (RFC 7523 §2.2) the real provider
+// verifies with the registered public key.
+func TestPrivateKeyJWTAtTheProvider(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := testop.Start(t, people, testop.Client{ID: "mcpauth", RedirectURIs: []string{callback}, ClaimsInIDToken: true, PublicKey: key.Public(), KeyID: "k1"})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		audience string
+		signer   *ecdsa.PrivateKey
+		ok       bool
+	}{
+		{"aud the issuer, as the provider asks", op.Issuer, key, true},
+		{"aud the token endpoint, which this provider refuses", "", key, false},
+		{"a key the provider does not know", op.Issuer, mustKey(t), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := provider(t, op, func(c *upstream.Config) {
+				c.ClientSecret, c.PrivateKey, c.KeyID, c.KeyAlg, c.AssertionAudience = "", tc.signer, "k1", "ES256", tc.audience
+			})
+			verifier, nonce := upstream.NewVerifier(), upstream.RandomToken()
+			id, err := p.Exchange(ctx, signIn(t, op, p, "bob", "bob-pw", "st", nonce, verifier), verifier, nonce)
+			if !tc.ok {
+				if !errors.Is(err, upstream.ErrRefused) {
+					t.Fatalf("got %v, want the provider to refuse", err)
+				}
+				return
+			}
+			if err != nil || id.Subject != "u-bob" {
+				t.Fatalf("exchange: %v", err)
+			}
+			again, err := p.Refresh(ctx, id.RefreshToken, id.Subject)
+			if err != nil || again.Subject != "u-bob" {
+				t.Fatalf("refresh: %v", err)
+			}
+		})
+	}
+}
+
+func mustKey(t *testing.T) *ecdsa.PrivateKey {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

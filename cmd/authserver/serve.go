@@ -674,7 +674,7 @@ func (s *server) upstreamProviders(cfg *config.Config) ([]loginui.Upstream, as.U
 			AuthParams:     u.AuthorizationParams,
 		}
 		if k := u.PrivateKeyJWT; k != nil {
-			pc.PrivateKey, pc.KeyID, pc.KeyAlg = k.Key, k.KeyID, k.Alg
+			pc.PrivateKey, pc.KeyID, pc.KeyAlg, pc.AssertionAudience = k.Key, k.KeyID, k.Alg, k.Audience
 		}
 		p, err := upstream.New(pc)
 		if err != nil {

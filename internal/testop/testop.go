@@ -6,6 +6,7 @@ package testop
 
 import (
 	"context"
+	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
@@ -50,6 +51,10 @@ type Client struct {
 	// token; false leaves them to the userinfo endpoint, as OpenID Connect
 	// Core §5.4 says for a code flow.
 	ClaimsInIDToken bool
+	// PublicKey and KeyID, when set, make the client authenticate with
+	// private_key_jwt (RFC 7523) under this key instead of its secret.
+	PublicKey crypto.PublicKey
+	KeyID     string
 }
 
 // OP is a running provider.
@@ -92,11 +97,15 @@ func Start(t testing.TB, people []Person, clients ...Client) *OP {
 	}
 	cls := map[string]*storage.Client{}
 	inToken := map[string]bool{}
+	keys := map[string]Client{}
 	for _, c := range clients {
 		cls[c.ID] = storage.WebClient(c.ID, c.Secret, c.RedirectURIs...)
 		inToken[c.ID] = c.ClaimsInIDToken
+		if c.PublicKey != nil {
+			keys[c.ID] = c
+		}
 	}
-	gs := &groupStorage{Storage: storage.NewStorageWithClients(us, cls), groups: groups, inToken: inToken, refused: map[string]bool{}, redirects: map[string][]string{}}
+	gs := &groupStorage{Storage: storage.NewStorageWithClients(us, cls), groups: groups, inToken: inToken, refused: map[string]bool{}, redirects: map[string][]string{}, keys: keys}
 	o := &OP{Issuer: issuer, store: gs}
 	router := exampleop.SetupServer(issuer, gs, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
 	srv.Config.Handler = o.tamperToken(router)
@@ -220,6 +229,16 @@ type groupStorage struct {
 	refused map[string]bool
 	// redirects replaces a client's redirect URIs when set (SetRedirectURIs).
 	redirects map[string][]string
+	// keys are the clients that authenticate with private_key_jwt.
+	keys map[string]Client
+}
+
+func (s *groupStorage) GetKeyByIDAndClientID(ctx context.Context, keyID, clientID string) (*jose.JSONWebKey, error) {
+	c, ok := s.keys[clientID]
+	if !ok || c.KeyID != keyID {
+		return nil, fmt.Errorf("no key %q for client %q", keyID, clientID)
+	}
+	return &jose.JSONWebKey{KeyID: keyID, Use: "sig", Key: c.PublicKey}, nil
 }
 
 func (s *groupStorage) groupsOf(id string) []string {
@@ -232,6 +251,14 @@ type groupClient struct {
 	op.Client
 	inToken   bool
 	redirects []string
+	keyAuth   bool
+}
+
+func (c groupClient) AuthMethod() oidc.AuthMethod {
+	if c.keyAuth {
+		return oidc.AuthMethodPrivateKeyJWT
+	}
+	return c.Client.AuthMethod()
 }
 
 func (c groupClient) RedirectURIs() []string {
@@ -257,7 +284,8 @@ func (s *groupStorage) GetClientByClientID(ctx context.Context, id string) (op.C
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return groupClient{Client: c, inToken: s.inToken[id], redirects: s.redirects[id]}, nil
+	_, keyAuth := s.keys[id]
+	return groupClient{Client: c, inToken: s.inToken[id], redirects: s.redirects[id], keyAuth: keyAuth}, nil
 }
 
 func (s *groupStorage) SetUserinfoFromRequest(ctx context.Context, info *oidc.UserInfo, token op.IDTokenRequest, scopes []string) error {

@@ -72,6 +72,10 @@ type PrivateKeyJWT struct {
 	KeyFile string `yaml:"key_file"`
 	// KeyID is the kid the provider registered the public key under.
 	KeyID string `yaml:"key_id"`
+	// Audience is the assertion's aud; default the provider's token
+	// endpoint URL (OpenID Connect Core §9, Okta, Entra ID). Providers
+	// following draft-ietf-oauth-rfc7523bis (Zitadel) want the issuer.
+	Audience string `yaml:"audience"`
 	// Key is the parsed key, set by validation.
 	Key crypto.Signer `yaml:"-"`
 	// Alg is RS256, ES256 or EdDSA, from the key's type.
@@ -149,6 +153,11 @@ func (c *Config) validateUpstreams(scopes map[string]bool) error {
 			}
 			if u.PrivateKeyJWT.KeyID == "" {
 				return errf(p+".private_key_jwt.key_id", "required")
+			}
+			if a := u.PrivateKeyJWT.Audience; a != "" {
+				if au, err := url.Parse(a); err != nil || au.Host == "" || (au.Scheme != "https" && au.Scheme != "http") {
+					return errf(p+".private_key_jwt.audience", "must be an absolute URL (the provider's issuer or token endpoint), got %q", a)
+				}
 			}
 		}
 		if err := checkScopes(p+".scopes", u.Scopes); err != nil {

@@ -103,6 +103,13 @@ func TestParseUpstreamPrivateKeyJWT(t *testing.T) {
 	if k.Alg != "ES256" || k.Key == nil || k.KeyID != "k1" {
 		t.Fatalf("key read as %+v", k)
 	}
+	if _, err := Parse([]byte(src+"      audience: not-a-url\n"), envOf(nil)); err == nil ||
+		!strings.HasPrefix(err.Error(), "config: upstreams[0].private_key_jwt.audience: must be an absolute URL") {
+		t.Fatalf("bad audience: %v", err)
+	}
+	if c, err := Parse([]byte(src+"      audience: https://login.acme.example\n"), envOf(nil)); err != nil || c.Upstreams[0].PrivateKeyJWT.Audience != "https://login.acme.example" {
+		t.Fatalf("audience: %v", err)
+	}
 	if _, err := Parse([]byte(strings.Replace(src, path, path+".missing", 1)), envOf(nil)); err == nil ||
 		!strings.HasPrefix(err.Error(), "config: upstreams[0].private_key_jwt.key_file: cannot read") {
 		t.Fatalf("missing key file: %v", err)
