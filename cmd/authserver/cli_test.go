@@ -200,6 +200,7 @@ func TestSampleConfigsAreValid(t *testing.T) {
 		"NIGHTLY_JOB_SECRET":  "nightly-secret-0123456789",
 		"MCP_SERVER_SECRET":   "mcp-server-secret-0123456789",
 		"OPS_BOT_SECRET":      "ops-bot-secret-0123456789",
+		"CORP_CLIENT_SECRET":  "corp-client-secret-0123456789",
 		"ALICE_PASSWORD_HASH": "$argon2id$v=19$m=65536,t=1,p=2$Zz8e+yM91/O4KtN11A676A$MToL7f9xED3i8T1YH07Z4xSi9FD7H8KQ+YQgfMZSOVE",
 	}
 	for _, f := range files {
