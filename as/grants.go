@@ -163,7 +163,8 @@ func (f GrantFilter) storage() storage.GrantFilter {
 
 // userActive reports whether the local or upstream person subject may
 // still use its grants. It reads the person's record (one primary-key
-// read) and decides:
+// read, or none when it was read with the grant's token in this request)
+// and decides:
 //
 //   - a disabled record: never;
 //   - the record of a person who signed in through an upstream: while
@@ -173,6 +174,9 @@ func (f GrantFilter) storage() storage.GrantFilter {
 //
 // A storage error is returned, never taken for an answer.
 func (s *Server) userActive(ctx context.Context, subject string) (bool, error) {
+	if u, ok := rememberedPerson(ctx, subject); ok {
+		return UserActive(subject, u, s.upstreams, s.users), nil // read with the grant's token
+	}
 	u, err := s.cfg.Store.GetUser(ctx, subject)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):

@@ -52,7 +52,8 @@ func (s *Server) serveIntrospect(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ctx := r.Context()
+	// The memo keeps the person's record read with the token.
+	ctx := withRedemption(r.Context())
 	fc, err := s.clients.authenticate(ctx, r, r.PostForm)
 	if err != nil {
 		s.writeError(w, r, err)

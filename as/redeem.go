@@ -21,7 +21,10 @@ import (
 //
 // It also remembers the client read from storage (or resolved) when the
 // request authenticated it, so that rebuilding a stored grant around its
-// client (code, refresh token) does not read the client again.
+// client (code, refresh token) does not read the client again; and, on
+// backends that read a token with its person's record in one statement,
+// that record, so that the check of the person (userActive) costs no
+// further SELECT. Introspection uses it for the person only.
 type redemption struct {
 	sig string
 	tok *storage.Token
@@ -35,9 +38,33 @@ type redemption struct {
 	// GetRefreshTokenSession; rotated is the signature RotateRefreshToken
 	// rotated, the parent of the refresh token issued next.
 	refreshSig, refreshParent, rotated string
+
+	// The person record read together with a token record
+	// (storage.TokenUserReader): the record of personSubject, nil when
+	// there is none; personRead tells whether one was read at all.
+	personSubject string
+	person        *storage.User
+	personRead    bool
 }
 
 type redemptionKey struct{}
+
+// rememberPerson keeps the record of subject read with a token, for
+// userActive in the same request.
+func rememberPerson(ctx context.Context, subject string, u *storage.User) {
+	if m := redemptionFrom(ctx); m != nil && subject != "" {
+		m.personSubject, m.person, m.personRead = subject, u, true
+	}
+}
+
+// rememberedPerson returns the record of subject read with a token in this
+// request (nil: the person has no record), and whether one was read.
+func rememberedPerson(ctx context.Context, subject string) (*storage.User, bool) {
+	if m := redemptionFrom(ctx); m != nil && m.personRead && m.personSubject == subject {
+		return m.person, true
+	}
+	return nil, false
+}
 
 // withRedemption returns ctx carrying an empty redemption memo.
 func withRedemption(ctx context.Context) context.Context {

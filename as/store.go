@@ -49,7 +49,7 @@ func (s *tokenStore) loadShared(ctx context.Context, kind storage.TokenKind, sig
 	sr := s.decoded[key]
 	s.decodedMu.RUnlock()
 	if sr != nil {
-		t, err := s.store.GetToken(ctx, kind, sig)
+		t, err := s.getToken(ctx, kind, sig)
 		if err != nil {
 			return nil, nil, mapStoreErr(err)
 		}
@@ -119,8 +119,23 @@ func (s *tokenStore) create(ctx context.Context, kind storage.TokenKind, sig str
 
 // load reads a record and rebuilds its requester. The returned token is the
 // raw record (for Active and RotatedAt).
+// getToken reads a token record. Within a request that carries a memo
+// (withRedemption) and on a backend that can (storage.TokenUserReader), it
+// reads the record of the token's person in the same statement and
+// remembers it for userActive.
+func (s *tokenStore) getToken(ctx context.Context, kind storage.TokenKind, sig string) (*storage.Token, error) {
+	if r, ok := s.store.(storage.TokenUserReader); ok && redemptionFrom(ctx) != nil {
+		t, u, err := r.GetTokenWithUser(ctx, kind, sig)
+		if err == nil {
+			rememberPerson(ctx, t.Subject, u)
+		}
+		return t, err
+	}
+	return s.store.GetToken(ctx, kind, sig)
+}
+
 func (s *tokenStore) load(ctx context.Context, kind storage.TokenKind, sig string) (*storage.Token, *storedRequest, error) {
-	t, err := s.store.GetToken(ctx, kind, sig)
+	t, err := s.getToken(ctx, kind, sig)
 	if err != nil {
 		return nil, nil, mapStoreErr(err)
 	}
@@ -231,7 +246,8 @@ func (s *tokenStore) readCode(ctx context.Context, sig string) (fosite.Requester
 		return req, fosite.ErrInvalidatedAuthorizeCode
 	}
 	if m := redemptionFrom(ctx); m != nil {
-		*m = redemption{sig: sig, tok: t, sr: sr, req: req}
+		// The person's record read with this code stays remembered.
+		*m = redemption{sig: sig, tok: t, sr: sr, req: req, personSubject: m.personSubject, person: m.person, personRead: m.personRead}
 	}
 	return req, nil
 }

@@ -440,6 +440,18 @@ type UserStore interface {
 	UpdateUpstreamSession(ctx context.Context, subject string, sealedRefresh []byte, checkedAt time.Time, groups []string, claims map[string][]string) error
 }
 
+// TokenUserReader is implemented by backends that read a token's record
+// together with the User record of its Subject in one round trip
+// (storage/postgres, storage/memory), so that checking whether the person
+// of a grant may still use it costs no query of its own. It is optional:
+// callers fall back to GetToken and GetUser.
+type TokenUserReader interface {
+	// GetTokenWithUser is GetToken that also returns the User record whose
+	// Subject is the token's: nil when the token's Subject is "" or there
+	// is no such record. ErrNotFound when the token is absent.
+	GetTokenWithUser(ctx context.Context, kind TokenKind, signature string) (*Token, *User, error)
+}
+
 // Transactional is fosite's storage.Transactional shape: the transaction
 // travels in the returned context, and every method called with that context
 // takes part in it. Backends without real transactions must still make the

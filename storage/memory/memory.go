@@ -58,7 +58,10 @@ type Store struct {
 	txSem chan struct{} // holds one token while a transaction is open
 }
 
-var _ storage.Store = (*Store)(nil)
+var (
+	_ storage.Store           = (*Store)(nil)
+	_ storage.TokenUserReader = (*Store)(nil)
+)
 
 // New returns an empty store.
 func New() *Store {
@@ -466,6 +469,23 @@ func (s *Store) GetToken(ctx context.Context, kind storage.TokenKind, signature 
 		return nil, storage.ErrNotFound
 	}
 	return cloneToken(tok), nil
+}
+
+// GetTokenWithUser implements storage.TokenUserReader.
+func (s *Store) GetTokenWithUser(ctx context.Context, kind storage.TokenKind, signature string) (*storage.Token, *storage.User, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, nil, err
+	}
+	defer s.mu.Unlock()
+	tok, ok := s.tokens[tokenKey{kind, signature}]
+	if !ok {
+		return nil, nil, storage.ErrNotFound
+	}
+	var u *storage.User
+	if rec, ok := s.users[tok.Subject]; ok && tok.Subject != "" {
+		u = cloneUser(rec)
+	}
+	return cloneToken(tok), u, nil
 }
 
 // DeactivateToken implements storage.TokenStore.

@@ -70,7 +70,10 @@ type Store struct {
 	pool *pgxpool.Pool
 }
 
-var _ storage.Store = (*Store)(nil)
+var (
+	_ storage.Store           = (*Store)(nil)
+	_ storage.TokenUserReader = (*Store)(nil)
+)
 
 // Open connects to dsn (a postgres:// URL or key=value string; extra
 // parameters such as search_path become session settings) and checks the
@@ -672,6 +675,55 @@ func (s *Store) GetToken(ctx context.Context, kind storage.TokenKind, signature 
 	t.Kind = storage.TokenKind(k)
 	t.CreatedAt, t.ExpiresAt, t.RotatedAt = untime(created), untime(expires), untime(rotated)
 	return &t, nil
+}
+
+// GetTokenWithUser implements storage.TokenUserReader in one statement:
+// the token's row and, by primary key, its subject's users row (the user
+// columns coalesced, so that a token without a person scans into plain
+// values).
+func (s *Store) GetTokenWithUser(ctx context.Context, kind storage.TokenKind, signature string) (*storage.Token, *storage.User, error) {
+	if !storable(string(kind), signature) {
+		return nil, nil, storage.ErrNotFound
+	}
+	var t storage.Token
+	var k string
+	var created, expires, rotated, first, last, checked *time.Time
+	var u storage.User
+	var found bool
+	var claims []byte
+	err := s.q(ctx).QueryRow(ctx, `SELECT t.kind, t.signature, t.request_id, t.client_id, t.subject, t.active, t.created_at,
+			t.expires_at, t.rotated_at, t.data, t.status_idx,
+			u.subject IS NOT NULL, COALESCE(u.upstream, ''), COALESCE(u.upstream_subject, ''), COALESCE(u.name, ''),
+			COALESCE(u.email, ''), COALESCE(u.groups, '{}'), COALESCE(u.claims, '{}'), u.first_seen, u.last_seen,
+			COALESCE(u.disabled, false), u.upstream_refresh, u.checked_at
+		FROM tokens t LEFT JOIN users u ON t.subject <> '' AND u.subject = t.subject COLLATE "C"
+		WHERE t.kind = $1 AND t.signature = $2`, string(kind), signature).
+		Scan(&k, &t.Signature, &t.RequestID, &t.ClientID, &t.Subject, &t.Active, &created, &expires, &rotated, &t.Data, &t.StatusIndex,
+			&found, &u.Upstream, &u.UpstreamSubject, &u.Name, &u.Email, &u.Groups, &claims, &first, &last,
+			&u.Disabled, &u.UpstreamRefresh, &checked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, storage.ErrNotFound
+	}
+	if err != nil {
+		return nil, nil, mapErr(err)
+	}
+	t.Kind = storage.TokenKind(k)
+	t.CreatedAt, t.ExpiresAt, t.RotatedAt = untime(created), untime(expires), untime(rotated)
+	if !found {
+		return &t, nil, nil
+	}
+	u.Subject = t.Subject
+	u.Groups, u.UpstreamRefresh = emptyNil(u.Groups), byteaOrNil(u.UpstreamRefresh)
+	u.FirstSeen, u.LastSeen, u.CheckedAt = untime(first), untime(last), untime(checked)
+	if string(claims) != "{}" {
+		if err := json.Unmarshal(claims, &u.Claims); err != nil {
+			return nil, nil, fmt.Errorf("postgres: corrupt claims column: %w", err)
+		}
+		if len(u.Claims) == 0 {
+			u.Claims = nil
+		}
+	}
+	return &t, &u, nil
 }
 
 // inactiveOrMissing tells why a conditional UPDATE changed no row.

@@ -51,6 +51,7 @@ func RunTests(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"counters", counterCases},
 		{"sessions", sessionCases},
 		{"users", userCases},
+		{"tokens with users", tokenUserCases},
 		{"transactions", txCases},
 		{"values", roundTripCases},
 	}

@@ -206,6 +206,51 @@ var userCases = []testCase{
 	}},
 }
 
+// tokenUserCases check storage.TokenUserReader where a backend has it.
+var tokenUserCases = []testCase{
+	{"GetTokenWithUser returns the token with its person's record, or none", func(t *testing.T, s storage.Store) {
+		r, has := s.(storage.TokenUserReader)
+		if !has {
+			t.Skip("the backend reads tokens and users separately")
+		}
+		ctx := context.Background()
+		at := now()
+		recordLogin(t, s, fullUser("ada", at))
+		ok(t, s.SetUserDisabled(ctx, "ada", true), "SetUserDisabled")
+		ok(t, s.SetUserDisabled(ctx, "", true), "SetUserDisabled of the empty subject")
+		for _, tok := range []*storage.Token{
+			grantToken(storage.KindRefreshToken, "of-ada", "g1", "ada", "app", 1, at),
+			grantToken(storage.KindRefreshToken, "of-bob", "g2", "bob", "app", 2, at),
+			grantToken(storage.KindAccessToken, "of-a-client", "g3", "", "app", 3, at),
+		} {
+			ok(t, s.CreateToken(ctx, tok), "CreateToken")
+		}
+		tok, u, err := r.GetTokenWithUser(ctx, storage.KindRefreshToken, "of-ada")
+		ok(t, err, "GetTokenWithUser")
+		same(t, "token", normToken(*tok), getToken(t, s, storage.KindRefreshToken, "of-ada"))
+		if u == nil {
+			t.Fatal("no user record with ada's token")
+		}
+		same(t, "user", normUser(*u), getUser(t, s, "ada"))
+		for _, sig := range []string{"of-bob", "of-a-client"} {
+			kind := storage.KindRefreshToken
+			if sig == "of-a-client" {
+				kind = storage.KindAccessToken
+			}
+			tok, u, err := r.GetTokenWithUser(ctx, kind, sig)
+			ok(t, err, "GetTokenWithUser "+sig)
+			same(t, "token "+sig, normToken(*tok), getToken(t, s, kind, sig))
+			if u != nil {
+				t.Fatalf("GetTokenWithUser(%s) returned the user %+v", sig, u)
+			}
+		}
+		_, _, err = r.GetTokenWithUser(ctx, storage.KindRefreshToken, "nope")
+		is(t, err, storage.ErrNotFound, "GetTokenWithUser unknown")
+		_, _, err = r.GetTokenWithUser(ctx, storage.KindAccessToken, "of-ada")
+		is(t, err, storage.ErrNotFound, "GetTokenWithUser of another kind")
+	}},
+}
+
 // checkUserRoundTrip is CheckRoundTrip's part for users.
 func checkUserRoundTrip(t *testing.T, s storage.Store, unique, a, b string, raw []byte) {
 	t.Helper()
