@@ -86,3 +86,20 @@ func ExampleUserStore() {
 	fmt.Println(u.Name, u.Disabled, u.FirstSeen.Format(time.Kitchen), u.LastSeen.Format(time.Kitchen))
 	// Output: Alice B true 9:00AM 10:00AM
 }
+
+// Backends that can read a token together with its person's record
+// implement TokenUserReader; callers check for it and otherwise read the
+// two one after the other.
+func ExampleTokenUserReader() {
+	ctx := context.Background()
+	var s storage.Store = memory.New()
+	_, _ = s.RecordLogin(ctx, &storage.User{Subject: "alice"})
+	_ = s.SetUserDisabled(ctx, "alice", true)
+	_ = s.CreateToken(ctx, &storage.Token{Kind: storage.KindRefreshToken, Signature: "sig", RequestID: "grant-1", Subject: "alice", Active: true})
+
+	if r, ok := s.(storage.TokenUserReader); ok {
+		tok, u, _ := r.GetTokenWithUser(ctx, storage.KindRefreshToken, "sig")
+		fmt.Println(tok.RequestID, u.Subject, u.Disabled)
+	}
+	// Output: grant-1 alice true
+}
