@@ -439,3 +439,26 @@ func mustKey(t *testing.T) *ecdsa.PrivateKey {
 	}
 	return k
 }
+
+// TestSubjectClaim: the subject comes from the configured claim (Entra ID
+// needs oid); a token without it is refused.
+func TestSubjectClaim(t *testing.T) {
+	op := startOP(t, true)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		claim, want string
+	}{{"email", "bob@acme.example"}, {"oid", ""}} {
+		p := provider(t, op, func(c *upstream.Config) { c.SubjectClaim = tc.claim })
+		verifier, nonce := upstream.NewVerifier(), upstream.RandomToken()
+		id, err := p.Exchange(ctx, signIn(t, op, p, "bob", "bob-pw", "st", nonce, verifier), verifier, nonce)
+		if tc.want == "" {
+			if !errors.Is(err, upstream.ErrInvalidToken) {
+				t.Fatalf("subject_claim %s absent from the token: %v", tc.claim, err)
+			}
+			continue
+		}
+		if err != nil || id.Subject != tc.want {
+			t.Fatalf("subject_claim %s: %v %v", tc.claim, id, err)
+		}
+	}
+}

@@ -65,7 +65,7 @@ func (u *UI) serveLogout(w http.ResponseWriter, r *http.Request) {
 		}
 		render(w, http.StatusOK, "logout.html", &view{
 			Title: "Sign out", Base: u.cfg.BasePath, Action: selfURL(r), Step: "logout",
-			CSRF: u.csrfToken(sess), Subject: sess.Subject,
+			CSRF: u.csrfToken(sess), Subject: u.who(r.Context(), sess.Subject),
 		})
 	case http.MethodPost:
 		f, err := u.parseForm(w, r)
@@ -152,7 +152,7 @@ func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 	}
 	v := &view{
 		Title: "Applications with access", Base: u.cfg.BasePath, Action: selfURL(r), Step: "revoke",
-		CSRF: u.csrfToken(sess), Subject: sess.Subject,
+		CSRF: u.csrfToken(sess), Subject: u.who(r.Context(), sess.Subject),
 	}
 	now := u.now()
 	for _, c := range list {

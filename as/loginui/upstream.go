@@ -385,3 +385,24 @@ func (u *UI) handleUpstreamPost(w http.ResponseWriter, r *http.Request, sess ses
 	}
 	u.renderLogin(w, r, sess, bind, p, http.StatusBadRequest, "Please choose one of the sign-in options.", "")
 }
+
+// who names a signed-in person on the pages: for someone who signed in
+// through a provider, the name (or email) it gave with their subject, as in
+// "Alice Admin (corp:00u1a2b3c)"; for anyone else the subject.
+func (u *UI) who(ctx context.Context, subject string) string {
+	if _, ok := u.upstreamOf(subject); !ok {
+		return subject
+	}
+	rec, err := u.cfg.UpstreamUsers.GetUser(ctx, subject)
+	if err != nil {
+		return subject
+	}
+	name := rec.Name
+	if name == "" {
+		name = rec.Email
+	}
+	if name = cleanText(name); name == "" {
+		return subject
+	}
+	return name + " (" + subject + ")"
+}

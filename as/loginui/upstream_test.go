@@ -161,7 +161,7 @@ func TestUpstreamSignInThenOurConsent(t *testing.T) {
 	cb := e.signIn(b, path, "alice")
 	anon := sessionCookie(b, e.srv.URL)
 	consent := b.open(cb)
-	if consent.StatusCode != http.StatusOK || !strings.Contains(consent.Body, "Allow access?") || !strings.Contains(consent.Body, "corp:u-alice") {
+	if consent.StatusCode != http.StatusOK || !strings.Contains(consent.Body, "Allow access?") || !strings.Contains(consent.Body, "Signed in as <strong>Alice Admin (corp:u-alice)</strong>") {
 		t.Fatalf("after the callback: status %d\n%s", consent.StatusCode, consent.Body)
 	}
 	if c := sessionCookie(b, e.srv.URL); c == "" || c == anon {
