@@ -105,8 +105,22 @@ func TestKeyAdministration(t *testing.T) {
 	if byID[first].RetiredAt == nil || byID[first].Signing || !byID[second].Signing || byID[second].Algorithm != "EdDSA" {
 		t.Fatalf("after retire: %+v", keys)
 	}
+	retiredAt := *byID[first].RetiredAt
 	if got, err := RetireKey(ctx, store, rightSecret, first, "ES256"); err != nil || got != second {
 		t.Fatalf("retiring a retired key again = %q, %v", got, err)
+	}
+	keys, _ = ListKeys(ctx, store, rightSecret)
+	for _, k := range keys {
+		if k.ID == first && (k.RetiredAt == nil || !k.RetiredAt.Equal(retiredAt)) {
+			t.Fatalf("retiring a retired key again moved its retirement from %v to %v", retiredAt, k.RetiredAt)
+		}
+	}
+	// With a secret that opens no key, nothing is retired or written.
+	if _, err := RetireKey(ctx, store, wrongSecret, second, "ES256"); !errors.Is(err, ErrUnsealableKeys) {
+		t.Fatalf("RetireKey with a secret that opens nothing: %v", err)
+	}
+	if ids := keyIDs(t, store); len(ids) != 2 {
+		t.Fatalf("keys after a refused RetireKey: %v", ids)
 	}
 	if _, err := RetireKey(ctx, store, rightSecret, "no-such-kid", "ES256"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("RetireKey(unknown) = %v", err)
@@ -158,6 +172,14 @@ func TestKeyAdministration(t *testing.T) {
 	}
 	if ids := keyIDs(t, store); len(ids) != 1 || ids[0] != second {
 		t.Fatalf("keys left: %v, want only %s", ids, second)
+	}
+	// The newest loadable key is never pruned, retired or not.
+	if err := store.RetireKeys(ctx, "", time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	deleted, err = PruneKeys(ctx, store, rightSecret, time.Second, false)
+	if err != nil || len(deleted) != 0 {
+		t.Fatalf("PruneKeys with every key retired deleted %v, %v; want the newest kept", deleted, err)
 	}
 }
 

@@ -32,6 +32,12 @@ func statusOf(t *testing.T, h *harness, accessToken string) bool {
 	if !ok || ref["uri"] != h.issuer+statusListPath {
 		t.Fatalf("access token status claim %v, want idx and uri %s", c["status"], h.issuer+statusListPath)
 	}
+	return bitOf(t, statusBits(t, h), int(idx))
+}
+
+// statusListToken fetches h's Token Status List token.
+func statusListToken(t *testing.T, h *harness) []byte {
+	t.Helper()
 	resp, err := http.Get(h.issuer + statusListPath)
 	if err != nil {
 		t.Fatal(err)
@@ -41,8 +47,16 @@ func statusOf(t *testing.T, h *harness, accessToken string) bool {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/statuslist+jwt" {
 		t.Fatalf("status list: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
-	typ, lc := h.claims(string(body))
-	if typ != "statuslist+jwt" || lc["sub"] != ref["uri"] || lc["iss"] != h.issuer {
+	return body
+}
+
+// statusBits checks h's list token as a resource server would (typ,
+// signature by the JWKS, sub, iss, bits) and returns the decompressed
+// list.
+func statusBits(t *testing.T, h *harness) []byte {
+	t.Helper()
+	typ, lc := h.claims(string(statusListToken(t, h)))
+	if typ != "statuslist+jwt" || lc["sub"] != h.issuer+statusListPath || lc["iss"] != h.issuer {
 		t.Fatalf("status list token typ %q claims %v", typ, lc)
 	}
 	sl, _ := lc["status_list"].(map[string]any)
@@ -61,11 +75,29 @@ func statusOf(t *testing.T, h *harness, accessToken string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := int(idx)
+	return bits
+}
+
+// bitOf is the status bit of index i (§4.1: bit i%8 of byte i/8).
+func bitOf(t *testing.T, bits []byte, i int) bool {
+	t.Helper()
 	if i/8 >= len(bits) {
 		t.Fatalf("index %d beyond the list (%d bytes)", i, len(bits))
 	}
 	return bits[i/8]&(1<<(i%8)) != 0
+}
+
+// statusIdx is the status index of an access token (its status claim).
+func statusIdx(t *testing.T, h *harness, accessToken string) int {
+	t.Helper()
+	_, c := h.claims(accessToken)
+	st, _ := c["status"].(map[string]any)
+	ref, _ := st["status_list"].(map[string]any)
+	idx, ok := ref["idx"].(float64)
+	if !ok {
+		t.Fatalf("status claim %v", c["status"])
+	}
+	return int(idx)
 }
 
 // revokeOnConsentsPage logs b in (if needed) on /consents and presses
@@ -351,5 +383,44 @@ func TestEncodeStatusBits(t *testing.T) {
 	// Index 0 is the least significant bit of the first byte (§4.1).
 	if want := []byte{0b0000_1001, 0b0000_0010, 0b0000_1000}; !bytes.Equal(bits, want) {
 		t.Fatalf("bits %08b, want %08b", bits, want)
+	}
+}
+
+// TestStatusListTokenAndSharedStore: the list token's lifetime and ttl
+// claims (§5.1); a list that covers indices another instance reserved
+// after it was built (statusHeadroom); and a revocation made by another
+// instance sharing the store, served once this instance's cache of
+// statusListCache has passed.
+func TestStatusListTokenAndSharedStore(t *testing.T) {
+	a := newHarness(t, nil)
+	b := newHarness(t, func(c *Config) { c.Store = a.store })
+	_, tok := a.post("/token", url.Values{"grant_type": {"client_credentials"}}, "ci-bot", ciSecret)
+	at := tok["access_token"].(string)
+	idx := statusIdx(t, a, at)
+	if bitOf(t, statusBits(t, b), idx) {
+		t.Fatal("fresh token revoked")
+	}
+	typ, lc := b.claims(string(statusListToken(t, b)))
+	iat, _ := lc["iat"].(float64)
+	exp, _ := lc["exp"].(float64)
+	if typ != "statuslist+jwt" || exp-iat != statusListLifetime.Seconds() || lc["ttl"] != StatusListTTL.Seconds() {
+		t.Errorf("list token typ %q iat %v exp %v ttl %v; want exp iat+%v, ttl %v", typ, lc["iat"], lc["exp"], lc["ttl"], statusListLifetime, StatusListTTL)
+	}
+	// Another instance reserves a block after b built its list: b's cached
+	// list still covers that block.
+	first, err := a.store.AllocateStatusIndices(context.Background(), statusBlock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := int64(len(statusBits(t, b)) * 8); n <= first+statusBlock {
+		t.Errorf("list of %d indices; want it to cover %d, reserved after it was built", n, first+statusBlock)
+	}
+	// a revokes; b serves its cached list for at most statusListCache.
+	if resp, body := a.post("/revoke", url.Values{"token": {at}}, "ci-bot", ciSecret); resp.StatusCode != 200 {
+		t.Fatalf("revoke: %d %v", resp.StatusCode, body)
+	}
+	b.clock.Advance(statusListCache)
+	if !bitOf(t, statusBits(t, b), idx) {
+		t.Error("another instance's revocation is not in the list after the cache time")
 	}
 }
