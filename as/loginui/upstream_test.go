@@ -383,7 +383,28 @@ func TestUpstreamUnreachable(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	e := newUpstreamEnv(t, true, "http://"+addr)
+	upstreamDownPage(t, "http://"+addr, addr)
+}
+
+// TestUpstreamOversizedDiscovery: a provider whose discovery document
+// exceeds the cap is treated as unavailable, on the same page.
+func TestUpstreamOversizedDiscovery(t *testing.T) {
+	var issuer string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"issuer":"` + issuer + `","authorization_endpoint":"` + issuer + `/a","token_endpoint":"` + issuer + `/t","jwks_uri":"` + issuer + `/k","pad":"` + strings.Repeat("x", upstream.MaxDiscoveryBytes) + `"}`))
+	}))
+	defer srv.Close()
+	issuer = srv.URL
+	upstreamDownPage(t, issuer, srv.Listener.Addr().String())
+}
+
+// upstreamDownPage checks that choosing a provider that cannot be used
+// shows our page, says nothing internal, and leaves the password form
+// working.
+func upstreamDownPage(t *testing.T, issuer, addr string) {
+	t.Helper()
+	e := newUpstreamEnv(t, true, issuer)
 	b := e.browser()
 	p := b.get(authorizePath())
 	m := upstreamFormRE.FindStringSubmatch(p.Body)
