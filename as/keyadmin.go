@@ -197,15 +197,23 @@ func KeyRetention(accessTokenTTL, keyReloadInterval time.Duration) time.Duration
 	return accessTokenTTL + 2*keyReloadInterval + time.Minute
 }
 
-// Ready reports why the server cannot serve tokens: storage unreachable, or
-// no signing key loaded (every stored key sealed under another secret).
-// Nil means ready.
+// ErrStorageNotReady is the error Ready returns (wrapped with the storage's
+// own cause) when the storage does not answer.
+var ErrStorageNotReady = errors.New("storage")
+
+// ErrNoSigningKey is the error Ready returns when no signing key is loaded.
+var ErrNoSigningKey = errors.New("no signing key loaded")
+
+// Ready reports why the server cannot serve tokens: storage unreachable
+// (errors.Is ErrStorageNotReady, wrapping the storage's error), or no
+// signing key loaded (ErrNoSigningKey: every stored key sealed under another
+// secret). Nil means ready.
 func (s *Server) Ready(ctx context.Context) error {
 	if err := s.cfg.Store.Ping(ctx); err != nil {
-		return fmt.Errorf("storage: %w", err)
+		return fmt.Errorf("%w: %w", ErrStorageNotReady, err)
 	}
 	if _, err := s.keys.signingKey(); err != nil {
-		return errors.New("no signing key loaded")
+		return ErrNoSigningKey
 	}
 	return nil
 }

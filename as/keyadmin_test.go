@@ -218,3 +218,24 @@ func TestUnloadableKeyIsLoggedOnce(t *testing.T) {
 		t.Fatalf("signs with %s, want %s", now.kid, signing.kid)
 	}
 }
+
+// Ready names its cause with sentinels the caller matches with errors.Is:
+// ErrStorageNotReady (wrapping the storage's own error) once the storage is
+// gone, never ErrNoSigningKey.
+func TestReadyNamesAStorageOutageWithASentinel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := memory.New()
+	s, err := New(ctx, minimalConfig(store, rightSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ready(ctx); err != nil {
+		t.Fatalf("Ready: %v", err)
+	}
+	store.Close()
+	err = s.Ready(ctx)
+	if !errors.Is(err, ErrStorageNotReady) || !errors.Is(err, storage.ErrUnavailable) || errors.Is(err, ErrNoSigningKey) {
+		t.Fatalf("Ready with the storage closed: %v, want ErrStorageNotReady wrapping storage.ErrUnavailable", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -109,7 +110,7 @@ func (g *generation) ready(w http.ResponseWriter, r *http.Request, log *slog.Log
 	if err := g.as.Ready(ctx); err != nil {
 		log.Warn("readiness check failed", "err", err)
 		w.WriteHeader(http.StatusServiceUnavailable)
-		if strings.HasPrefix(err.Error(), "storage") {
+		if errors.Is(err, as.ErrStorageNotReady) {
 			fmt.Fprintln(w, "not ready: storage unavailable")
 			return
 		}
