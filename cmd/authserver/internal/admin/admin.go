@@ -308,6 +308,12 @@ func (a *api) pruneKeys(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": deleted})
 }
 
+// unsealableKeysDescription is the answer to a key operation refused because
+// this server's secret unseals none of the stored keys. It names the remedy
+// in the API's terms; the kids and the library's wording stay in the log.
+const unsealableKeysDescription = "no stored signing key can be unsealed with this server's secret, so nothing was changed; " +
+	"serve with the secret the other instances use, then POST " + Prefix + "keys/prune?unloadable=true to delete the keys no instance can load"
+
 // fail maps an operation's error to its answer; internal causes are logged,
 // never sent.
 func (a *api) fail(w http.ResponseWriter, err error) {
@@ -321,7 +327,8 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 	case errors.Is(err, ops.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid_request", strings.TrimPrefix(err.Error(), ops.ErrInvalid.Error()+": "))
 	case errors.Is(err, as.ErrUnsealableKeys):
-		writeError(w, http.StatusConflict, "conflict", err.Error())
+		a.log.Warn("admin: stored keys unsealable with this secret", "err", err)
+		writeError(w, http.StatusConflict, "conflict", unsealableKeysDescription)
 	case errors.Is(err, storage.ErrUnavailable):
 		a.log.Error("admin: storage unavailable", "err", err)
 		writeError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "storage is unavailable; try again later")

@@ -236,3 +236,36 @@ func TestAdminAPIRefusesBadBodiesWithoutWriting(t *testing.T) {
 		t.Fatalf("a right body: %d %v", status, body)
 	}
 }
+
+// A key operation refused because the server's secret unseals none of the
+// stored keys answers 409 conflict in the admin API's own words (its prune
+// endpoint, not a CLI command or a library's prefixed text) and changes no
+// key.
+func TestAdminAPIAnswersUnsealableKeysInItsOwnWords(t *testing.T) {
+	f := start(t)
+	tok := f.token(t, "ops-bot", f.issuer+"/admin", "admin")
+	before, err := f.store.ListKeys(context.Background())
+	if err != nil || len(before) == 0 {
+		t.Fatalf("stored keys: %v, %v", before, err)
+	}
+	f.ops.Secret = []byte("0123456789abcdef0123456789abcdef-another")
+	for _, path := range []string{"keys", "keys/prune?unloadable=true", "keys/" + before[0].ID + "/retire"} {
+		status, _, body := call(t, "POST", f.adminURL+path, tok, "")
+		desc, _ := body["error_description"].(string)
+		if status != http.StatusConflict || body["error"] != "conflict" || desc != unsealableKeysDescription {
+			t.Fatalf("POST %s with the wrong secret: %d %v", path, status, body)
+		}
+		if strings.HasPrefix(desc, "as:") || strings.Contains(desc, "authserver keys") || !strings.Contains(desc, Prefix+"keys/prune?unloadable=true") {
+			t.Fatalf("POST %s: description not in the API's words: %q", path, desc)
+		}
+	}
+	after, err := f.store.ListKeys(context.Background())
+	if err != nil || len(after) != len(before) {
+		t.Fatalf("keys after the refused operations: %v, %v; before %v", after, err, before)
+	}
+	for i := range after {
+		if after[i].ID != before[i].ID || !after[i].RetiredAt.Equal(before[i].RetiredAt) {
+			t.Fatalf("key %d changed: %+v, was %+v", i, after[i], before[i])
+		}
+	}
+}
