@@ -117,7 +117,39 @@ type rpcRequest struct {
 	done   bool
 }
 
+// MaxBatchRequests is the most messages a JSON-RPC batch (JSON-RPC 2.0 §6)
+// may hold for MCPFilter: each request of a batch is one audit event, so an
+// unbounded batch would let one request body write tens of thousands of
+// lines. A longer batch is refused as a whole, 400 with the JSON-RPC error
+// -32600 Invalid Request, and audited as one event (method "batch").
+// Batches exist only in MCP 2025-03-26 (2025-06-18 removed them), so no
+// MCP client sends one this long.
+const MaxBatchRequests = 100
+
+// BatchesVersion is the first MCP revision without JSON-RPC batches
+// (MCP 2025-06-18 changelog: "Remove support for JSON-RPC batching").
+const BatchesVersion = "2025-06-18"
+
+// errBatchTooLong: a batch of more than MaxBatchRequests messages.
+var errBatchTooLong = errors.New("rsmiddleware: JSON-RPC batch too long")
+
+// batchesRefused reports whether r speaks an MCP revision without JSON-RPC
+// batches, BatchesVersion or later, as its MCP-Protocol-Version header says.
+// A request without the header is of 2025-03-26 (MCP 2025-06-18
+// basic/transports, "Protocol Version Header"), which has batches.
+func batchesRefused(r *http.Request) bool {
+	v := r.Header.Get(ProtocolVersionHeader)
+	return len(v) == len(BatchesVersion) && v[4] == '-' && v[7] == '-' && v >= BatchesVersion
+}
+
+// isBatch reports whether the JSON body is an array, a JSON-RPC batch.
+func isBatch(body []byte) bool {
+	b := bytes.TrimSpace(body)
+	return len(b) > 0 && b[0] == '['
+}
+
 // parseRequests decodes the JSON-RPC messages of body (single or batch).
+// A batch of more than MaxBatchRequests messages is errBatchTooLong.
 // Members are matched by their exact names, as the MCP server (whatever its
 // language) reads them; peekJSONRPC refuses duplicate and case-folded
 // method, params and name members first.
@@ -130,7 +162,11 @@ func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
 		}
 	}
 	var out []*rpcRequest
+	n := 0
 	err := forEachMessage(bytes.TrimSpace(body), func(m []byte) error {
+		if n++; n > MaxBatchRequests {
+			return errBatchTooLong
+		}
 		var rawID, rawMethod, rawParams []byte
 		if err := objectFields(m, func(key, val []byte) error {
 			switch string(key) {
@@ -179,6 +215,9 @@ func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
 		out = append(out, req)
 		return nil
 	})
+	if errors.Is(err, errBatchTooLong) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, errPeek
 	}
@@ -271,9 +310,15 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 				return
 			}
 			var err error
-			reqs, err = parseRequests(body, peeked)
-			if err != nil {
+			switch reqs, err = parseRequests(body, peeked); {
+			case errors.Is(err, errBatchTooLong):
+				f.refuseBatch(w, r, p, start, "Invalid Request: a batch holds at most "+strconv.Itoa(MaxBatchRequests)+" messages")
+				return
+			case err != nil:
 				writeRPCError(w, http.StatusBadRequest, "null", -32700, "Parse error")
+				return
+			case batchesRefused(r) && isBatch(body):
+				f.refuseBatch(w, r, p, start, "Invalid Request: MCP "+BatchesVersion+" and later have no JSON-RPC batches")
 				return
 			}
 		}
@@ -305,6 +350,23 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 	})
 }
 
+// refuseBatch answers a batch MCPFilter does not pass on (too long, or of
+// an MCP revision without batches) with 400 and the JSON-RPC error -32600
+// Invalid Request (JSON-RPC 2.0 §5.1), id null, and audits it as one event,
+// method "batch", whatever the number of its messages.
+func (f *MCPFilter) refuseBatch(w http.ResponseWriter, r *http.Request, p *Principal, start time.Time, msg string) {
+	const code = -32600
+	if f.audit != nil {
+		fw := &filterWriter{f: f, start: start,
+			base: AuditEvent{Time: start, Session: r.Header.Get(SessionHeader), Subject: p.Subject, ClientID: p.ClientID}}
+		if f.tenantClaim != "" {
+			fw.base.Tenant = claimOf(inboundToken(r.Context()), f.tenantClaim)
+		}
+		fw.emit(&rpcRequest{method: "batch"}, AuditRPCError, code, false, http.StatusBadRequest)
+	}
+	writeRPCError(w, http.StatusBadRequest, "null", code, msg)
+}
+
 // abandon audits the requests of an answer that was not completed as
 // AuditNoResponse, writing nothing to the client.
 func (fw *filterWriter) abandon() {
@@ -324,7 +386,9 @@ func (f *MCPFilter) AuditDenied(r *http.Request, p *Principal, body []byte) {
 		return
 	}
 	reqs, err := parseRequests(body, false)
-	if err != nil || len(reqs) == 0 {
+	if errors.Is(err, errBatchTooLong) {
+		reqs = []*rpcRequest{{method: "batch"}}
+	} else if err != nil || len(reqs) == 0 {
 		reqs = []*rpcRequest{{method: "unknown"}}
 	}
 	base := AuditEvent{Time: f.now(), Session: r.Header.Get(SessionHeader), Subject: p.Subject, ClientID: p.ClientID}

@@ -1,0 +1,109 @@
+package rsmiddleware
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// batchOf is a JSON-RPC batch of n requests of method with ids 1..n.
+func batchOf(n int, method, params string) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = `{"jsonrpc":"2.0","id":` + strconv.Itoa(i+1) + `,"method":"` + method + `"` + params + `}`
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+func (fx *filterFixture) postVersion(t *testing.T, token, version, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, fx.srv.URL, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if version != "" {
+		req.Header.Set(ProtocolVersionHeader, version)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// wantInvalidRequest checks resp is 400 with the JSON-RPC error -32600, id
+// null.
+func wantInvalidRequest(t *testing.T, what string, resp *http.Response) {
+	t.Helper()
+	var m struct {
+		ID    json.RawMessage `json:"id"`
+		Error struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(b, &m) != nil || m.Error.Code != -32600 || string(m.ID) != "null" {
+		t.Fatalf("%s: %d %s, want 400 with the JSON-RPC error -32600 and id null", what, resp.StatusCode, b)
+	}
+}
+
+// A JSON-RPC batch of more than MaxBatchRequests messages, or any batch of
+// an MCP revision without batches (2025-06-18 and later), never reaches the
+// server: it is answered 400 -32600 Invalid Request and written to the
+// audit as one event, not one per message. A batch of MaxBatchRequests
+// without the version header (2025-03-26) passes, one event per request.
+func TestMCPFilterBoundsBatches(t *testing.T) {
+	var reached atomic.Int32
+	fx := newFilterFixture(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusAccepted)
+	}), nil)
+	tok := fx.token("mcp:tools")
+	refused := func(what, version, body string) {
+		t.Helper()
+		mark := len(fx.audit.String())
+		wantInvalidRequest(t, what, fx.postVersion(t, tok, version, body))
+		if n := reached.Load(); n != 0 {
+			t.Fatalf("%s reached the server", what)
+		}
+		lines := auditLines(t, fx.audit.String()[mark:])
+		if len(lines) != 1 || lines[0].Method != "batch" || lines[0].Result != AuditRPCError || lines[0].ErrorCode != -32600 ||
+			lines[0].Status != http.StatusBadRequest || lines[0].Sub != "alice" || lines[0].Tenant != "acme" {
+			t.Fatalf("%s: audit %+v, want one batch event", what, lines)
+		}
+	}
+	refused("a batch one longer than the bound", "", batchOf(MaxBatchRequests+1, "tools/list", ""))
+	refused("a batch of 20000", "2025-03-26", batchOf(20000, "ping", ""))
+	refused("a batch of two under 2025-06-18", "2025-06-18", batchOf(2, "tools/list", ""))
+	refused("a batch of one under 2025-11-25", "2025-11-25", batchOf(1, "ping", ""))
+
+	mark := len(fx.audit.String())
+	if resp := fx.postVersion(t, tok, "", batchOf(MaxBatchRequests, "tools/list", "")); resp.StatusCode != http.StatusAccepted || reached.Load() != 1 {
+		t.Fatalf("a batch at the bound: %d, reached %d", resp.StatusCode, reached.Load())
+	}
+	if lines := auditLines(t, fx.audit.String()[mark:]); len(lines) != MaxBatchRequests {
+		t.Fatalf("a batch at the bound: %d audit events, want %d", len(lines), MaxBatchRequests)
+	}
+	if resp := fx.postVersion(t, tok, "2025-03-26", batchOf(2, "tools/list", "")); resp.StatusCode != http.StatusAccepted || reached.Load() != 2 {
+		t.Fatalf("a batch under 2025-03-26: %d, reached %d", resp.StatusCode, reached.Load())
+	}
+	if resp := fx.postVersion(t, tok, "2025-06-18", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); resp.StatusCode != http.StatusAccepted || reached.Load() != 3 {
+		t.Fatalf("a single request under 2025-06-18: %d, reached %d", resp.StatusCode, reached.Load())
+	}
+
+	// Refused for want of scopes, a long batch is still one audit event.
+	mark = len(fx.audit.String())
+	resp := fx.postVersion(t, tok, "", batchOf(5000, "tools/call", `,"params":{"name":"admin_stats"}`))
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a long batch of hidden tool calls: %d", resp.StatusCode)
+	}
+	if lines := auditLines(t, fx.audit.String()[mark:]); len(lines) != 1 || lines[0].Method != "batch" || lines[0].Result != AuditDenied {
+		t.Fatalf("a long batch of hidden tool calls: audit %+v", lines)
+	}
+}
