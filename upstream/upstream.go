@@ -272,7 +272,10 @@ func RandomToken() string {
 
 // AuthCodeURL returns the provider's authorization URL for state, nonce and
 // the PKCE verifier (sent as its S256 challenge).
-func (p *Provider) AuthCodeURL(ctx context.Context, state, nonce, verifier string) (string, error) {
+// params are further name, value pairs (max_age 0 to have the person sign
+// in again, OpenID Connect Core §3.1.2.1); they replace configured
+// AuthParams of the same name.
+func (p *Provider) AuthCodeURL(ctx context.Context, state, nonce, verifier string, params ...string) (string, error) {
 	m, err := p.metadata(ctx)
 	if err != nil {
 		return "", err
@@ -280,6 +283,9 @@ func (p *Provider) AuthCodeURL(ctx context.Context, state, nonce, verifier strin
 	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("nonce", nonce)}
 	for _, k := range sortedKeys(p.cfg.AuthParams) {
 		opts = append(opts, oauth2.SetAuthURLParam(k, p.cfg.AuthParams[k]))
+	}
+	for i := 0; i+1 < len(params); i += 2 {
+		opts = append(opts, oauth2.SetAuthURLParam(params[i], params[i+1]))
 	}
 	return p.oauth2Config(m).AuthCodeURL(state, opts...), nil
 }
@@ -294,6 +300,9 @@ type Identity struct {
 	// Claims holds the string values of the claims ClaimScopes names and of
 	// groups, for the scope mapping and the user record.
 	Claims map[string][]string
+	// AuthTime is when the person last authenticated at the provider (the
+	// ID token's auth_time); zero when it does not say.
+	AuthTime time.Time
 	// RefreshToken is the provider's refresh token, "" when it gave none.
 	// Keep it server-side and sealed; it never goes to a client.
 	RefreshToken string
@@ -545,6 +554,9 @@ func (p *Provider) fromClaims(c map[string]any) (*Identity, error) {
 	id.Name, _ = c["name"].(string)
 	if id.Name == "" {
 		id.Name, _ = c["preferred_username"].(string)
+	}
+	if at, ok := numericDate(c["auth_time"]); ok {
+		id.AuthTime = at
 	}
 	id.Groups = stringValues(c["groups"])
 	if len(id.Groups) > 0 {

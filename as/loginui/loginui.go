@@ -471,7 +471,7 @@ func (u *UI) Authorize(w http.ResponseWriter, r *http.Request, p Prompt) (Result
 		}
 		if len(u.cfg.Upstreams) == 1 && len(u.users) == 0 && form == nil {
 			// One provider and no local accounts: nothing to choose.
-			u.startUpstream(w, r, sess, &u.cfg.Upstreams[0], bind, authorizeAction(r))
+			u.startUpstream(w, r, sess, &u.cfg.Upstreams[0], bind, authorizeAction(r), p.ForceLogin)
 			return Result{}, false
 		}
 		u.renderLogin(w, r, sess, bind, &p, http.StatusOK, "", "")

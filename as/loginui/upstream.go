@@ -18,7 +18,7 @@ import (
 // (*upstream.Provider).
 type UpstreamProvider interface {
 	ID() string
-	AuthCodeURL(ctx context.Context, state, nonce, verifier string) (string, error)
+	AuthCodeURL(ctx context.Context, state, nonce, verifier string, params ...string) (string, error)
 	Exchange(ctx context.Context, code, verifier, nonce string) (*upstream.Identity, error)
 	Check(id *upstream.Identity) error
 	Capped() bool
@@ -82,6 +82,11 @@ type pendingUpstream struct {
 	Nonce    string `json:"nonce"`
 	Verifier string `json:"pkce"`
 	Exp      int64  `json:"exp"`
+	// Fresh asks the provider for a new authentication (prompt=login at
+	// our authorization endpoint): max_age=0, and an auth_time no older
+	// than Start.
+	Fresh bool  `json:"fresh,omitempty"`
+	Start int64 `json:"iat"`
 }
 
 const pendingCookieName = "mcpauth_upstream_state" // securecookie MAC name, never set as a cookie
@@ -89,11 +94,13 @@ const pendingCookieName = "mcpauth_upstream_state" // securecookie MAC name, nev
 // startUpstream sends the person to provider up for the authorization
 // request bound by bind, returning afterwards to ret. The state is bound
 // to this browser's session and single use (checked at the callback).
-func (u *UI) startUpstream(w http.ResponseWriter, r *http.Request, sess session, up *Upstream, bind, ret string) {
+func (u *UI) startUpstream(w http.ResponseWriter, r *http.Request, sess session, up *Upstream, bind, ret string, fresh bool) {
 	sess = u.ensureSession(w, sess)
+	now := u.now()
 	p := pendingUpstream{
 		ID: randomID(), Upstream: up.Provider.ID(), Sess: sess.ID, Bind: bind, Return: ret,
-		Nonce: upstream.RandomToken(), Verifier: upstream.NewVerifier(), Exp: u.now().Add(u.cfg.FlowTTL).Unix(),
+		Nonce: upstream.RandomToken(), Verifier: upstream.NewVerifier(), Exp: now.Add(u.cfg.FlowTTL).Unix(),
+		Fresh: fresh, Start: now.Unix(),
 	}
 	state, err := u.cookies.Encode(pendingCookieName, p)
 	if err != nil {
@@ -101,7 +108,11 @@ func (u *UI) startUpstream(w http.ResponseWriter, r *http.Request, sess session,
 		u.ErrorPage(w, http.StatusInternalServerError, "Sign-in failed", "The sign-in could not be started. Please try again.")
 		return
 	}
-	dest, err := up.Provider.AuthCodeURL(r.Context(), state, p.Nonce, p.Verifier)
+	var params []string
+	if fresh {
+		params = []string{"max_age", "0"}
+	}
+	dest, err := up.Provider.AuthCodeURL(r.Context(), state, p.Nonce, p.Verifier, params...)
 	if err != nil {
 		u.log.WarnContext(r.Context(), "loginui: upstream unavailable", "upstream", up.Provider.ID(), "err", err)
 		u.ErrorPage(w, http.StatusBadGateway, "Sign-in provider unavailable",
@@ -111,6 +122,10 @@ func (u *UI) startUpstream(w http.ResponseWriter, r *http.Request, sess session,
 	u.audit(r.Context(), "login.upstream_started", "upstream", up.Provider.ID(), "addr", u.cfg.ClientIP(r))
 	http.Redirect(w, r, dest, http.StatusSeeOther)
 }
+
+// freshSkew is the clock difference allowed between the provider's
+// auth_time and our start of a fresh sign-in.
+const freshSkew = 2 * time.Minute
 
 // Callback parameter limits; anything longer is refused.
 const (
@@ -222,6 +237,11 @@ func (u *UI) serveCallback(w http.ResponseWriter, r *http.Request, id string) {
 	ident, err := up.Provider.Exchange(ctx, cb.Code, p.Verifier, p.Nonce)
 	if err != nil {
 		u.upstreamFailure(w, r, up, err)
+		return
+	}
+	if p.Fresh && (ident.AuthTime.IsZero() || ident.AuthTime.Before(time.Unix(p.Start, 0).Add(-freshSkew))) {
+		u.audit(ctx, "login.upstream_failed", "upstream", id, "reason", "not_reauthenticated")
+		u.ErrorPage(w, http.StatusBadGateway, "Sign-in failed", "The application asked you to sign in again, but "+up.Name+" did not. "+again)
 		return
 	}
 	if err := up.Provider.Check(ident); err != nil {
@@ -379,7 +399,7 @@ func (u *UI) handleUpstreamPost(w http.ResponseWriter, r *http.Request, sess ses
 	}
 	for i := range u.cfg.Upstreams {
 		if u.cfg.Upstreams[i].Provider.ID() == f.Upstream {
-			u.startUpstream(w, r, sess, &u.cfg.Upstreams[i], bind, ret)
+			u.startUpstream(w, r, sess, &u.cfg.Upstreams[i], bind, ret, p != nil && p.ForceLogin)
 			return
 		}
 	}

@@ -572,3 +572,40 @@ func TestUpstreamSignInOnTheConsentsPage(t *testing.T) {
 		t.Fatalf("after the callback: %d %s\n%s", p.StatusCode, p.Request.URL, p.Body)
 	}
 }
+
+// TestUpstreamPromptLogin: prompt=login at our authorization endpoint asks
+// the provider for a new authentication (max_age=0) and refuses an answer
+// whose auth_time is older than the request.
+func TestUpstreamPromptLogin(t *testing.T) {
+	e := newUpstreamEnv(t, false, "")
+	b := e.browser()
+	if to := b.submit(b.open(e.signIn(b, authorizePath(), "alice")).form(t, "action", "approve")).redirectedTo(t); to.Query().Get("code") == "" {
+		t.Fatalf("first sign-in: %s", to)
+	}
+	at := e.toProvider(b, authorizePath("prompt", "login", "state", "st-2"))
+	if at.Query().Get("max_age") != "0" {
+		t.Fatalf("prompt=login sent no max_age=0 to the provider: %s", at)
+	}
+	cb, err := e.op.SignIn(b.c, at.String(), "alice", "alice-pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if to := b.open(cb).redirectedTo(t); to.Query().Get("code") != "code-for-corp:u-alice" {
+		t.Fatalf("after a fresh sign-in: %s", to)
+	}
+
+	at = e.toProvider(b, authorizePath("prompt", "login", "state", "st-3"))
+	cb, err = e.op.SignIn(b.c, at.String(), "alice", "alice-pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.op.Tamper(func(c map[string]any) (map[string]any, *rsa.PrivateKey, string) {
+		c["auth_time"] = time.Now().Add(-time.Hour).Unix()
+		return c, nil, ""
+	})
+	defer e.op.Tamper(nil)
+	n := len(e.results)
+	if p := b.open(cb); p.StatusCode != http.StatusBadGateway || !strings.Contains(p.Body, "did not") || len(e.results) != n {
+		t.Fatalf("an old auth_time after prompt=login: %d\n%s", p.StatusCode, p.Body)
+	}
+}
