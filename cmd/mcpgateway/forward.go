@@ -172,6 +172,10 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if outBody == http.NoBody {
 		out.Body = nil
 	}
+	if body != nil {
+		// The upstream's credentials may send it again (a refused token).
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
 
 	res, err := f.transport.RoundTrip(out)
 	if err == nil && f.refused != nil {

@@ -304,52 +304,136 @@ func upstreamTransport(cfg *Config, o Options, base http.RoundTripper) (http.Rou
 }
 
 // ccTransport attaches an RFC 6749 §4.4 client credentials token of the
-// gateway, for the upstream's resource (RFC 8707), reused until it expires.
+// gateway, for the upstream's resource (RFC 8707), reused until it expires
+// or the upstream refuses it. A 401 from the upstream (RFC 6750 §3.1
+// invalid_token: revoked, or signed by a key it no longer trusts) drops the
+// token; the request is sent once more with a new one when its body can be
+// sent again, and the second answer, 401 or not, is passed on (a second
+// 401 drops the new token too). The AS metadata is fetched once; while that
+// fails, requests fail at once and the next attempt waits a backoff (1 s,
+// doubling up to 30 s) instead of every request asking an AS that is down.
 type ccTransport struct {
 	cfg    *Config
 	g      *GrantConfig
 	base   http.RoundTripper
 	client *http.Client
+	now    func() time.Time // zero value time.Now
 
-	mu  sync.Mutex
-	src oauth2.TokenSource
+	mu      sync.Mutex
+	cc      *clientcredentials.Config // nil until the metadata is fetched
+	tok     *oauth2.Token
+	retryAt time.Time // no metadata fetch before then
+	backoff time.Duration
+	metaErr error // the last metadata failure
 }
 
-func (t *ccTransport) source(ctx context.Context) (oauth2.TokenSource, error) {
+const (
+	metadataBackoffMin = time.Second
+	metadataBackoffMax = 30 * time.Second
+)
+
+func (t *ccTransport) clock() time.Time {
+	if t.now != nil {
+		return t.now()
+	}
+	return time.Now()
+}
+
+// token returns the cached token, or a new one; the lock held while it is
+// fetched makes concurrent requests wait for one fetch instead of each
+// doing its own.
+func (t *ccTransport) token(ctx context.Context) (*oauth2.Token, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.src != nil {
-		return t.src, nil
+	if t.tok.Valid() {
+		return t.tok, nil
 	}
 	client := t.client
 	if client == nil {
 		client = &http.Client{Timeout: 10 * time.Second}
 	}
-	m, err := metadata.FetchAuthorizationServerMetadata(ctx, client, t.cfg.Issuer)
-	if err != nil || m.TokenEndpoint == "" {
-		return nil, fmt.Errorf("%w: %v", errTokenEndpoint, err)
+	if t.cc == nil {
+		if now := t.clock(); now.Before(t.retryAt) {
+			return nil, t.metaErr
+		}
+		m, err := metadata.FetchAuthorizationServerMetadata(ctx, client, t.cfg.Issuer)
+		if err != nil || m.TokenEndpoint == "" {
+			t.backoff = min(max(2*t.backoff, metadataBackoffMin), metadataBackoffMax)
+			t.retryAt = t.clock().Add(t.backoff)
+			t.metaErr = fmt.Errorf("%w: %v", errTokenEndpoint, err)
+			return nil, t.metaErr
+		}
+		t.backoff, t.metaErr = 0, nil
+		t.cc = &clientcredentials.Config{
+			ClientID: t.g.ClientID, ClientSecret: t.g.ClientSecret, TokenURL: m.TokenEndpoint,
+			Scopes: t.g.Scopes, EndpointParams: url.Values{"resource": {t.g.Resource}}, AuthStyle: oauth2.AuthStyleInHeader,
+		}
 	}
-	cc := &clientcredentials.Config{
-		ClientID: t.g.ClientID, ClientSecret: t.g.ClientSecret, TokenURL: m.TokenEndpoint,
-		Scopes: t.g.Scopes, EndpointParams: url.Values{"resource": {t.g.Resource}}, AuthStyle: oauth2.AuthStyleInHeader,
+	// The token outlives this request: it is fetched with a context of its
+	// own (the client's timeout bounds it).
+	tok, err := t.cc.Token(context.WithValue(context.Background(), oauth2.HTTPClient, client))
+	if err != nil {
+		return nil, err
 	}
-	// The token source outlives this request: it gets a context of its own.
-	t.src = cc.TokenSource(context.WithValue(context.Background(), oauth2.HTTPClient, client))
-	return t.src, nil
+	t.tok = tok
+	return tok, nil
+}
+
+// drop forgets tok, if it is still the cached token.
+func (t *ccTransport) drop(tok *oauth2.Token) {
+	t.mu.Lock()
+	if t.tok == tok {
+		t.tok = nil
+	}
+	t.mu.Unlock()
+}
+
+func (t *ccTransport) send(req *http.Request, tok *oauth2.Token) (*http.Response, error) {
+	out := req.Clone(req.Context())
+	out.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+	return t.base.RoundTrip(out)
 }
 
 func (t *ccTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	src, err := t.source(req.Context())
-	if err == nil {
-		var tok *oauth2.Token
-		if tok, err = src.Token(); err == nil {
-			out := req.Clone(req.Context())
-			out.Header.Set("Authorization", "Bearer "+tok.AccessToken)
-			return t.base.RoundTrip(out)
+	tok, err := t.token(req.Context())
+	if err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
 		}
+		return nil, err
 	}
-	if req.Body != nil {
-		_ = req.Body.Close()
+	// A body sent once can be sent again only through GetBody; fetch that
+	// before the first send reads it.
+	replay := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	res, err := t.send(req, tok)
+	if err != nil || res.StatusCode != http.StatusUnauthorized {
+		return res, err
 	}
-	return nil, err
+	t.drop(tok)
+	if !replay {
+		return res, nil
+	}
+	again := req
+	if req.GetBody != nil {
+		body, err := req.GetBody()
+		if err != nil {
+			return res, nil
+		}
+		again = req.Clone(req.Context())
+		again.Body = body
+	}
+	tok, err = t.token(req.Context())
+	if err != nil {
+		if again.Body != nil {
+			_ = again.Body.Close()
+		}
+		return res, nil
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
+	_ = res.Body.Close()
+	res, err = t.send(again, tok)
+	if err == nil && res.StatusCode == http.StatusUnauthorized {
+		t.drop(tok)
+	}
+	return res, err
 }
