@@ -83,6 +83,18 @@ type Exchanger struct {
 
 	mu    sync.Mutex
 	cache map[[32]byte]*ExchangedToken
+	// inflight holds the exchanges under way, by cache key: a cache miss
+	// for a key already being exchanged waits for that exchange instead of
+	// doing its own.
+	inflight map[[32]byte]*exchangeCall
+}
+
+// exchangeCall is one exchange under way; tok and err are set before done
+// is closed.
+type exchangeCall struct {
+	done chan struct{}
+	tok  *ExchangedToken
+	err  error
 }
 
 // ExchangedToken is a token issued by the exchange (RFC 8693 §2.2.1).
@@ -102,7 +114,8 @@ func NewExchanger(cfg ExchangeConfig) (*Exchanger, error) {
 	if cfg.ClientID == "" || cfg.ClientSecret == "" {
 		return nil, errors.New("rsmiddleware: ExchangeConfig needs ClientID and ClientSecret")
 	}
-	e := &Exchanger{cfg: cfg, client: noRedirects(cfg.HTTPClient), now: cfg.Now, tokenURL: cfg.TokenURL, cache: map[[32]byte]*ExchangedToken{}}
+	e := &Exchanger{cfg: cfg, client: noRedirects(cfg.HTTPClient), now: cfg.Now, tokenURL: cfg.TokenURL, cache: map[[32]byte]*ExchangedToken{},
+		inflight: map[[32]byte]*exchangeCall{}}
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -126,35 +139,61 @@ func (e *Exchanger) Token(ctx context.Context, resource string) (*ExchangedToken
 }
 
 // Exchange exchanges subjectToken for a token whose audience is resource.
+// Concurrent calls for the same subject token and resource while none is
+// cached share one exchange.
 func (e *Exchanger) Exchange(ctx context.Context, subjectToken, resource string) (*ExchangedToken, error) {
 	res, err := metadata.CanonicalResource(resource)
 	if err != nil {
 		return nil, err
 	}
-	key := sha256.Sum256([]byte(subjectToken + "\x00" + res))
-	now := e.now()
-	e.mu.Lock()
-	if t, ok := e.cache[key]; ok && now.Add(e.cfg.RefreshBefore).Before(t.Expiry) {
-		e.mu.Unlock()
-		return t, nil
-	}
-	e.mu.Unlock()
+	return e.exchangeCanonical(ctx, subjectToken, res)
+}
 
-	t, err := e.exchange(ctx, subjectToken, res, now)
-	if err != nil {
-		return nil, err
-	}
-	e.mu.Lock()
-	if len(e.cache) >= e.cfg.CacheSize {
-		for k, v := range e.cache {
-			if !now.Add(e.cfg.RefreshBefore).Before(v.Expiry) || len(e.cache) >= e.cfg.CacheSize {
-				delete(e.cache, k)
-			}
+// exchangeCanonical is Exchange for a resource already in canonical form.
+func (e *Exchanger) exchangeCanonical(ctx context.Context, subjectToken, res string) (*ExchangedToken, error) {
+	key := sha256.Sum256([]byte(subjectToken + "\x00" + res))
+	for {
+		now := e.now()
+		e.mu.Lock()
+		if t, ok := e.cache[key]; ok && now.Add(e.cfg.RefreshBefore).Before(t.Expiry) {
+			e.mu.Unlock()
+			return t, nil
 		}
+		if c, ok := e.inflight[key]; ok {
+			e.mu.Unlock()
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			// The exchange this call waited for ended with its caller's
+			// context: this caller's own is alive, so it tries again.
+			if errors.Is(c.err, context.Canceled) || errors.Is(c.err, context.DeadlineExceeded) {
+				continue
+			}
+			return c.tok, c.err
+		}
+		c := &exchangeCall{done: make(chan struct{})}
+		e.inflight[key] = c
+		e.mu.Unlock()
+
+		c.tok, c.err = e.exchange(ctx, subjectToken, res, now)
+		e.mu.Lock()
+		delete(e.inflight, key)
+		if c.err == nil {
+			if len(e.cache) >= e.cfg.CacheSize {
+				for k, v := range e.cache {
+					if !now.Add(e.cfg.RefreshBefore).Before(v.Expiry) || len(e.cache) >= e.cfg.CacheSize {
+						delete(e.cache, k)
+					}
+				}
+			}
+			e.cache[key] = c.tok
+		}
+		e.mu.Unlock()
+		close(c.done)
+		return c.tok, c.err
 	}
-	e.cache[key] = t
-	e.mu.Unlock()
-	return t, nil
 }
 
 func (e *Exchanger) endpoint(ctx context.Context) (string, error) {
@@ -251,13 +290,17 @@ func (e *Exchanger) Transport(base http.RoundTripper, resource string) http.Roun
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return &exchangeTransport{e: e, base: base, resource: resource}
+	res, err := metadata.CanonicalResource(resource)
+	return &exchangeTransport{e: e, base: base, resource: res, resErr: err}
 }
 
 type exchangeTransport struct {
-	e        *Exchanger
-	base     http.RoundTripper
+	e    *Exchanger
+	base http.RoundTripper
+	// resource is the canonical form of Transport's resource, parsed once;
+	// resErr why it has none.
 	resource string
+	resErr   error
 }
 
 func (t *exchangeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -275,7 +318,11 @@ func (t *exchangeTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		closeBody()
 		return nil, ErrPassthrough
 	}
-	tok, err := t.e.Exchange(req.Context(), inbound, t.resource)
+	if t.resErr != nil {
+		closeBody()
+		return nil, t.resErr
+	}
+	tok, err := t.e.exchangeCanonical(req.Context(), inbound, t.resource)
 	if err != nil {
 		closeBody()
 		return nil, err
