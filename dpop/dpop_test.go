@@ -366,3 +366,50 @@ func TestNonces(t *testing.T) {
 		t.Fatal("short secret accepted")
 	}
 }
+
+// TestCheckReplayRememberedForTheWholeWindow: a proof is remembered for as
+// long as its iat passes the window check, so it is a replay even at the
+// window's far edge (RFC 9449 §11.1).
+func TestCheckReplayRememberedForTheWholeWindow(t *testing.T) {
+	s := newSigner(t)
+	iat := time.Now().Truncate(time.Second)
+	s.SetClock(func() time.Time { return iat })
+	p, err := s.Proof("POST", tokenURL, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := iat
+	jtis := NewMemoryJTIs(0)
+	jtis.now = func() time.Time { return now }
+	c := Checker{JTIs: jtis, Now: func() time.Time { return now }}
+	req := Request{Method: "POST", URI: tokenURL}
+	if _, err := c.Check(context.Background(), p, req); err != nil {
+		t.Fatal(err)
+	}
+	now = iat.Add(DefaultWindow)
+	if _, err := c.Check(context.Background(), p, req); !errors.Is(err, ErrReplay) {
+		t.Fatalf("at the window's edge: %v; want ErrReplay", err)
+	}
+}
+
+// TestParseRefusesIatOutOfRange: iat must be a non-negative number of
+// seconds no later than 2^40 (about year 36812), whatever the window.
+func TestParseRefusesIatOutOfRange(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := map[jose.HeaderKey]any{jose.HeaderType: Type}
+	for _, iat := range []any{-1, float64(1<<40) + 1, 1e300} {
+		claims := goodClaims()
+		claims["iat"] = iat
+		if _, err := Parse(forge(t, key, jose.ES256, hdr, true, claims), DefaultAlgs); !errors.Is(err, ErrInvalidProof) || !strings.Contains(err.Error(), "iat") {
+			t.Errorf("iat %v: %v; want an invalid iat", iat, err)
+		}
+	}
+	claims := goodClaims()
+	claims["iat"] = 1 << 40
+	if _, err := Parse(forge(t, key, jose.ES256, hdr, true, claims), DefaultAlgs); err != nil {
+		t.Errorf("iat 2^40: %v", err)
+	}
+}
