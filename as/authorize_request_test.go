@@ -1,12 +1,15 @@
 package as
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 
 	"golang.org/x/oauth2"
+
+	"github.com/mcpauth/mcpauth/storage"
 )
 
 // authorizeParams is a valid authorization request of demo-app without
@@ -145,5 +148,43 @@ func TestRememberedConsentOfAPublicClientOnHTTPSIsSilent(t *testing.T) {
 	u := redirected(t, b.get(h.issuer+"/authorize?"+v.Encode()))
 	if u.Query().Get("code") == "" {
 		t.Fatalf("second authorization: %s carries no code", u)
+	}
+}
+
+// The placeholder fosite parses the request with never leaves the server:
+// the redirect carries the client's state exactly, or none when it sent
+// none, and the stored code request holds no state at all.
+func TestStatePlaceholderNeverLeavesTheServer(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	for _, state := range []string{"s-12345678", ""} {
+		v := authorizeParams("demo-app")
+		v.Set("redirect_uri", appRedirect)
+		if state == "" {
+			v.Del("state")
+		}
+		u := h.browser().authorize(h.issuer + "/authorize?" + v.Encode())
+		code := u.Query().Get("code")
+		if code == "" {
+			t.Fatalf("state %q: %s carries no code", state, u)
+		}
+		_, sr, err := h.as.store.load(ctx, storage.KindAuthorizeCode, h.as.tokens.AuthorizeCodeSignature(ctx, code))
+		if err != nil {
+			t.Fatalf("state %q: stored code: %v", state, err)
+		}
+		if got, has := u.Query().Get("state"), u.Query().Has("state"); got != state || has != (state != "") {
+			t.Errorf("state %q: redirect has state %q (present %v)", state, got, has)
+		}
+		form := sr.Form
+		if form.Has("state") {
+			t.Errorf("state %q: stored form has state %q", state, form.Get("state"))
+		}
+		for k, vs := range form {
+			for _, v := range vs {
+				if strings.Contains(v, statePlaceholder) {
+					t.Errorf("state %q: stored form %s carries the placeholder", state, k)
+				}
+			}
+		}
 	}
 }
