@@ -86,9 +86,13 @@ func TestCodesHaveEnoughEntropyAndExpire(t *testing.T) {
 		t.Errorf("expired code: %d %v", resp.StatusCode, body)
 	}
 
-	cfg := Config{Issuer: "https://as.example", Resources: h.as.cfg.Resources, Store: h.store, Secret: h.as.cfg.Secret, CodeTTL: MaxCodeTTL + time.Minute}
-	if _, err := New(context.Background(), cfg); err == nil {
-		t.Error("New accepted a CodeTTL over 10 minutes")
+	cfg := Config{Issuer: "https://as.example", Resources: h.as.cfg.Resources, Clients: h.as.cfg.Clients, Store: h.store, Secret: h.as.cfg.Secret, CodeTTL: MaxCodeTTL}
+	if _, err := New(context.Background(), cfg); err != nil {
+		t.Fatalf("New refused a CodeTTL of exactly 10 minutes: %v", err)
+	}
+	cfg.CodeTTL = MaxCodeTTL + time.Minute
+	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "CodeTTL") {
+		t.Errorf("New with a CodeTTL over 10 minutes: %v, want the CodeTTL named", err)
 	}
 }
 
