@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpauth/mcpauth/storage"
 )
@@ -93,6 +94,79 @@ func TestClientErrorPageNamesTheErrorAndWorksWithoutLoginPages(t *testing.T) {
 		}
 		if !strings.Contains(p.Body, want) {
 			t.Fatalf("UI %v: page does not contain %q:\n%s", withUI, want, p.Body)
+		}
+	}
+}
+
+// Pins allLoopback, which makes the consent page warn of an application
+// that returns only to this computer, and hostOf, which names where it
+// returns to.
+func TestAllLoopbackAndHostOf(t *testing.T) {
+	for _, tc := range []struct {
+		uris []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"http://127.0.0.1/cb", "http://localhost:7777/cb", "http://[::1]/cb"}, true},
+		{[]string{"http://127.0.0.1/cb", "https://app.example/cb"}, false},
+		{[]string{"http://10.0.0.1/cb"}, false},
+		{[]string{"http://%zz/cb"}, false},
+	} {
+		if got := allLoopback(tc.uris); got != tc.want {
+			t.Errorf("allLoopback(%q) = %v, want %v", tc.uris, got, tc.want)
+		}
+	}
+	for raw, want := range map[string]string{
+		"https://app.example:8443/cb": "app.example:8443",
+		"com.example.app:/cb":         "com.example.app:",
+		"http://%zz/cb":               "",
+	} {
+		if got := hostOf(raw); got != want {
+			t.Errorf("hostOf(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+// Pins sameClientRecord, which lets the client cache reuse a conversion:
+// an identical record is the same, and a change to any field the
+// conversion reads is not (else a changed secret or redirect URI would be
+// served from the cache).
+func TestSameClientRecordSeesEveryField(t *testing.T) {
+	at := time.Unix(1700000000, 0)
+	base := storage.Client{
+		ID: "c", CreatedAt: at, UpdatedAt: at, SecretHash: []byte("h"), SecretExpiresAt: at, Public: false,
+		Name: "n", RedirectURIs: []string{"https://a.example/cb"}, TokenEndpointAuthMethod: "client_secret_basic",
+		JWKSURI: "https://a.example/jwks", JWKS: []byte("{}"), Source: "dcr", ApplicationType: "web",
+		GrantTypes: []string{"authorization_code"}, Scopes: []string{"s"}, Resources: []string{mcpURI}, Metadata: []byte("{}"),
+	}
+	same := base
+	if !sameClientRecord(&base, &same) {
+		t.Fatal("an identical record is not the same")
+	}
+	changes := map[string]func(*storage.Client){
+		"ID":                      func(c *storage.Client) { c.ID = "d" },
+		"CreatedAt":               func(c *storage.Client) { c.CreatedAt = at.Add(time.Second) },
+		"UpdatedAt":               func(c *storage.Client) { c.UpdatedAt = at.Add(time.Second) },
+		"SecretHash":              func(c *storage.Client) { c.SecretHash = []byte("x") },
+		"SecretExpiresAt":         func(c *storage.Client) { c.SecretExpiresAt = at.Add(time.Second) },
+		"Public":                  func(c *storage.Client) { c.Public = true },
+		"Name":                    func(c *storage.Client) { c.Name = "m" },
+		"RedirectURIs":            func(c *storage.Client) { c.RedirectURIs = []string{"https://b.example/cb"} },
+		"TokenEndpointAuthMethod": func(c *storage.Client) { c.TokenEndpointAuthMethod = "none" },
+		"JWKSURI":                 func(c *storage.Client) { c.JWKSURI = "https://b.example/jwks" },
+		"JWKS":                    func(c *storage.Client) { c.JWKS = []byte(`{"keys":[]}`) },
+		"Source":                  func(c *storage.Client) { c.Source = "cimd" },
+		"ApplicationType":         func(c *storage.Client) { c.ApplicationType = "native" },
+		"GrantTypes":              func(c *storage.Client) { c.GrantTypes = []string{"client_credentials"} },
+		"Scopes":                  func(c *storage.Client) { c.Scopes = []string{"t"} },
+		"Resources":               func(c *storage.Client) { c.Resources = []string{otherURI} },
+		"Metadata":                func(c *storage.Client) { c.Metadata = []byte(`{"a":1}`) },
+	}
+	for field, change := range changes {
+		changed := base
+		change(&changed)
+		if sameClientRecord(&base, &changed) {
+			t.Errorf("a record with another %s is the same", field)
 		}
 	}
 }
