@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpauth/mcpauth/as/loginui"
 	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/storage/memory"
 )
 
 // Pins localRedirect, which decides whether a remembered consent still takes
@@ -168,5 +170,31 @@ func TestSameClientRecordSeesEveryField(t *testing.T) {
 		if sameClientRecord(&base, &changed) {
 			t.Errorf("a record with another %s is the same", field)
 		}
+	}
+}
+
+// Our error pages come from the configured login pages, so they link the
+// stylesheet under the issuer's path (loginui.Config.BasePath).
+func TestErrorPageIsTheConfiguredUIs(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		ui, err := loginui.New(loginui.Config{
+			Users:    []loginui.User{{Username: "alice", PasswordHash: aliceHash}},
+			Consents: c.Store.(*memory.Store),
+			JTIs:     c.Store.(*memory.Store),
+			Secret:   c.Secret,
+			Now:      c.Now,
+			BasePath: "/auth",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.UI = ui
+	})
+	p := h.browser().get(h.issuer + "/authorize?" + authorizeParams("no-such-client").Encode())
+	if p.StatusCode != http.StatusBadRequest || !strings.Contains(p.Body, "Unknown client") {
+		t.Fatalf("status %d, want 400 and the unknown client page:\n%s", p.StatusCode, p.Body)
+	}
+	if !strings.Contains(p.Body, `href="/auth/`) {
+		t.Fatalf("error page does not link under /auth:\n%s", p.Body)
 	}
 }
