@@ -399,7 +399,11 @@ func TestGatewayInFrontOfATypeScriptServer(t *testing.T) {
 		// Resume the answer's stream after its first event: the server
 		// replays the tools/list answer on a GET stream, and it is cut there
 		// too.
-		get, _ := http.NewRequestWithContext(ctx, http.MethodGet, resource, nil)
+		// The replay comes at once or never (the stream then carries only
+		// keep-alives): bound the wait.
+		gctx, gcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer gcancel()
+		get, _ := http.NewRequestWithContext(gctx, http.MethodGet, resource, nil)
 		get.Header.Set("Authorization", "Bearer "+first)
 		get.Header.Set("Accept", "text/event-stream")
 		get.Header.Set("Mcp-Session-Id", sid)

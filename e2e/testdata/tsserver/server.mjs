@@ -5,9 +5,9 @@
 //
 // It prints "listening on 127.0.0.1:PORT" once it accepts connections. It
 // serves Streamable HTTP at /mcp (stateful sessions, an in-memory event
-// store so that streams can be resumed with Last-Event-ID) and, for the
-// test, GET /_seen: the method, session and Authorization header of every
-// request /mcp received.
+// store replaying in the order stored, so that streams can be resumed with
+// Last-Event-ID) and, for the test, GET /_seen: the method, session and
+// Authorization header of every request /mcp received.
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -15,6 +15,28 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+
+// OrderedEventStore replays a stream's events in the order they were
+// stored. The SDK's InMemoryEventStore sorts them by the text of their ids,
+// "<stream>_<milliseconds>_<random>", so two events stored within one
+// millisecond (a stream's priming event and its answer) replay in the order
+// of their random suffixes: half the time the answer sorts before the
+// priming event, and resuming after the priming event replays nothing.
+class OrderedEventStore extends InMemoryEventStore {
+  async replayEventsAfter(lastEventId, { send }) {
+    const last = this.events.get(lastEventId);
+    if (!last) return '';
+    let after = false;
+    for (const [id, { streamId, message }] of this.events) { // a Map keeps insertion order
+      if (id === lastEventId) {
+        after = true;
+      } else if (after && streamId === last.streamId) {
+        await send(id, message);
+      }
+    }
+    return last.streamId;
+  }
+}
 
 const jsonResponse = process.env.JSON_RESPONSE === '1';
 const seen = [];
@@ -69,7 +91,7 @@ const http = createServer(async (req, res) => {
       transport = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
         enableJsonResponse: jsonResponse,
-        eventStore: new InMemoryEventStore(),
+        eventStore: new OrderedEventStore(),
         onsessioninitialized: (id) => transports.set(id, transport),
       });
       transport.onclose = () => transport.sessionId && transports.delete(transport.sessionId);
