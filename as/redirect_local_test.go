@@ -3,6 +3,7 @@ package as
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +197,37 @@ func TestErrorPageIsTheConfiguredUIs(t *testing.T) {
 	}
 	if !strings.Contains(p.Body, `href="/auth/`) {
 		t.Fatalf("error page does not link under /auth:\n%s", p.Body)
+	}
+}
+
+// Pins the configured clients' secret rules: a public client may carry
+// neither a secret nor a secret hash, and a secret has at least 16
+// characters (exactly 16 is accepted).
+func TestConfiguredClientSecretRules(t *testing.T) {
+	h := newHarness(t, nil)
+	newWith := func(c Client) error {
+		cfg := h.as.cfg
+		cfg.Clients = append(slices.Clone(h.as.cfg.Clients), c)
+		_, err := New(t.Context(), cfg)
+		return err
+	}
+	hash := h.as.clients.hasher.Hash("sixteen-chars-ok")
+	for _, tc := range []struct {
+		name   string
+		client Client
+		want   string // "" when accepted
+	}{
+		{"a secret of 16 characters", Client{ID: "s16", Secret: "sixteen-chars-ok", GrantTypes: []string{"client_credentials"}}, ""},
+		{"a secret of 15 characters", Client{ID: "s15", Secret: "fifteen-chars-x", GrantTypes: []string{"client_credentials"}}, "shorter than 16"},
+		{"a public client with a secret", Client{ID: "ps", Public: true, Secret: "sixteen-chars-ok", RedirectURIs: []string{appRedirect}}, "a public client has no secret"},
+		{"a public client with a secret hash", Client{ID: "ph", Public: true, SecretHash: hash, RedirectURIs: []string{appRedirect}}, "a public client has no secret"},
+	} {
+		err := newWith(tc.client)
+		if tc.want == "" && err != nil {
+			t.Errorf("%s: refused: %v", tc.name, err)
+		}
+		if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
 	}
 }
