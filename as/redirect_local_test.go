@@ -3,6 +3,7 @@ package as
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -229,5 +230,24 @@ func TestConfiguredClientSecretRules(t *testing.T) {
 		if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// A stored confidential client that lists no grant types and no redirect
+// URI may use client_credentials (its only possible grant), not the code
+// flow it could never complete.
+func TestStoredClientWithoutRedirectURIsDefaultsToClientCredentials(t *testing.T) {
+	h := newHarness(t, nil)
+	const sec = "registered-secret-0123456789abcdef"
+	err := h.store.CreateClient(context.Background(), &storage.Client{
+		ID: "no-redirects", SecretHash: h.as.clients.hasher.Hash(sec), TokenEndpointAuthMethod: authSecretBasic,
+		Resources: []string{mcpURI}, Source: "dcr", CreatedAt: h.clock.Now(), UpdatedAt: h.clock.Now(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body := h.post("/token", url.Values{"grant_type": {"client_credentials"}}, "no-redirects", sec)
+	if resp.StatusCode != http.StatusOK || body["access_token"] == nil {
+		t.Fatalf("client_credentials: %d %v, want 200 and a token", resp.StatusCode, body)
 	}
 }
