@@ -251,3 +251,23 @@ func TestStoredClientWithoutRedirectURIsDefaultsToClientCredentials(t *testing.T
 		t.Fatalf("client_credentials: %d %v, want 200 and a token", resp.StatusCode, body)
 	}
 }
+
+// wrongIDResolver answers every client id with a document of another id.
+type wrongIDResolver struct{}
+
+func (wrongIDResolver) ResolveClient(_ context.Context, _ string) (*storage.Client, error) {
+	return &storage.Client{ID: "https://other.example/client.json", Public: true, TokenEndpointAuthMethod: "none",
+		RedirectURIs: []string{appRedirect}, GrantTypes: []string{"authorization_code"}, ResponseTypes: []string{"code"}, Source: "cimd"}, nil
+}
+
+// A resolved client whose id is not the one asked for is unknown: a
+// metadata document cannot speak for another client id.
+func TestResolvedClientOfAnotherIDIsUnknown(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ClientResolver = wrongIDResolver{} })
+	v := authorizeParams("https://tools.example/client.json")
+	v.Set("redirect_uri", appRedirect)
+	p := h.browser().get(h.issuer + "/authorize?" + v.Encode())
+	if p.StatusCode != http.StatusBadRequest || !strings.Contains(p.Body, "Unknown client") {
+		t.Fatalf("status %d, want 400 and the unknown client page:\n%s", p.StatusCode, p.Body)
+	}
+}
