@@ -271,3 +271,40 @@ func TestResolvedClientOfAnotherIDIsUnknown(t *testing.T) {
 		t.Fatalf("status %d, want 400 and the unknown client page:\n%s", p.StatusCode, p.Body)
 	}
 }
+
+// Pins checkRedirectURI, the check of configured redirect URIs: absolute,
+// no fragment (RFC 6749 §3.1.2), and a host for http and https.
+func TestCheckRedirectURI(t *testing.T) {
+	for uri, ok := range map[string]bool{
+		"https://app.example/cb":   true,
+		"http://127.0.0.1/cb":      true,
+		"myapp:/oauth/cb":          true,
+		"/cb":                      false,
+		"https://app.example/cb#f": false,
+		"https://app.example/cb#":  false,
+		"https:///cb":              false,
+		"http:///cb":               false,
+	} {
+		if err := checkRedirectURI(uri); (err == nil) != ok {
+			t.Errorf("checkRedirectURI(%q) = %v, want accepted %v", uri, err, ok)
+		}
+	}
+}
+
+// Configured clients: one listing a resource that is not configured is
+// refused, and a confidential one listing no grant types and no redirect
+// URI gets client_credentials.
+func TestConfiguredClientResourcesAndDefaultGrant(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.Clients = append(c.Clients, Client{ID: "plain-bot", Secret: "plain-bot-secret-0123456789"})
+	})
+	resp, body := h.post("/token", url.Values{"grant_type": {"client_credentials"}}, "plain-bot", "plain-bot-secret-0123456789")
+	if resp.StatusCode != http.StatusOK || body["access_token"] == nil {
+		t.Fatalf("client_credentials: %d %v, want 200 and a token", resp.StatusCode, body)
+	}
+	cfg := h.as.cfg
+	cfg.Clients = append(slices.Clone(h.as.cfg.Clients), Client{ID: "lost-bot", Secret: "lost-bot-secret-0123456789", Resources: []string{"https://unknown.example/mcp"}})
+	if _, err := New(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "is not a configured resource") {
+		t.Errorf("New with a client listing an unknown resource: %v, want it refused for that resource", err)
+	}
+}
