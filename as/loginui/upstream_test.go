@@ -531,6 +531,9 @@ func TestUpstreamLoginPageInHeadlessChromium(t *testing.T) {
 	}
 	step("signing in at the provider", chromedp.Do(ctx,
 		chromedp.Click(css(`form.upstream button`)),
+		// Our own login page has #username and #password too: wait until
+		// the browser has left it for the provider's.
+		chromedp.WaitNotPresent(css(`form.upstream`)),
 		chromedp.WaitVisible(css(`#username`)),
 		chromedp.SendKeys(css(`#username`), "alice"),
 		chromedp.SendKeys(css(`#password`), "alice-pw"),
