@@ -19,12 +19,14 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 //go:embed postgres/*.sql sqlite/*.sql
@@ -118,7 +120,7 @@ const createTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
 
 // Up applies every pending migration and returns the versions it applied.
 func (r *Runner) Up(ctx context.Context) ([]int, error) {
-	conn, err := r.db.Conn(ctx)
+	conn, err := r.connect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrations: connect: %w", err)
 	}
@@ -147,6 +149,39 @@ func (r *Runner) Up(ctx context.Context) ([]int, error) {
 		}
 	}
 	return done, nil
+}
+
+// connectWait bounds how long Up keeps retrying a SQLite connection that
+// opens busy.
+const connectWait = 10 * time.Second
+
+// connect takes a connection. Opening a fresh SQLite file switches it to WAL,
+// which needs the exclusive lock; when two processes do that at once SQLite
+// answers SQLITE_BUSY at once rather than calling the busy handler (it would
+// deadlock otherwise), so the open is retried with a short pause until
+// connectWait or ctx ends.
+func (r *Runner) connect(ctx context.Context) (*sql.Conn, error) {
+	deadline := time.Now().Add(connectWait)
+	pause := time.Millisecond
+	for {
+		conn, err := r.db.Conn(ctx)
+		if err == nil || r.dialect != SQLite || !sqliteBusy(err) || time.Now().After(deadline) {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+}
+
+// sqliteBusy reports whether err is SQLite's SQLITE_BUSY (primary code 5),
+// as the driver's error type reports it through Code.
+func sqliteBusy(err error) bool {
+	var c interface{ Code() int }
+	return errors.As(err, &c) && c.Code()&0xff == 5
 }
 
 // apply runs m in one transaction unless it is recorded already.
