@@ -125,15 +125,9 @@ func NewClient(cfg Config) (*http.Client, error) {
 	for _, h := range cfg.AllowHTTP {
 		p.httpHosts[strings.ToLower(strings.TrimSpace(h))] = true
 	}
-	dialTimeout := orDefault(cfg.DialTimeout, 3*time.Second)
-	dialer := &net.Dialer{
-		Timeout:   dialTimeout,
-		KeepAlive: 30 * time.Second,
-		Control:   p.control,
-	}
 	tr := &http.Transport{
 		Proxy:                  nil, // never from the environment
-		DialContext:            dialer.DialContext,
+		DialContext:            newDialer(cfg, p).DialContext,
 		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cfg.RootCAs},
 		TLSHandshakeTimeout:    orDefault(cfg.TLSHandshakeTimeout, 3*time.Second),
 		ResponseHeaderTimeout:  orDefault(cfg.ResponseHeaderTimeout, 3*time.Second),
@@ -151,6 +145,16 @@ func NewClient(cfg Config) (*http.Client, error) {
 			return fmt.Errorf("%w (to %s)", ErrRedirect, req.URL.Redacted())
 		},
 	}, nil
+}
+
+// newDialer returns the dialer of NewClient's transport: cfg's connect
+// timeout, and p's address check run on every address it connects to.
+func newDialer(cfg Config, p *policy) *net.Dialer {
+	return &net.Dialer{
+		Timeout:   orDefault(cfg.DialTimeout, 3*time.Second),
+		KeepAlive: 30 * time.Second,
+		Control:   p.control,
+	}
 }
 
 func orDefault(d, def time.Duration) time.Duration {

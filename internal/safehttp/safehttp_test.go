@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,6 +53,12 @@ func TestIsSpecial(t *testing.T) {
 		{"a public v6 address is not special", "2606:4700::6810:85e5", false},
 		{"NAT64 form of a public address is not special", "64:ff9b::5db8:d70e", false},
 		{"IPv4-mapped public address is not special", "::ffff:93.184.215.14", false},
+		// The last four bytes of an IPv6 address outside 64:ff9b::/96 are no
+		// IPv4 address: fails if every IPv6 address is judged as NAT64.
+		{"link-local v6 ending in a public v4 address is special", "fe80::5db8:d70e", true},
+		{"IPv6 documentation ending in a public v4 address is special", "2001:db8::5db8:d70e", true},
+		{"a public v6 address ending in 10.0.0.1 is not special", "2606:4700::a00:1", false},
+		{"a public v6 address ending in 127.0.0.1 is not special", "2606:4700::7f00:1", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -230,9 +240,35 @@ func TestStatusErrorCarriesTheCode(t *testing.T) {
 }
 
 func TestNewClientRefusesAMalformedAllowEntry(t *testing.T) {
-	for _, entry := range []string{"localhost:80", "10.0.0.0/33", "not an address"} {
-		if _, err := safehttp.NewClient(safehttp.Config{Allow: []string{entry}}); err == nil {
-			t.Errorf("NewClient accepted allow entry %q", entry)
+	for _, allow := range [][]string{
+		{"localhost:80"},
+		{"10.0.0.0/33"},
+		{"not an address"},
+		// A malformed entry after a good one of each kind is still seen.
+		{"127.0.0.1:8443", "not an address"},
+		{"10.0.0.0/8", "not an address"},
+		{"192.0.2.1", "not an address"},
+	} {
+		_, err := safehttp.NewClient(safehttp.Config{Allow: allow})
+		bad := fmt.Sprintf("%q", allow[len(allow)-1])
+		if err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("NewClient(Allow: %q) = %v, want an error naming %s", allow, err, bad)
+		}
+	}
+}
+
+// Fails if the allowlist stops at its first CIDR or bare address entry.
+func TestEveryAllowEntryCounts(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("x")) }))
+	defer srv.Close()
+	pool := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	for _, first := range []string{"10.0.0.0/8", "192.0.2.1", "198.51.100.7:443"} {
+		c, err := safehttp.NewClient(safehttp.Config{Allow: []string{first, hostOf(t, srv.URL)}, RootCAs: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := safehttp.Fetch(context.Background(), c, srv.URL, "", 10); err != nil {
+			t.Errorf("Allow %q then the server: Fetch: %v", first, err)
 		}
 	}
 }
@@ -247,6 +283,98 @@ func TestCIDRAllowEntryAdmitsAnyPortInside(t *testing.T) {
 	if _, _, err := safehttp.Fetch(context.Background(), c, srv.URL, "", 10); err != nil {
 		t.Fatalf("Fetch: %v", err)
 	}
+}
+
+// A non-200 answer the client returns (no Location to refuse to follow) is a
+// *StatusError, and also ErrRedirect exactly when it is a 3xx.
+func TestNon200Answers(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		code, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
+		if err != nil {
+			t.Errorf("path %q", r.URL.Path)
+			return
+		}
+		w.WriteHeader(code) // no Location header
+	}))
+	defer srv.Close()
+	c, err := safehttp.NewClient(safehttp.Config{Allow: []string{hostOf(t, srv.URL)}, RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		code     int
+		redirect bool
+	}{
+		{204, false}, {299, false}, {300, true}, {302, true}, {304, true}, {399, true},
+		{400, false}, {404, false}, {500, false},
+	} {
+		body, _, err := safehttp.Fetch(context.Background(), c, fmt.Sprintf("%s/%d", srv.URL, tc.code), "", 10)
+		var se *safehttp.StatusError
+		if !errors.As(err, &se) || se.Code != tc.code || body != nil {
+			t.Errorf("status %d: err = %v, want StatusError %d and no body", tc.code, err, tc.code)
+			continue
+		}
+		if got := errors.Is(err, safehttp.ErrRedirect); got != tc.redirect {
+			t.Errorf("status %d: errors.Is(err, ErrRedirect) = %v, want %v", tc.code, got, tc.redirect)
+		}
+	}
+}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+func TestClassify(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	cases := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"a caller's deadline is a timeout", fmt.Errorf("get: %w", context.DeadlineExceeded), safehttp.ErrTimeout},
+		{"a connection deadline is a timeout", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, safehttp.ErrTimeout},
+		{"a net.Error that timed out is a timeout", &url.Error{Op: "Get", URL: "https://x", Err: timeoutError{}}, safehttp.ErrTimeout},
+		{"a refused connection is a network error", refused, safehttp.ErrNetwork},
+		{"a DNS failure is a network error", &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}, safehttp.ErrNetwork},
+		{"a plain error is a network error", errors.New("tls: bad certificate"), safehttp.ErrNetwork},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := safehttp.Classify(tc.err)
+			for _, s := range []error{safehttp.ErrTimeout, safehttp.ErrNetwork} {
+				if errors.Is(got, s) != (s == tc.want) {
+					t.Fatalf("Classify(%v) = %v, want it to wrap %v only", tc.err, got, tc.want)
+				}
+			}
+			if !errors.Is(got, tc.err) {
+				t.Fatalf("Classify(%v) = %v, which lost the cause", tc.err, got)
+			}
+		})
+	}
+	t.Run("an error that already wraps a sentinel is returned unchanged", func(t *testing.T) {
+		in := fmt.Errorf("%w: 10.0.0.1", safehttp.ErrAddress)
+		if got := safehttp.Classify(in); got != in {
+			t.Fatalf("Classify(%v) = %v", in, got)
+		}
+	})
+	t.Run("a refused connection through the client is a network error, not a timeout", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		c, err := safehttp.NewClient(safehttp.Config{Allow: []string{addr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = safehttp.Fetch(context.Background(), c, "https://"+addr+"/", "", 10)
+		if !errors.Is(err, safehttp.ErrNetwork) || errors.Is(err, safehttp.ErrTimeout) || !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("Fetch to a closed port: %v, want ErrNetwork (connection refused)", err)
+		}
+	})
 }
 
 func ExampleNewClient() {
