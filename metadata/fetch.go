@@ -95,11 +95,9 @@ func fetchJSON(ctx context.Context, client *http.Client, u string, dst any) (int
 	if client == nil {
 		client = http.DefaultClient
 	}
-	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > DefaultFetchTimeout {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultFetchTimeout)
-		defer cancel()
-	}
+	// An earlier deadline of ctx is kept: WithTimeout never extends one.
+	ctx, cancel := context.WithTimeout(ctx, DefaultFetchTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return 0, err

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -34,6 +35,16 @@ func TestWellKnownURL(t *testing.T) {
 		{"refuses another scheme", "ftp://h/mcp", SuffixProtectedResource, "", true},
 		{"refuses userinfo", "https://u@h/mcp", SuffixProtectedResource, "", true},
 		{"refuses an empty suffix", "https://h/mcp", "", "", true},
+		{"refuses an empty identifier", "", SuffixProtectedResource, "", true},
+		{"accepts an identifier of exactly 2048 bytes", "https://h/" + strings.Repeat("a", 2038), SuffixProtectedResource,
+			"https://h/.well-known/oauth-protected-resource/" + strings.Repeat("a", 2038), false},
+		{"refuses an identifier of 2049 bytes", "https://h/" + strings.Repeat("a", 2039), SuffixProtectedResource, "", true},
+		{"refuses a space", "https://h/m cp", SuffixProtectedResource, "", true},
+		{"refuses a backslash", "https://h/m\\cp", SuffixProtectedResource, "", true},
+		{"refuses an unparsable identifier", "https://h/%zz", SuffixProtectedResource, "", true},
+		{"refuses an empty host", "https:///mcp", SuffixProtectedResource, "", true},
+		{"refuses an opaque URI", "https:h/mcp", SuffixProtectedResource, "", true},
+		{"refuses a scheme-relative reference", "//h/mcp", SuffixProtectedResource, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -284,6 +295,119 @@ func TestFetchAuthorizationServerMetadata(t *testing.T) {
 			t.Fatalf("err = %v, want ErrInvalidDocument", err)
 		}
 	})
+	t.Run("tries the next form after a server error", func(t *testing.T) {
+		var srv *httptest.Server
+		srv = asServer(t, map[string]http.HandlerFunc{
+			"/.well-known/oauth-authorization-server/tenant": func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "down", http.StatusInternalServerError)
+			},
+			"/.well-known/openid-configuration/tenant": func(w http.ResponseWriter, r *http.Request) {
+				jsonHandler(sampleAS(srv.URL+"/tenant"))(w, r)
+			},
+		})
+		m, err := FetchAuthorizationServerMetadata(ctx, srv.Client(), srv.URL+"/tenant")
+		if err != nil || m.Issuer != srv.URL+"/tenant" {
+			t.Fatalf("got %+v, %v", m, err)
+		}
+	})
+	t.Run("stops at the caller's cancellation and names the form in flight", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		srv := asServer(t, map[string]http.HandlerFunc{
+			"/.well-known/oauth-authorization-server/tenant": func(w http.ResponseWriter, r *http.Request) {
+				cancel()
+				<-r.Context().Done()
+			},
+		})
+		_, err := FetchAuthorizationServerMetadata(ctx, srv.Client(), srv.URL+"/tenant")
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), `/.well-known/oauth-authorization-server/tenant"`) {
+			t.Fatalf("err = %v, want the cancellation of the first form", err)
+		}
+	})
+	t.Run("uses the client it is given", func(t *testing.T) {
+		var srv *httptest.Server
+		srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			jsonHandler(sampleAS(srv.URL))(w, r)
+		}))
+		defer srv.Close()
+		m, err := FetchAuthorizationServerMetadata(ctx, srv.Client(), srv.URL) // only this client trusts the test certificate
+		if err != nil || m.Issuer != srv.URL {
+			t.Fatalf("got %+v, %v", m, err)
+		}
+	})
+	t.Run("uses http.DefaultClient for a nil client", func(t *testing.T) {
+		var srv *httptest.Server
+		srv = asServer(t, map[string]http.HandlerFunc{
+			"/.well-known/oauth-authorization-server": func(w http.ResponseWriter, r *http.Request) { jsonHandler(sampleAS(srv.URL))(w, r) },
+		})
+		m, err := FetchAuthorizationServerMetadata(ctx, nil, srv.URL)
+		if err != nil || m.Issuer != srv.URL {
+			t.Fatalf("got %+v, %v", m, err)
+		}
+	})
+	for _, tc := range []struct {
+		name      string
+		size      int
+		padBefore bool // else after: the document is valid JSON cut anywhere in the padding
+		ok        bool
+	}{
+		{"accepts a document of exactly MaxDocumentBytes", MaxDocumentBytes, true, true},
+		{"refuses a document one byte over MaxDocumentBytes, even in trailing space", MaxDocumentBytes + 1, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var srv *httptest.Server
+			srv = asServer(t, map[string]http.HandlerFunc{
+				"/.well-known/oauth-authorization-server": func(w http.ResponseWriter, r *http.Request) {
+					doc, _ := json.Marshal(sampleAS(srv.URL))
+					pad := bytes.Repeat([]byte(" "), tc.size-len(doc))
+					var body []byte
+					if tc.padBefore {
+						body = append(pad, doc...)
+					} else {
+						body = append(doc, pad...)
+					}
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = w.Write(body)
+				},
+			})
+			m, err := FetchAuthorizationServerMetadata(ctx, srv.Client(), srv.URL)
+			if tc.ok && (err != nil || m.Issuer != srv.URL) {
+				t.Fatalf("got %+v, %v", m, err)
+			}
+			if !tc.ok && (!errors.Is(err, ErrInvalidDocument) || !strings.Contains(err.Error(), "larger than")) {
+				t.Fatalf("err = %v, want ErrInvalidDocument for the size", err)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name        string
+		contentType []string // nil: no Content-Type header at all
+		ok          bool
+	}{
+		{"accepts a JSON document without a content type", nil, true},
+		{"accepts application/json with parameters", []string{"application/json; charset=utf-8"}, true},
+		{"refuses a JSON document labelled text/html", []string{"text/html"}, false},
+		{"refuses a JSON document labelled text/plain", []string{"text/plain; charset=utf-8"}, false},
+		{"refuses a malformed content type", []string{"application/json; ="}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var srv *httptest.Server
+			srv = asServer(t, map[string]http.HandlerFunc{
+				"/.well-known/oauth-authorization-server": func(w http.ResponseWriter, r *http.Request) {
+					body, _ := json.Marshal(sampleAS(srv.URL))
+					w.Header()["Content-Type"] = tc.contentType // nil also stops content sniffing
+					_, _ = w.Write(body)
+				},
+			})
+			m, err := FetchAuthorizationServerMetadata(ctx, srv.Client(), srv.URL)
+			if tc.ok && (err != nil || m.Issuer != srv.URL) {
+				t.Fatalf("got %+v, %v", m, err)
+			}
+			if !tc.ok && (!errors.Is(err, ErrInvalidDocument) || !strings.Contains(err.Error(), "content type")) {
+				t.Fatalf("err = %v, want ErrInvalidDocument naming the content type", err)
+			}
+		})
+	}
 	t.Run("reports not found when no form exists", func(t *testing.T) {
 		srv := asServer(t, nil)
 		_, err := FetchAuthorizationServerMetadata(ctx, srv.Client(), srv.URL+"/x")
@@ -331,6 +455,14 @@ func TestCanonicalResourceAttacks(t *testing.T) {
 		{"refuses dot segments", "https://h/mcp/../admin", ""},
 		{"refuses encoded dot segments", "https://h/mcp/%2e%2e/admin", ""},
 		{"refuses a query", "https://h/mcp?x=y", ""},
+		{"refuses an empty string", "", ""},
+		{"accepts exactly 2048 bytes", "https://h/" + strings.Repeat("a", 2038), "https://h/" + strings.Repeat("a", 2038)},
+		{"refuses 2049 bytes", "https://h/" + strings.Repeat("a", 2039), ""},
+		{"refuses a space", "https://h/m cp", ""},
+		{"refuses a backslash", "https://h/m\\cp", ""},
+		{"refuses an unparsable URI", "https://h/%zz", ""},
+		{"refuses an opaque URI", "https:h/mcp", ""},
+		{"refuses a scheme-relative reference", "//h/mcp", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -372,4 +504,60 @@ func FuzzWellKnownURL(f *testing.F) {
 			t.Fatalf("WellKnownURL(%q) = %q", id, u)
 		}
 	})
+}
+
+// deadlineRecorder passes each request to http.DefaultTransport and keeps
+// the deadline of its context.
+type deadlineRecorder struct {
+	deadline time.Time
+	ok       bool
+}
+
+func (d *deadlineRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	d.deadline, d.ok = r.Context().Deadline()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// Pins DefaultFetchTimeout: a fetch without a deadline, or with a later one,
+// is bounded by it; an earlier deadline of the caller is kept.
+func TestFetchIsBoundedByDefaultFetchTimeout(t *testing.T) {
+	var srv *httptest.Server
+	srv = asServer(t, map[string]http.HandlerFunc{
+		"/.well-known/oauth-protected-resource/mcp": func(w http.ResponseWriter, r *http.Request) {
+			jsonHandler(ProtectedResourceMetadata{Resource: srv.URL + "/mcp"})(w, r)
+		},
+	})
+	soon := time.Now().Add(DefaultFetchTimeout / 2)
+	for _, tc := range []struct {
+		name     string
+		deadline time.Time // zero: none
+		want     time.Time // zero: start+DefaultFetchTimeout <= got <= end+DefaultFetchTimeout
+	}{
+		{"a context without a deadline gets DefaultFetchTimeout", time.Time{}, time.Time{}},
+		{"a later deadline is cut to DefaultFetchTimeout", time.Now().Add(time.Hour), time.Time{}},
+		{"an earlier deadline is kept", soon, soon},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if !tc.deadline.IsZero() {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, tc.deadline)
+				defer cancel()
+			}
+			rec := &deadlineRecorder{}
+			start := time.Now()
+			if _, err := FetchProtectedResourceMetadata(ctx, &http.Client{Transport: rec}, srv.URL+"/mcp"); err != nil {
+				t.Fatal(err)
+			}
+			end := time.Now()
+			switch {
+			case !rec.ok:
+				t.Fatal("the request had no deadline")
+			case !tc.want.IsZero() && !rec.deadline.Equal(tc.want):
+				t.Fatalf("deadline %v, want the caller's %v", rec.deadline, tc.want)
+			case tc.want.IsZero() && (rec.deadline.Before(start.Add(DefaultFetchTimeout)) || rec.deadline.After(end.Add(DefaultFetchTimeout))):
+				t.Fatalf("deadline %v, want DefaultFetchTimeout after the call (%v to %v)", rec.deadline, start.Add(DefaultFetchTimeout), end.Add(DefaultFetchTimeout))
+			}
+		})
+	}
 }
