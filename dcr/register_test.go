@@ -135,7 +135,8 @@ func TestClaudeReRegistersOnEveryConnect(t *testing.T) {
 }
 
 func TestVSCodeRedirectOnAnotherPortMatchesTheLoopbackRegistration(t *testing.T) {
-	registered := []string{"http://127.0.0.1:33418/", "http://127.0.0.1/", "http://localhost:8787/callback", "http://[::1]/cb"}
+	registered := []string{"http://127.0.0.1:33418/", "http://127.0.0.1/", "http://localhost:8787/callback", "http://[::1]/cb",
+		"https://127.0.0.1/secure", "http://example.com/cb"}
 	cases := []struct {
 		name      string
 		requested string
@@ -150,6 +151,11 @@ func TestVSCodeRedirectOnAnotherPortMatchesTheLoopbackRegistration(t *testing.T)
 		{"[::1] on any port matches the portless registration", "http://[::1]:51234/cb", true},
 		{"https on loopback does not match an http registration", "https://127.0.0.1:51234/", false},
 		{"a query that was not registered does not match", "http://127.0.0.1:51234/?x=1", false},
+		{"userinfo on another port does not match", "http://evil.example@127.0.0.1:51234/", false},
+		{"a fragment on another port does not match", "http://127.0.0.1:51234/#x", false},
+		{"http on loopback does not match an https registration", "http://127.0.0.1:51234/secure", false},
+		{"the port exception is for loopback hosts only", "http://example.com:8080/cb", false},
+		{"an exact registration still matches", "https://127.0.0.1/secure", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
