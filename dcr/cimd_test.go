@@ -314,6 +314,14 @@ func TestCIMDCache(t *testing.T) {
 		{"raises a tiny max-age to MinCacheTTL", "max-age=1", time.Minute, time.Hour, 59 * time.Second, 2 * time.Second},
 		{"keeps no-store for MinCacheTTL only", "no-store", 30 * time.Second, time.Hour, 29 * time.Second, 2 * time.Second},
 		{"uses MinCacheTTL without a header", "", 45 * time.Second, time.Hour, 44 * time.Second, 2 * time.Second},
+		{"defaults MinCacheTTL to a minute", "", 0, 0, 59 * time.Second, 2 * time.Second},
+		{"defaults MaxCacheTTL to a day", "max-age=99999999", 0, 0, 24*time.Hour - time.Second, 2 * time.Second},
+		{"lets no-cache win over max-age", "no-cache, max-age=3600", time.Minute, time.Hour, 59 * time.Second, 2 * time.Second},
+		{"lets no-store after max-age win", "max-age=3600, no-store", time.Minute, time.Hour, 59 * time.Second, 2 * time.Second},
+		{"reads an out-of-range max-age as none", "max-age=99999999999999999999", time.Minute, time.Hour, 59 * time.Second, 2 * time.Second},
+		{"reads a negative max-age as none", "max-age=-5", time.Minute, time.Hour, 59 * time.Second, 2 * time.Second},
+		{"reads a quoted max-age", `max-age="120"`, time.Minute, time.Hour, 119 * time.Second, 2 * time.Second},
+		{"accepts MinCacheTTL equal to MaxCacheTTL", "max-age=3600", time.Minute, time.Minute, 59 * time.Second, 2 * time.Second},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -499,6 +507,22 @@ func TestIsMetadataURL(t *testing.T) {
 		{"https://claude.ai/a/%2e%2e/client.json", false},
 		{"mcp_Zm9vYmFy", false},
 		{"", false},
+		{longID(2048), true},
+		{longID(2049), false},
+		{"HTTPS://claude.ai/client.json", false},
+		{"https://claude.ai/a b.json", false},
+		{"https://claude.ai/a\x01b.json", false},
+		{"https://claude.ai/a\x7fb.json", false},
+		{`https://claude.ai/a\b.json`, false},
+		{"https:///client.json", false},
+		{"https://claude.ai:x/client.json", false},
+		{"https://claude.ai/?client", false},
+		{"https://claude.ai/./client.json", false},
+		{"https://claude.ai/a/..", false},
+		{"https://claude.ai/%2E/client.json", false},
+		{"https://claude.ai/a/.%2e/client.json", false},
+		{"https://claude.ai/a/%2e./client.json", false},
+		{"https://claude.ai/a/...json", true},
 	}
 	for _, tc := range cases {
 		if got := dcr.IsMetadataURL(tc.id); got != tc.want {
@@ -509,4 +533,10 @@ func TestIsMetadataURL(t *testing.T) {
 	if _, err := re.r.ResolveClient(context.Background(), "mcp_abc"); !errors.Is(err, dcr.ErrNotMetadataURL) || !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("ResolveClient(non-URL) = %v", err)
 	}
+}
+
+// longID is a metadata URL of exactly n bytes.
+func longID(n int) string {
+	const prefix = "https://claude.ai/"
+	return prefix + strings.Repeat("a", n-len(prefix))
 }
