@@ -136,7 +136,7 @@ func TestClaudeReRegistersOnEveryConnect(t *testing.T) {
 
 func TestVSCodeRedirectOnAnotherPortMatchesTheLoopbackRegistration(t *testing.T) {
 	registered := []string{"http://127.0.0.1:33418/", "http://127.0.0.1/", "http://localhost:8787/callback", "http://[::1]/cb",
-		"https://127.0.0.1/secure", "http://example.com/cb"}
+		"https://127.0.0.1/secure", "http://example.com/cb", "http://10.0.0.1/cb"}
 	cases := []struct {
 		name      string
 		requested string
@@ -155,6 +155,7 @@ func TestVSCodeRedirectOnAnotherPortMatchesTheLoopbackRegistration(t *testing.T)
 		{"a fragment on another port does not match", "http://127.0.0.1:51234/#x", false},
 		{"http on loopback does not match an https registration", "http://127.0.0.1:51234/secure", false},
 		{"the port exception is for loopback hosts only", "http://example.com:8080/cb", false},
+		{"the port exception is not for other addresses", "http://10.0.0.1:8080/cb", false},
 		{"an exact registration still matches", "https://127.0.0.1/secure", true},
 	}
 	for _, tc := range cases {
