@@ -288,6 +288,16 @@ func TestNormalizeURI(t *testing.T) {
 		{"HTTPS://as.example/a/./b/../token?q#f", "https://as.example/a/token"},
 		{"http://127.0.0.1:80", "http://127.0.0.1/"},
 		{"http://[::1]:8080/x", "http://[::1]:8080/x"},
+		// Only the scheme's own default port is dropped.
+		{"https://as.example:8443/token", "https://as.example:8443/token"},
+		{"http://as.example:443/token", "http://as.example:443/token"},
+		{"https://as.example:80/token", "https://as.example:80/token"},
+		// RFC 3986 §5.2.4: a final "." or ".." leaves the trailing slash.
+		{"https://as.example/a/.", "https://as.example/a/"},
+		{"https://as.example/a/b/..", "https://as.example/a/"},
+		// ".." above the root is dropped; the empty segment after it stays.
+		{"https://as.example/..//a", "https://as.example//a"},
+		{"https://as.example/../a", "https://as.example/a"},
 	}
 	for _, c := range same {
 		a, err := NormalizeURI(c[0])
@@ -295,7 +305,7 @@ func TestNormalizeURI(t *testing.T) {
 			t.Errorf("NormalizeURI(%q) = %q, %v; want %q", c[0], a, err, c[1])
 		}
 	}
-	for _, bad := range []string{"", "/token", "ftp://x/y", "https://u@x/y", "mailto:a@b"} {
+	for _, bad := range []string{"", "/token", "ftp://x/y", "https://u@x/y", "mailto:a@b", "https:///token", "//as.example/token"} {
 		if _, err := NormalizeURI(bad); err == nil {
 			t.Errorf("NormalizeURI(%q) accepted", bad)
 		}
