@@ -1,10 +1,12 @@
 package dcr_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -414,20 +416,24 @@ func TestCIMDConcurrentResolutionsFetchOnce(t *testing.T) {
 		w.Write(body)
 	})
 	var wg sync.WaitGroup
-	errs := make(chan error, 20)
+	type result struct {
+		c   *storage.Client
+		err error
+	}
+	results := make(chan result, 20)
 	for i := 0; i < 20; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := re.r.ResolveClient(context.Background(), id)
-			errs <- err
+			c, err := re.r.ResolveClient(context.Background(), id)
+			results <- result{c, err}
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
+	close(results)
+	for res := range results {
+		if res.err != nil || res.c == nil || res.c.Name != "Claude" || res.c.ID != id {
+			t.Fatalf("ResolveClient = %+v, %v; want the document's client", res.c, res.err)
 		}
 	}
 	if n := d.hitsOf("/busy.json"); n != 1 {
@@ -539,4 +545,64 @@ func TestIsMetadataURL(t *testing.T) {
 func longID(n int) string {
 	const prefix = "https://claude.ai/"
 	return prefix + strings.Repeat("a", n-len(prefix))
+}
+
+func TestNewCIMDResolverRefusesMaxCacheTTLBelowMin(t *testing.T) {
+	_, err := dcr.NewCIMDResolver(dcr.CIMDConfig{MinCacheTTL: time.Hour, MaxCacheTTL: time.Minute, Logger: quietLogger()})
+	if err == nil || !strings.Contains(err.Error(), "MaxCacheTTL is below MinCacheTTL") {
+		t.Fatalf("NewCIMDResolver = %v; want the MaxCacheTTL refusal", err)
+	}
+}
+
+// A refused document is logged to the configured logger with its client id.
+func TestCIMDRefusalIsLoggedToTheConfiguredLogger(t *testing.T) {
+	d := newDocServer(t)
+	var buf syncBuffer
+	re := newResolver(t, d, func(c *dcr.CIMDConfig) { c.Logger = slog.New(slog.NewTextHandler(&buf, nil)) })
+	id := d.url("/absent.json")
+	if _, err := re.r.ResolveClient(context.Background(), id); !errors.Is(err, safehttp.ErrStatus) {
+		t.Fatalf("ResolveClient = %v; want ErrStatus", err)
+	}
+	if got := buf.String(); !strings.Contains(got, `msg="dcr: client metadata document refused"`) || !strings.Contains(got, "client_id="+id) {
+		t.Fatalf("log %q lacks the refusal of %s", got, id)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and the test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// ParseDocument applies the size cap: a document of exactly MaxBytes is
+// parsed, one byte more is refused.
+func TestParseDocumentSizeCap(t *testing.T) {
+	const id = "https://client.example/oauth/client.json"
+	doc := claudeDoc()
+	doc["client_id"] = id
+	body, _ := json.Marshal(doc)
+	r, err := dcr.NewCIMDResolver(dcr.CIMDConfig{MaxBytes: int64(len(body)), Scopes: []string{"mcp:read"}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := r.ParseDocument(id, body); err != nil || c.ID != id || c.Name != "Claude" {
+		t.Fatalf("ParseDocument(%d bytes, cap %d) = %+v, %v", len(body), len(body), c, err)
+	}
+	_, err = r.ParseDocument(id, append(body, ' '))
+	var me *dcr.MetadataError
+	want := fmt.Sprintf("document larger than %d bytes", len(body))
+	if !errors.Is(err, dcr.ErrInvalidDocument) || !errors.As(err, &me) || me.Description != want {
+		t.Fatalf("ParseDocument(%d bytes, cap %d) = %v; want %q", len(body)+1, len(body), err, want)
+	}
+	if _, err := r.ParseDocument("https://client.example/", body); !errors.Is(err, dcr.ErrNotMetadataURL) {
+		t.Fatalf("ParseDocument(root URL) = %v; want ErrNotMetadataURL", err)
+	}
 }
