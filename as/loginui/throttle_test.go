@@ -135,3 +135,35 @@ func TestOneAddressDoesNotLockOutOthers(t *testing.T) {
 		t.Fatalf("after a spray from the address: %d, want 429", got)
 	}
 }
+
+// TestRetryAfterIsTheLockRoundedUp: with the clock standing still, the
+// Retry-After of a locked account is the remaining lock in whole seconds,
+// rounded up (RFC 9110 §10.2.3), and the page says the same.
+func TestRetryAfterIsTheLockRoundedUp(t *testing.T) {
+	for _, tc := range []struct {
+		base time.Duration
+		want string
+		text string
+	}{
+		{time.Minute, "60", "Please wait 60 seconds"},
+		{1500 * time.Millisecond, "2", "Please wait 2 seconds"},
+		{time.Second, "1", "Please wait 1 second "},
+	} {
+		now := time.Now()
+		h := newHarness(t, func(c *Config) {
+			c.AccountFreeAttempts = 1
+			c.LockoutBase = tc.base
+			c.Now = func() time.Time { return now }
+		})
+		b := h.browser()
+		for i := range 2 {
+			if got := b.submit(b.get("/consents").form(t, "username", "alice", "password", "wrong")); got.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("lock %s, failure %d: %d, want 401", tc.base, i+1, got.StatusCode)
+			}
+		}
+		got := b.submit(b.get("/consents").form(t, "username", "alice", "password", alicePW))
+		if got.StatusCode != http.StatusTooManyRequests || got.Header.Get("Retry-After") != tc.want || !strings.Contains(got.Body, tc.text) {
+			t.Errorf("lock %s: status %d Retry-After %q, want 429 and %s and %q in:\n%s", tc.base, got.StatusCode, got.Header.Get("Retry-After"), tc.want, tc.text, got.Body)
+		}
+	}
+}
