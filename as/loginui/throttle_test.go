@@ -148,6 +148,8 @@ func TestRetryAfterIsTheLockRoundedUp(t *testing.T) {
 		{time.Minute, "60", "Please wait 60 seconds"},
 		{1500 * time.Millisecond, "2", "Please wait 2 seconds"},
 		{time.Second, "1", "Please wait 1 second "},
+		{150 * time.Second, "150", "Please wait 3 minutes"},
+		{5 * time.Minute, "300", "Please wait 5 minutes"},
 	} {
 		now := time.Now()
 		h := newHarness(t, func(c *Config) {

@@ -1,0 +1,77 @@
+package loginui
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestAGoodLoginLogsNoError: clearing the counters and ending the visitor's
+// anonymous session succeed on a good login, so nothing is logged at error
+// level; the login is audited. Fails if either outcome is logged as an error.
+func TestAGoodLoginLogsNoError(t *testing.T) {
+	var logs syncBuffer
+	h := newHarness(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	b := h.browser()
+	b.login("/consents", "alice", "wrong")
+	if p := b.login("/consents", "alice", alicePW); !strings.Contains(p.Body, "Signed in as") {
+		t.Fatalf("status %d, want the consents page", p.StatusCode)
+	}
+	if strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "event=login.succeeded") {
+		t.Fatalf("logs:\n%s", logs.String())
+	}
+}
+
+// TestALoginPostedWithTheRequestInItsBody: a login form posted to
+// /authorize with the authorization request in its body (RFC 6749 §3.1
+// allows POST) is answered with a 303 to /authorize with those parameters
+// in the query, so the next step still carries them.
+func TestALoginPostedWithTheRequestInItsBody(t *testing.T) {
+	h := newHarness(t, nil)
+	b := h.browser()
+	path := authorizePath("state", "in-body")
+	f := b.get(path).form(t, "username", "alice", "password", alicePW)
+	params, _ := url.ParseQuery(strings.TrimPrefix(path, "/authorize?"))
+	for k, vs := range params {
+		f.Fields[k] = vs
+	}
+	req, err := http.NewRequest(http.MethodPost, h.srv.URL+"/authorize", strings.NewReader(f.Fields.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	c := &http.Client{Jar: b.c.Jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/authorize?"+params.Encode() {
+		t.Fatalf("status %d Location %q, want 303 to /authorize?%s", resp.StatusCode, resp.Header.Get("Location"), params.Encode())
+	}
+	if p := b.get(resp.Header.Get("Location")); !strings.Contains(p.Body, "Allow access?") {
+		t.Fatalf("after the login: status %d, want the consent page", p.StatusCode)
+	}
+}
