@@ -2,6 +2,7 @@ package loginui
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/upstream"
 )
 
 var volatileRE = regexp.MustCompile(`value="[^"]*"`)
@@ -530,6 +532,20 @@ func TestSecureCookies(t *testing.T) {
 	}
 }
 
+// idOnly is a provider that New only asks for its id.
+type idOnly string
+
+func (p idOnly) ID() string { return string(p) }
+func (idOnly) AuthCodeURL(context.Context, string, string, string, ...string) (string, error) {
+	return "", errors.New("not used")
+}
+func (idOnly) Exchange(context.Context, string, string, string) (*upstream.Identity, error) {
+	return nil, errors.New("not used")
+}
+func (idOnly) Check(*upstream.Identity) error      { return nil }
+func (idOnly) Capped() bool                        { return false }
+func (idOnly) Scopes(map[string][]string) []string { return nil }
+
 func TestNewRejectsBadConfig(t *testing.T) {
 	h := newHarness(t, nil)
 	good := func() Config {
@@ -547,6 +563,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"a malformed password hash is refused", func(c *Config) { c.Users = []User{{Username: "x", PasswordHash: "plain"}} }},
 		{"a duplicate user is refused", func(c *Config) { c.Users = append(c.Users, c.Users[0]) }},
 		{"an empty username is refused", func(c *Config) { c.Users = []User{{PasswordHash: aliceHash}} }},
+		{"an upstream without a provider is refused", func(c *Config) { c.Upstreams, c.UpstreamUsers = []Upstream{{Name: "SSO"}}, h.store }},
+		{"an upstream with an empty id is refused", func(c *Config) { c.Upstreams, c.UpstreamUsers = []Upstream{{Provider: idOnly("")}}, h.store }},
+		{"an upstream id with a colon is refused", func(c *Config) { c.Upstreams, c.UpstreamUsers = []Upstream{{Provider: idOnly("corp:x")}}, h.store }},
+		{"an upstream id with a slash is refused", func(c *Config) { c.Upstreams, c.UpstreamUsers = []Upstream{{Provider: idOnly("corp/x")}}, h.store }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good()
@@ -555,6 +575,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 				t.Fatal("New accepted it")
 			}
 		})
+	}
+	c := good()
+	c.Upstreams, c.UpstreamUsers = []Upstream{{Provider: idOnly("corp")}}, h.store
+	if _, err := New(c); err != nil {
+		t.Fatalf("an upstream with a good id: %v", err)
 	}
 }
 
