@@ -12,7 +12,9 @@
 // with that context runs on it, in one transaction. BEGIN is sent with the
 // transaction's first statement, and token inserts wait to be sent with the
 // next statement or with COMMIT, so a code redemption (UPDATE, two INSERTs)
-// costs two round trips instead of five (see tx.go). A statement that fails
+// costs two round trips instead of five (see tx.go). Token inserts outside a
+// transaction that arrive together share one statement and one commit (see
+// batch.go). A statement that fails
 // inside a transaction aborts it (as PostgreSQL does); the caller must then
 // Rollback.
 //
@@ -67,7 +69,8 @@ const DefaultMaxConns = 16
 
 // Store is the PostgreSQL backend. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	inserts tokenInserts
 }
 
 var (
@@ -645,15 +648,14 @@ func (s *Store) CreateToken(ctx context.Context, t *storage.Token) error {
 	if tx := s.txFrom(ctx); tx != nil {
 		// Nothing in the transaction depends on this row's result but its
 		// error: it is sent with the next statement or with COMMIT.
-		tx.queue(`INSERT INTO tokens (`+tokenCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`,
+		tx.queue(insertTokenSQL,
 			string(t.Kind), t.Signature, t.RequestID, t.ClientID, t.Subject, t.Active,
 			ts(t.CreatedAt), ts(t.ExpiresAt), ts(t.RotatedAt), t.Data, t.StatusIndex)
 		return nil
 	}
-	_, err := s.q(ctx).Exec(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`,
-		string(t.Kind), t.Signature, t.RequestID, t.ClientID, t.Subject, t.Active,
-		ts(t.CreatedAt), ts(t.ExpiresAt), ts(t.RotatedAt), t.Data, t.StatusIndex)
-	return mapErr(err)
+	// Outside a transaction: group-committed with concurrent inserts
+	// (batch.go).
+	return s.insertToken(ctx, t)
 }
 
 // GetToken implements storage.TokenStore.

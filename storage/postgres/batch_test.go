@@ -1,0 +1,190 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/storage/postgres/pgtest"
+)
+
+// queueInserts holds every insert slot, starts one CreateToken per token,
+// waits until all of them are queued, takes the queue, calls taken and
+// hands the queue on as one batch, the way a returning insert does. It
+// returns each call's error.
+func queueInserts(t *testing.T, s *Store, ctxs []context.Context, toks []*storage.Token, taken func()) []error {
+	t.Helper()
+	b := &s.inserts
+	b.mu.Lock()
+	if b.running != 0 || len(b.queue) != 0 {
+		b.mu.Unlock()
+		t.Fatal("inserts under way before the test")
+	}
+	b.running = insertFlushers
+	b.mu.Unlock()
+	errs := make([]error, len(toks))
+	var wg sync.WaitGroup
+	for i := range toks {
+		wg.Go(func() { errs[i] = s.CreateToken(ctxs[i], toks[i]) })
+	}
+	for {
+		b.mu.Lock()
+		n := len(b.queue)
+		b.mu.Unlock()
+		if n == len(toks) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.mu.Lock()
+	next := b.queue
+	b.queue = nil
+	b.mu.Unlock()
+	if taken != nil {
+		taken()
+	}
+	next[0].done <- insertResult{lead: next}
+	wg.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	// The batch ran in one of the test's slots and gave it back.
+	if b.running != insertFlushers-1 || len(b.queue) != 0 {
+		t.Fatalf("after the batch: %d inserts running, %d queued; want the %d other slots held by the test and none", b.running, len(b.queue), insertFlushers-1)
+	}
+	b.running = 0
+	return errs
+}
+
+func batchToken(i int, at time.Time) *storage.Token {
+	tok := &storage.Token{
+		Kind: storage.KindAccessToken, Signature: fmt.Sprintf("batch-%02d", i), RequestID: fmt.Sprintf("req-%d", i),
+		ClientID: "client", Subject: fmt.Sprintf("sub-%d", i%3), Active: i%2 == 0,
+		CreatedAt: at, ExpiresAt: at.Add(time.Hour), Data: []byte{byte(i), 0, 0xff}, StatusIndex: int64(i),
+	}
+	switch i % 4 {
+	case 1:
+		tok.RotatedAt = at.Add(time.Minute)
+	case 2:
+		tok.Data, tok.CreatedAt = nil, time.Time{}
+	case 3:
+		tok.Subject, tok.ExpiresAt = "", time.Time{}
+	}
+	return tok
+}
+
+// Fails if a grouped insert stores a field differently from a single
+// insert, or if one row's fault fails the other rows of its batch.
+func TestGroupedTokenInsertsWriteEachRowAsASingleInsertWould(t *testing.T) {
+	pgtest.BaseDSN(t)
+	dsn, _ := pgtest.Schema(t)
+	s, err := Open(context.Background(), dsn, Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Truncate(time.Microsecond)
+
+	t.Run("every field of every row", func(t *testing.T) {
+		var toks []*storage.Token
+		var ctxs []context.Context
+		for i := range 12 {
+			toks = append(toks, batchToken(i, at))
+			ctxs = append(ctxs, ctx)
+		}
+		for i, err := range queueInserts(t, s, ctxs, toks, nil) {
+			if err != nil {
+				t.Fatalf("CreateToken %d: %v", i, err)
+			}
+		}
+		for _, want := range toks {
+			got, err := s.GetToken(ctx, want.Kind, want.Signature)
+			if err != nil {
+				t.Fatalf("GetToken %s: %v", want.Signature, err)
+			}
+			if got.RequestID != want.RequestID || got.ClientID != want.ClientID || got.Subject != want.Subject ||
+				got.Active != want.Active || !got.CreatedAt.Equal(want.CreatedAt) || !got.ExpiresAt.Equal(want.ExpiresAt) ||
+				!got.RotatedAt.Equal(want.RotatedAt) || !bytes.Equal(got.Data, want.Data) || (got.Data == nil) != (want.Data == nil) ||
+				got.StatusIndex != want.StatusIndex {
+				t.Errorf("%s read back as %+v, want %+v", want.Signature, got, want)
+			}
+		}
+	})
+
+	t.Run("a duplicate and an unstorable string fail alone", func(t *testing.T) {
+		bad := batchToken(20, at)
+		bad.Signature = "nul\x00"
+		toks := []*storage.Token{batchToken(21, at), batchToken(0, at), bad, batchToken(22, at)}
+		errs := queueInserts(t, s, []context.Context{ctx, ctx, ctx, ctx}, toks, nil)
+		if errs[0] != nil || errs[3] != nil {
+			t.Fatalf("the good rows of the batch: %v, %v", errs[0], errs[3])
+		}
+		if !errors.Is(errs[1], storage.ErrAlreadyExists) {
+			t.Errorf("duplicate signature: %v, want ErrAlreadyExists", errs[1])
+		}
+		if errs[2] == nil {
+			t.Error("a signature with NUL was accepted")
+		}
+		for _, i := range []int{21, 22} {
+			if _, err := s.GetToken(ctx, storage.KindAccessToken, batchToken(i, at).Signature); err != nil {
+				t.Errorf("token %d: %v", i, err)
+			}
+		}
+	})
+
+	t.Run("a caller that gave up once its row was taken is not written, the others are", func(t *testing.T) {
+		gone, cancel := context.WithCancel(ctx)
+		defer cancel()
+		toks := []*storage.Token{batchToken(30, at), batchToken(31, at), batchToken(32, at)}
+		// Whichever caller is first in the queue sends the batch, even the
+		// one that gave up.
+		errs := queueInserts(t, s, []context.Context{ctx, gone, ctx}, toks, cancel)
+		if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], context.Canceled) {
+			t.Fatalf("errors %v, want nil, context.Canceled, nil", errs)
+		}
+		for i, want := range []error{nil, storage.ErrNotFound, nil} {
+			if _, err := s.GetToken(ctx, storage.KindAccessToken, toks[i].Signature); !errors.Is(err, want) {
+				t.Errorf("%s: %v, want %v", toks[i].Signature, err, want)
+			}
+		}
+	})
+
+	t.Run("a caller that gives up while queued leaves the queue", func(t *testing.T) {
+		b := &s.inserts
+		b.mu.Lock()
+		b.running = insertFlushers
+		b.mu.Unlock()
+		gone, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- s.CreateToken(gone, batchToken(40, at)) }()
+		for {
+			b.mu.Lock()
+			n := len(b.queue)
+			b.mu.Unlock()
+			if n == 1 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+		err := <-done
+		b.mu.Lock()
+		n := len(b.queue)
+		b.running = 0
+		b.mu.Unlock()
+		if !errors.Is(err, context.Canceled) || n != 0 {
+			t.Fatalf("CreateToken = %v with %d left queued, want context.Canceled and none", err, n)
+		}
+		if _, err := s.GetToken(ctx, storage.KindAccessToken, batchToken(40, at).Signature); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("the token of the caller that left: %v, want ErrNotFound", err)
+		}
+	})
+}
