@@ -37,6 +37,7 @@ import (
 	"math"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -55,6 +56,9 @@ type Store struct {
 	writes chan *writeReq // single writes, for the group committer
 	stop   chan struct{}  // closed by Close
 	done   chan struct{}  // closed when the committer has returned
+
+	stmts stmtCache    // the writer connection's prepared statements
+	held  atomic.Int32 // writer connections taken and not yet given back
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -136,6 +140,13 @@ func (s *Store) Close() error {
 	}
 	close(s.stop)
 	<-s.done
+	if s.held.Load() == 0 {
+		// No transaction holds the writer: finalize its statements.
+		if conn, err := s.w.Conn(context.Background()); err == nil {
+			s.stmts.close(conn)
+			conn.Close()
+		}
+	}
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
@@ -210,12 +221,12 @@ func (s *Store) rq(ctx context.Context) querier {
 // by database/sql's Tx, which would roll back as soon as the context that
 // began it is cancelled, even after the caller moved on to Commit.
 func (s *Store) begin(ctx context.Context) (*liteTx, error) {
-	conn, err := s.w.Conn(ctx)
+	conn, err := s.writer(ctx)
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		conn.Close()
+	if _, err := s.wexec(ctx, conn, "BEGIN IMMEDIATE"); err != nil {
+		s.release(conn)
 		return nil, mapErr(err)
 	}
 	return &liteTx{s: s, conn: conn}, nil
@@ -226,16 +237,16 @@ func (s *Store) begin(ctx context.Context) (*liteTx, error) {
 func (t *liteTx) end(commit bool) error {
 	t.done = true
 	ctx := context.Background()
-	defer t.conn.Close()
+	defer t.s.release(t.conn)
 	if commit {
-		_, err := t.conn.ExecContext(ctx, "COMMIT")
+		_, err := t.s.wexec(ctx, t.conn, "COMMIT")
 		if err == nil {
 			return nil
 		}
-		t.conn.ExecContext(ctx, "ROLLBACK")
+		t.s.wexec(ctx, t.conn, "ROLLBACK")
 		return mapErr(err)
 	}
-	_, err := t.conn.ExecContext(ctx, "ROLLBACK")
+	_, err := t.s.wexec(ctx, t.conn, "ROLLBACK")
 	return mapErr(err)
 }
 
@@ -449,7 +460,7 @@ func (s *Store) UpdateClient(ctx context.Context, id string, update func(storage
 // transaction in ctx, or else through the group committer.
 func (s *Store) execCount(ctx context.Context, query string, args ...any) (int, error) {
 	if t := s.txFrom(ctx); t != nil {
-		res, err := t.conn.ExecContext(ctx, query, args...)
+		res, err := s.wexec(ctx, t.conn, query, args...)
 		if err != nil {
 			return 0, mapErr(err)
 		}
@@ -1064,13 +1075,13 @@ func (s *Store) runBatch(batch []*writeReq) {
 		}
 	}
 	ctx := context.Background() // not a caller's: the batch is shared
-	conn, err := s.w.Conn(ctx)
+	conn, err := s.writer(ctx)
 	if err != nil {
 		reply(batch, mapErr(err))
 		return
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	defer s.release(conn)
+	if _, err := s.wexec(ctx, conn, "BEGIN IMMEDIATE"); err != nil {
 		reply(batch, mapErr(err))
 		return
 	}
@@ -1082,21 +1093,21 @@ func (s *Store) runBatch(batch []*writeReq) {
 		}
 		// Not req.ctx: interrupting a statement inside the shared
 		// transaction could roll back the others' writes.
-		res, err := conn.ExecContext(ctx, req.query, req.args...)
+		res, err := s.wexec(ctx, conn, req.query, req.args...)
 		if err != nil {
 			if isConstraint(err) {
 				results[i] = writeRes{err: mapErr(err)}
 				continue
 			}
-			conn.ExecContext(ctx, "ROLLBACK")
+			s.wexec(ctx, conn, "ROLLBACK")
 			reply(batch, mapErr(err))
 			return
 		}
 		n, err := res.RowsAffected()
 		results[i] = writeRes{n: int(n), err: mapErr(err)}
 	}
-	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		conn.ExecContext(ctx, "ROLLBACK")
+	if _, err := s.wexec(ctx, conn, "COMMIT"); err != nil {
+		s.wexec(ctx, conn, "ROLLBACK")
 		reply(batch, mapErr(err))
 		return
 	}
