@@ -223,7 +223,8 @@ type EnterpriseIdP struct {
 	JWKS    []byte
 	JWKSURI string
 	// Clients are the client IDs that may redeem this IdP's ID-JAGs. At
-	// least one; each a confidential client.
+	// least one; each a confidential client whose GrantTypes include
+	// GrantTypeJWTBearer (else unauthorized_client).
 	Clients []string
 	// LinkByEmail makes the access token's subject the ID-JAG's email
 	// claim (required then), so the token belongs to the local account of

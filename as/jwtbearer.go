@@ -204,6 +204,11 @@ func compileFederation(c *Config, client *http.Client) (map[string]*enterpriseId
 // workload allows, is invalid_target (RFC 8707 §2); no grantable scope is
 // invalid_scope. No refresh token is issued (ID-JAG §4.4.3), and the access
 // token expires no later than the assertion.
+//
+// The client of an ID-JAG is the authenticated client, so it must list
+// GrantTypeJWTBearer in its grant_types and be named in the IdP's Clients.
+// A workload token has no registered client: the matching workload rule is
+// its only authorization, and the rule's synthetic client names the token.
 type jwtBearerHandler struct {
 	s         *Server
 	idps      map[string]*enterpriseIdP
@@ -463,6 +468,11 @@ func (h *jwtBearerHandler) idJAG(ctx context.Context, r *fosite.AccessRequest, s
 	}
 	if c.public || c.source == sourceWorkload {
 		return fosite.ErrUnauthorizedClient.WithHint("Only confidential clients may redeem an ID-JAG.")
+	}
+	// RFC 6749 §5.2: the authenticated client must have the grant type
+	// among its grant_types, as for every other grant.
+	if !c.GetGrantTypes().Has(GrantTypeJWTBearer) {
+		return fosite.ErrUnauthorizedClient.WithHint("This client may not use the jwt-bearer grant.")
 	}
 	idp := h.idps[iss]
 	if idp == nil {

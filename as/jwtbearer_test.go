@@ -249,6 +249,50 @@ func TestIDJAGRedeemed(t *testing.T) {
 	}
 }
 
+// TestIDJAGNeedsTheGrantType: the authenticated client of an ID-JAG must
+// have the jwt-bearer grant among its grant types (RFC 6749 §5.2), whether
+// it is configured or registered; fails if that check is dropped.
+func TestIDJAGNeedsTheGrantType(t *testing.T) {
+	const regSecret = "registered-secret-0123456789abcdef"
+	w := newFedWorld(t, func(c *Config) {
+		c.Clients = append(c.Clients, Client{ID: "xaa-cc", Secret: xaaSecret, GrantTypes: []string{"client_credentials"}})
+		c.EnterpriseIdPs[0].Clients = append(c.EnterpriseIdPs[0].Clients, "xaa-cc", "reg-cc", "reg-bearer")
+	})
+	for id, grants := range map[string][]string{"reg-cc": {"client_credentials"}, "reg-bearer": {GrantTypeJWTBearer}} {
+		if err := w.store.CreateClient(context.Background(), &storage.Client{
+			ID: id, SecretHash: w.as.clients.hasher.Hash(regSecret), TokenEndpointAuthMethod: authSecretBasic,
+			GrantTypes: grants, Source: "dcr", CreatedAt: w.clock.Now(), UpdatedAt: w.clock.Now(),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, id, secret string
+		status           int
+		code             string
+	}{
+		{"a configured client without the grant", "xaa-cc", xaaSecret, 400, "unauthorized_client"},
+		{"a registered client without the grant", "reg-cc", regSecret, 400, "unauthorized_client"},
+		{"a configured client with the grant", "xaa-client", xaaSecret, 200, ""},
+		{"a registered client with the grant", "reg-bearer", regSecret, 200, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := w.idpKey.mint(t, typIDJAG, with(w.idJAG(), "client_id", tc.id))
+			resp, body := w.post("/token", jwtBearer(a), tc.id, tc.secret)
+			if tc.status != 200 {
+				wantError(t, resp, body, tc.status, tc.code)
+				return
+			}
+			if resp.StatusCode != 200 || body["access_token"] == nil {
+				t.Fatalf("%d %v", resp.StatusCode, body)
+			}
+			if _, c := w.claims(body["access_token"].(string)); c["client_id"] != tc.id {
+				t.Errorf("claims %v", c)
+			}
+		})
+	}
+}
+
 func TestIDJAGScopesAreTheIntersection(t *testing.T) {
 	w := newFedWorld(t, nil)
 	cases := []struct {

@@ -37,7 +37,7 @@ func TestJWTBearerFromConfigFile(t *testing.T) {
 	}
 	const agentSecret = "e2e-xaa-agent-secret-0123456789"
 	s := startStack(t, stackOptions{storage: "memory", editConfig: func(c string) string {
-		c = strings.Replace(c, "\nclients:\n", "\nclients:\n  - id: xaa-agent\n    secret: "+agentSecret+"\n    grant_types: [client_credentials]\n", 1)
+		c = strings.Replace(c, "\nclients:\n", "\nclients:\n  - id: xaa-agent\n    secret: "+agentSecret+"\n    grant_types: [urn:ietf:params:oauth:grant-type:jwt-bearer]\n", 1)
 		return c + `
 enterprise:
   idps:

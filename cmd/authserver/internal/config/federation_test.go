@@ -40,8 +40,11 @@ workload:
           scopes: [read]
 `
 
+// fedBase is base with ci-bot, the IdP's client, allowed the jwt-bearer grant.
+var fedBase = strings.Replace(base, "    grant_types: [client_credentials]\n", "    grant_types: [client_credentials, "+GrantJWTBearer+"]\n", 1)
+
 func TestParseFederation(t *testing.T) {
-	c, err := Parse([]byte(base+federation), envOf(nil))
+	c, err := Parse([]byte(fedBase+federation), envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +74,7 @@ func TestParseRejectsBadFederation(t *testing.T) {
 		{"an http IdP", strings.Replace(federation, "issuer: https://idp.example.com", "issuer: http://idp.example.com", 1), "config: enterprise.idps[0].issuer: must be an https URL"},
 		{"an IdP without keys", strings.Replace(federation, "      jwks: {\"keys\"", "      x_jwks: {\"keys\"", 1), "config: enterprise.idps[0].x_jwks: unknown key"},
 		{"an IdP client that is not configured", strings.Replace(federation, "clients: [ci-bot]", "clients: [nobody]", 1), "config: enterprise.idps[0].clients[0]: \"nobody\" is not a configured confidential client"},
+		{"an IdP client without the jwt-bearer grant", federation, "config: enterprise.idps[0].clients[0]: \"ci-bot\" must list " + GrantJWTBearer + " in its grant_types"},
 		{"a public IdP client", strings.Replace(federation, "clients: [ci-bot]", "clients: [demo-app]", 1), "config: enterprise.idps[0].clients[0]: \"demo-app\" is not a configured confidential client"},
 		{"jwks that is not a mapping", strings.Replace(federation, "      jwks: {\"keys\"", "      jwks: \"x\"\n      x: {\"keys\"", 1), "config: enterprise.idps[0].jwks: expected a mapping"},
 		{"an http jwks_uri", strings.Replace(federation, "    - issuer: https://kubernetes.example.com\n", "    - issuer: https://kubernetes.example.com\n      jwks_uri: http://k8s/jwks\n", 1), "config: workload.issuers[0].jwks_uri: must be an https URL"},
@@ -84,7 +88,11 @@ func TestParseRejectsBadFederation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(base+tc.edit), envOf(nil))
+			b := fedBase
+			if tc.name == "an IdP client without the jwt-bearer grant" {
+				b = base
+			}
+			_, err := Parse([]byte(b+tc.edit), envOf(nil))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err %v; want %q", err, tc.want)
 			}
@@ -114,5 +122,14 @@ func TestParseClientKeys(t *testing.T) {
 				t.Errorf("err %v; want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Fails if a public client may list the jwt-bearer grant.
+func TestParseJWTBearerGrantNeedsAConfidentialClient(t *testing.T) {
+	text := strings.Replace(base, "    public: true\n", "    public: true\n    grant_types: [authorization_code, "+GrantJWTBearer+"]\n", 1)
+	_, err := Parse([]byte(text), envOf(nil))
+	if want := "config: clients[1].grant_types[1]: a public client cannot use " + GrantJWTBearer; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err %v; want %q", err, want)
 	}
 }

@@ -30,10 +30,14 @@ func errf(path, format string, args ...any) error {
 
 // Grant types a configured client may have (OAuth 2.1 §4; no implicit, no
 // password grant).
-var knownGrants = []string{"authorization_code", "refresh_token", "client_credentials", GrantTokenExchange}
+var knownGrants = []string{"authorization_code", "refresh_token", "client_credentials", GrantTokenExchange, GrantJWTBearer}
 
 // GrantTokenExchange is the RFC 8693 §2.1 grant type.
 const GrantTokenExchange = "urn:ietf:params:oauth:grant-type:token-exchange"
+
+// GrantJWTBearer is the RFC 7523 §2.1 grant type, with which the clients of
+// enterprise.idps redeem ID-JAGs.
+const GrantJWTBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 // Signing algorithms (RFC 7518 §3.1, RFC 8037 §3.1).
 var knownAlgs = []string{"ES256", "RS256", "EdDSA"}
@@ -301,9 +305,9 @@ func (c *Config) validateClient(i int, byURI map[string]*Resource, scopes, ids m
 	for j, g := range cl.GrantTypes {
 		gp := fmt.Sprintf("%s.grant_types[%d]", p, j)
 		if !slices.Contains(knownGrants, g) {
-			return errf(gp, "must be authorization_code, refresh_token, client_credentials or %s, got %q", GrantTokenExchange, g)
+			return errf(gp, "must be authorization_code, refresh_token, client_credentials, %s or %s, got %q", GrantTokenExchange, GrantJWTBearer, g)
 		}
-		if (g == "client_credentials" || g == GrantTokenExchange) && cl.Public {
+		if (g == "client_credentials" || g == GrantTokenExchange || g == GrantJWTBearer) && cl.Public {
 			return errf(gp, "a public client cannot use %s", g)
 		}
 	}
@@ -594,9 +598,10 @@ func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
 // validateFederation checks enterprise.idps (ID-JAG issuers) and
 // workload.issuers; as.New checks the key sets themselves.
 func (c *Config) validateFederation(byURI map[string]*Resource, ids map[string]bool) error {
-	public := map[string]bool{}
+	public, bearer := map[string]bool{}, map[string]bool{}
 	for _, cl := range c.Clients {
 		public[cl.ID] = cl.Public
+		bearer[cl.ID] = slices.Contains(cl.GrantTypes, GrantJWTBearer)
 	}
 	issuers := map[string]bool{}
 	keys := func(p string, jwks JWKS, uri string, discovery bool) error {
@@ -630,6 +635,11 @@ func (c *Config) validateFederation(byURI map[string]*Resource, ids map[string]b
 		for j, id := range d.Clients {
 			if !ids[id] || public[id] {
 				return errf(fmt.Sprintf("%s.clients[%d]", p, j), "%q is not a configured confidential client", id)
+			}
+			// The ID-JAG's client must have the grant (RFC 6749 §5.2),
+			// else every redemption is unauthorized_client.
+			if !bearer[id] {
+				return errf(fmt.Sprintf("%s.clients[%d]", p, j), "%q must list %s in its grant_types", id, GrantJWTBearer)
 			}
 		}
 	}
