@@ -29,14 +29,25 @@ var (
 	// ErrInvalidDocument: not JSON, too large, wrong content type, or a
 	// required member missing.
 	ErrInvalidDocument = errors.New("metadata: invalid document")
+	// ErrNoClient: the client argument was nil. These helpers fetch from
+	// URLs that may come from untrusted input (an issuer a token names, a
+	// resource_metadata parameter), so the caller passes a client whose
+	// policy fits: one that refuses loopback, private and other special-use
+	// addresses for untrusted URLs. This package imports the standard
+	// library only and has no such client to fall back to.
+	ErrNoClient = errors.New("metadata: nil *http.Client: pass a client with an address policy")
 )
 
 // FetchAuthorizationServerMetadata fetches the metadata of issuer from the
 // URLs of DiscoveryURLs, in order, and returns the first document found. Per
 // RFC 8414 §3.3 the document's "issuer" must equal issuer byte for byte;
 // otherwise ErrMismatch is returned and the document must not be used.
-// A nil client means http.DefaultClient. Redirects are not followed.
+// A nil client is ErrNoClient, before any request. Redirects are not
+// followed.
 func FetchAuthorizationServerMetadata(ctx context.Context, client *http.Client, issuer string) (*AuthorizationServerMetadata, error) {
+	if client == nil {
+		return nil, ErrNoClient
+	}
 	urls, err := DiscoveryURLs(issuer)
 	if err != nil {
 		return nil, err
@@ -66,6 +77,7 @@ func FetchAuthorizationServerMetadata(ctx context.Context, client *http.Client, 
 // FetchProtectedResourceMetadata fetches the RFC 9728 document of resource
 // from its path-inserted well-known URL (RFC 9728 §3.1). Per RFC 9728 §3.3 the
 // document's "resource" must equal resource byte for byte, else ErrMismatch.
+// As for FetchAuthorizationServerMetadata, a nil client is ErrNoClient.
 func FetchProtectedResourceMetadata(ctx context.Context, client *http.Client, resource string) (*ProtectedResourceMetadata, error) {
 	u, err := WellKnownURL(resource, SuffixProtectedResource)
 	if err != nil {
@@ -93,7 +105,7 @@ func FetchProtectedResourceMetadataFrom(ctx context.Context, client *http.Client
 // status (0 when no response arrived) with any error.
 func fetchJSON(ctx context.Context, client *http.Client, u string, dst any) (int, error) {
 	if client == nil {
-		client = http.DefaultClient
+		return 0, ErrNoClient
 	}
 	// An earlier deadline of ctx is kept: WithTimeout never extends one.
 	ctx, cancel := context.WithTimeout(ctx, DefaultFetchTimeout)

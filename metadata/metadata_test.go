@@ -13,8 +13,11 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mcpauth/mcpauth/internal/safehttp"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -335,14 +338,41 @@ func TestFetchAuthorizationServerMetadata(t *testing.T) {
 			t.Fatalf("got %+v, %v", m, err)
 		}
 	})
-	t.Run("uses http.DefaultClient for a nil client", func(t *testing.T) {
+	// Fails if a nil client falls back to a client without an address
+	// policy: the httptest server is on loopback, a special-use address.
+	t.Run("refuses a nil client before any request, and fetches with a client allowing loopback", func(t *testing.T) {
 		var srv *httptest.Server
+		var hits atomic.Int32
 		srv = asServer(t, map[string]http.HandlerFunc{
-			"/.well-known/oauth-authorization-server": func(w http.ResponseWriter, r *http.Request) { jsonHandler(sampleAS(srv.URL))(w, r) },
+			"/.well-known/oauth-authorization-server": func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				jsonHandler(sampleAS(srv.URL))(w, r)
+			},
 		})
-		m, err := FetchAuthorizationServerMetadata(ctx, nil, srv.URL)
+		if m, err := FetchAuthorizationServerMetadata(ctx, nil, srv.URL); !errors.Is(err, ErrNoClient) || m != nil {
+			t.Fatalf("nil client: got %+v, %v; want ErrNoClient", m, err)
+		}
+		if _, err := FetchProtectedResourceMetadata(ctx, nil, srv.URL+"/mcp"); !errors.Is(err, ErrNoClient) {
+			t.Fatalf("nil client, protected resource: %v; want ErrNoClient", err)
+		}
+		if n := hits.Load(); n != 0 {
+			t.Fatalf("a nil client sent %d requests", n)
+		}
+		host := strings.TrimPrefix(srv.URL, "http://")
+		strict, err := safehttp.NewClient(safehttp.Config{AllowHTTP: []string{host}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := FetchAuthorizationServerMetadata(ctx, strict, srv.URL); err == nil || !errors.Is(err, safehttp.ErrAddress) {
+			t.Fatalf("default address policy: %v; want the loopback address refused", err)
+		}
+		loopback, err := safehttp.NewClient(safehttp.Config{Allow: []string{"127.0.0.0/8"}, AllowHTTP: []string{host}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := FetchAuthorizationServerMetadata(ctx, loopback, srv.URL)
 		if err != nil || m.Issuer != srv.URL {
-			t.Fatalf("got %+v, %v", m, err)
+			t.Fatalf("client allowing loopback: got %+v, %v", m, err)
 		}
 	})
 	for _, tc := range []struct {

@@ -218,7 +218,8 @@ func TestOurMiddlewareInFrontOfTheSDKServer(t *testing.T) {
 	mux.Handle("/mcp", mw.Wrap(binding.Wrap(mcpServer())))
 
 	t.Run("publishes metadata that a client can fetch and validate", func(t *testing.T) {
-		got, err := metadata.FetchProtectedResourceMetadata(context.Background(), nil, resource)
+		// The test's own loopback server: a client without an address policy.
+		got, err := metadata.FetchProtectedResourceMetadata(context.Background(), http.DefaultClient, resource)
 		if err != nil || got.AuthorizationServers[0] != as.issuer {
 			t.Fatalf("PRM = %+v, %v", got, err)
 		}
