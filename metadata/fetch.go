@@ -43,7 +43,8 @@ var (
 // RFC 8414 §3.3 the document's "issuer" must equal issuer byte for byte;
 // otherwise ErrMismatch is returned and the document must not be used.
 // A nil client is ErrNoClient, before any request. Redirects are not
-// followed.
+// followed. The document's Content-Type, when present, must be
+// application/json (RFC 8414 §3.2).
 func FetchAuthorizationServerMetadata(ctx context.Context, client *http.Client, issuer string) (*AuthorizationServerMetadata, error) {
 	if client == nil {
 		return nil, ErrNoClient
@@ -77,7 +78,8 @@ func FetchAuthorizationServerMetadata(ctx context.Context, client *http.Client, 
 // FetchProtectedResourceMetadata fetches the RFC 9728 document of resource
 // from its path-inserted well-known URL (RFC 9728 §3.1). Per RFC 9728 §3.3 the
 // document's "resource" must equal resource byte for byte, else ErrMismatch.
-// As for FetchAuthorizationServerMetadata, a nil client is ErrNoClient.
+// As for FetchAuthorizationServerMetadata, a nil client is ErrNoClient and
+// the Content-Type must be application/json (RFC 9728 §3.2).
 func FetchProtectedResourceMetadata(ctx context.Context, client *http.Client, resource string) (*ProtectedResourceMetadata, error) {
 	u, err := WellKnownURL(resource, SuffixProtectedResource)
 	if err != nil {
@@ -101,8 +103,11 @@ func FetchProtectedResourceMetadataFrom(ctx context.Context, client *http.Client
 	return &doc, nil
 }
 
-// fetchJSON GETs u and decodes a JSON object into dst. It returns the HTTP
-// status (0 when no response arrived) with any error.
+// fetchJSON GETs u and decodes a JSON object into dst. The Content-Type,
+// when present, must be application/json: the media type of both metadata
+// documents (RFC 8414 §3.2, RFC 9728 §3.2). A JWK Set, which may come as
+// application/jwk-set+json (RFC 7517 §8.5.1), is not fetched here. It
+// returns the HTTP status (0 when no response arrived) with any error.
 func fetchJSON(ctx context.Context, client *http.Client, u string, dst any) (int, error) {
 	if client == nil {
 		return 0, ErrNoClient
@@ -130,7 +135,7 @@ func fetchJSON(ctx context.Context, client *http.Client, u string, dst any) (int
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && mt != "application/jwk-set+json") {
+		if err != nil || mt != "application/json" {
 			return resp.StatusCode, fmt.Errorf("%w: GET %s: content type %q", ErrInvalidDocument, u, ct)
 		}
 	}

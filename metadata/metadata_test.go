@@ -417,6 +417,9 @@ func TestFetchAuthorizationServerMetadata(t *testing.T) {
 		{"accepts a JSON document without a content type", nil, true},
 		{"accepts application/json with parameters", []string{"application/json; charset=utf-8"}, true},
 		{"refuses a JSON document labelled text/html", []string{"text/html"}, false},
+		// RFC 8414 §3.2: the metadata document is application/json; the JWK
+		// Set media type is for a JWK Set only.
+		{"refuses a document labelled application/jwk-set+json", []string{"application/jwk-set+json"}, false},
 		{"refuses a JSON document labelled text/plain", []string{"text/plain; charset=utf-8"}, false},
 		{"refuses a malformed content type", []string{"application/json; ="}, false},
 	} {
@@ -465,6 +468,21 @@ func TestFetchProtectedResourceMetadata(t *testing.T) {
 		_, err := FetchProtectedResourceMetadata(ctx, srv.Client(), srv.URL+"/mcp/")
 		if !errors.Is(err, ErrMismatch) {
 			t.Fatalf("err = %v, want ErrMismatch", err)
+		}
+	})
+	// RFC 9728 §3.2: the document is application/json.
+	t.Run("refuses a document labelled application/jwk-set+json", func(t *testing.T) {
+		var jwk *httptest.Server
+		jwk = asServer(t, map[string]http.HandlerFunc{
+			"/.well-known/oauth-protected-resource/mcp": func(w http.ResponseWriter, r *http.Request) {
+				body, _ := json.Marshal(ProtectedResourceMetadata{Resource: jwk.URL + "/mcp", AuthorizationServers: []string{"https://as"}})
+				w.Header().Set("Content-Type", "application/jwk-set+json")
+				_, _ = w.Write(body)
+			},
+		})
+		_, err := FetchProtectedResourceMetadata(ctx, jwk.Client(), jwk.URL+"/mcp")
+		if !errors.Is(err, ErrInvalidDocument) || !strings.Contains(err.Error(), "content type") {
+			t.Fatalf("err = %v, want ErrInvalidDocument naming the content type", err)
 		}
 	})
 }
