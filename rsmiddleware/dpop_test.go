@@ -277,3 +277,16 @@ func TestDPoPMiddlewareNonces(t *testing.T) {
 		t.Fatalf("forged nonce: %d %q", resp.StatusCode, resp.Header.Values("WWW-Authenticate"))
 	}
 }
+
+// TestDPoPNonceWithoutNonces: without Nonces (and on a nil DPoP) Nonce is
+// empty, so no DPoP-Nonce header is ever sent.
+func TestDPoPNonceWithoutNonces(t *testing.T) {
+	d, err := NewDPoP(DPoPConfig{PublicURL: testResource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var none *DPoP
+	if got, gotNil := d.Nonce(), none.Nonce(); got != "" || gotNil != "" {
+		t.Fatalf("Nonce() = %q, nil DPoP %q; want both empty", got, gotNil)
+	}
+}

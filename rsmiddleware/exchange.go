@@ -345,8 +345,9 @@ func carriesToken(req *http.Request, tok string) bool {
 				if strings.Contains(v, tok) {
 					return true
 				}
-				// A token hidden in Basic credentials is still the token.
-				if scheme, cred, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Basic") {
+				// A token hidden in base64 credentials (Basic, or those of
+				// any other scheme) is still the token.
+				if _, cred, ok := strings.Cut(v, " "); ok {
 					if dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred)); err == nil && strings.Contains(string(dec), tok) {
 						return true
 					}

@@ -2,6 +2,7 @@ package rsmiddleware
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -141,6 +142,10 @@ func TestDownstreamCallsUseExchangedTokens(t *testing.T) {
 			req.URL.RawQuery = "token=" + r.Header.Get("X-Inbound")
 		case "smuggle-basic":
 			req.SetBasicAuth("u", r.Header.Get("X-Inbound"))
+		case "smuggle-base64":
+			req.Header.Set("X-Credential", "Token "+base64.StdEncoding.EncodeToString([]byte(r.Header.Get("X-Inbound"))))
+		case "proxy-basic":
+			req.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("u:pw")))
 		case "detached":
 			req = req.WithContext(context.Background())
 		}
@@ -179,10 +184,15 @@ func TestDownstreamCallsUseExchangedTokens(t *testing.T) {
 	if c, ok := ks.parse(tok); !ok || c["aud"] != downstreamRes {
 		t.Fatalf("downstream token claims %v", c)
 	}
+	// Basic credentials of something else are sent.
+	if got := call("proxy-basic"); got != 200 {
+		t.Fatalf("downstream call with other Basic credentials: %d", got)
+	}
 	tests := []struct{ name, mode string }{
 		{"refuses to send the inbound token in another header", "smuggle-header"},
 		{"refuses to send the inbound token in the query string", "smuggle-query"},
 		{"refuses to send the inbound token inside Basic credentials", "smuggle-basic"},
+		{"refuses to send the inbound token base64-encoded under another scheme", "smuggle-base64"},
 		{"refuses a request without the inbound context", "detached"},
 	}
 	for _, tt := range tests {

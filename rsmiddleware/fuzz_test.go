@@ -23,6 +23,9 @@ func TestParseAuthorization(t *testing.T) {
 		{"refuses padding in the middle", "Bearer a=b", "", ErrMalformedAuthorization},
 		{"refuses a comma-separated second credential", "Bearer a, Bearer b", "", ErrMalformedAuthorization},
 		{"refuses control characters", "Bearer a\x00b", "", ErrMalformedAuthorization},
+		{"accepts a token of 16 KiB", "Bearer " + strings.Repeat("a", 16<<10), strings.Repeat("a", 16<<10), nil},
+		{"refuses a token over 16 KiB", "Bearer " + strings.Repeat("a", 16<<10+1), "", ErrMalformedAuthorization},
+		{"refuses a token of padding only", "Bearer ==", "", ErrMalformedAuthorization},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -212,6 +215,9 @@ func FuzzChallenge(f *testing.F) {
 	f.Add(`a", error="none`, `x\"`, "", "line\r\nSet-Cookie: a=b")
 	f.Add("", "", "insufficient_scope", "\x00\x01\x7f")
 	f.Add("\\", "\"", "\\\"", "é\u202e")
+	// Nothing but one control character: DEL, then U+0001.
+	f.Add("", "", "invalid_token", "\x7f")
+	f.Add("", "", "invalid_token", "\x01")
 	f.Fuzz(func(t *testing.T, prm, scopes, code, desc string) {
 		c := Challenge{ResourceMetadata: prm, Scopes: strings.Fields(scopes), Error: code, Description: desc}
 		h := c.String()

@@ -277,6 +277,11 @@ func TestCORSPreflightPassesUnauthenticated(t *testing.T) {
 	if resp.StatusCode != 401 || resp.Header.Get("Access-Control-Allow-Origin") != "*" || resp.Header.Get("Access-Control-Expose-Headers") != "WWW-Authenticate" {
 		t.Fatalf("browser 401: status %d headers %v", resp.StatusCode, resp.Header)
 	}
+	// Without Origin the 401 is no CORS response.
+	resp, _ = f.do(t, "POST", "/mcp", nil, rpc("initialize", nil))
+	if resp.StatusCode != 401 || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("401 without Origin: status %d, Access-Control-Allow-Origin %q", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+	}
 }
 
 func TestMiddlewareAnswers503WhenTheASIsUnreachable(t *testing.T) {
