@@ -50,10 +50,7 @@ type client struct {
 	// its scopes for a request that names none (see defaultScopes).
 	defaultScopes []string
 	resources     []string // effective: canonical resource URIs
-	// listedResources are the resources listed for the client explicitly
-	// (not by default); introspection shows a caller the tokens for them.
-	listedResources []string
-	authMethod      string
+	authMethod    string
 	// exactAuthMethod: the client registered authMethod (RFC 7591 §2) and
 	// must authenticate with it; configured clients may send their secret
 	// either way.
@@ -301,7 +298,6 @@ func (m *clientManager) fromStorage(sc *storage.Client) (*client, error) {
 	c.resources, c.scopes = m.effectiveAccess(res, m.regScopes)
 	c.scopes = withOffline(c.scopes, c.grantTypes)
 	c.defaultScopes = slices.Clone(sc.Scopes)
-	c.listedResources = listed(res)
 	c.dpopBound = registeredDPoPBound(sc.Metadata)
 	return c, nil
 }
@@ -439,7 +435,6 @@ func (m *clientManager) fromConfig(i int, cc Client) (*client, error) {
 	}
 	c.resources, c.scopes = m.effectiveAccess(cc.Resources, cc.Scopes)
 	c.scopes = withOffline(c.scopes, c.grantTypes)
-	c.listedResources = listed(cc.Resources)
 	return c, nil
 }
 
@@ -765,16 +760,6 @@ func sigUse(set *jose3.JSONWebKeySet) *jose3.JSONWebKeySet {
 		}
 	}
 	return set
-}
-
-func listed(rs []string) []string {
-	var out []string
-	for _, r := range rs {
-		if c, err := metadata.CanonicalResource(r); err == nil {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // registeredDPoPBound reads dpop_bound_access_tokens (RFC 9449 §5.2) from
