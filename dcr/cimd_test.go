@@ -322,6 +322,7 @@ func TestCIMDCache(t *testing.T) {
 		{"lets no-store after max-age win", "max-age=3600, no-store", time.Minute, time.Hour, 59 * time.Second, 2 * time.Second},
 		{"reads an out-of-range max-age as none", "max-age=99999999999999999999", time.Minute, time.Hour, 59 * time.Second, 2 * time.Second},
 		{"reads a negative max-age as none", "max-age=-5", time.Minute, time.Hour, 59 * time.Second, 2 * time.Second},
+		{"uses the last max-age", "max-age=3600, max-age=0", time.Minute, time.Hour, 59 * time.Second, 2 * time.Second},
 		{"reads a quoted max-age", `max-age="120"`, time.Minute, time.Hour, 119 * time.Second, 2 * time.Second},
 		{"accepts MinCacheTTL equal to MaxCacheTTL", "max-age=3600", time.Minute, time.Minute, 59 * time.Second, 2 * time.Second},
 	}

@@ -168,22 +168,29 @@ func TestVSCodeRedirectOnAnotherPortMatchesTheLoopbackRegistration(t *testing.T)
 }
 
 func TestPerplexityCanBeMadeConfidential(t *testing.T) {
-	body := `{"client_name":"Perplexity","redirect_uris":["https://www.perplexity.ai/rest/connections/oauth_callback"],"token_endpoint_auth_method":"none","grant_types":["authorization_code","refresh_token"],"scope":"offline_access"}`
+	const perplexity = "https://www.perplexity.ai/rest/connections/oauth_callback"
 	cases := []struct {
 		name       string
 		force      []string
+		method     string // token_endpoint_auth_method registered; "" means none
 		wantSecret bool
+		wantMethod string
 	}{
-		{"by default a public registration stays public", nil, false},
-		{"a listed redirect URI upgrades it to client_secret_post with a secret", []string{"https://www.perplexity.ai/rest/connections/oauth_callback"}, true},
-		{"an unlisted redirect URI is not upgraded", []string{"https://other.example/cb"}, false},
+		{"by default a public registration stays public", nil, "", false, "none"},
+		{"a listed redirect URI upgrades it to client_secret_post with a secret", []string{perplexity}, "", true, "client_secret_post"},
+		{"an unlisted redirect URI is not upgraded", []string{"https://other.example/cb"}, "", false, "none"},
+		{"a listed redirect URI keeps a confidential registration's method", []string{perplexity}, "client_secret_basic", true, "client_secret_basic"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := defaultPolicy()
 			p.ForceConfidentialRedirectURIs = tc.force
 			e := newEnv(t, p)
-			r := e.register(body)
+			method := tc.method
+			if method == "" {
+				method = "none"
+			}
+			r := e.register(`{"client_name":"Perplexity","redirect_uris":["` + perplexity + `"],"token_endpoint_auth_method":"` + method + `","grant_types":["authorization_code","refresh_token"],"scope":"offline_access"}`)
 			if r.status != http.StatusCreated {
 				t.Fatalf("status %d %s", r.status, r.body)
 			}
@@ -192,7 +199,7 @@ func TestPerplexityCanBeMadeConfidential(t *testing.T) {
 			if (ci.ClientSecret != "") != tc.wantSecret || c.Public == tc.wantSecret {
 				t.Fatalf("secret %q, Public %v", ci.ClientSecret, c.Public)
 			}
-			if tc.wantSecret && (ci.TokenEndpointAuthMethod != "client_secret_post" || c.TokenEndpointAuthMethod != "client_secret_post") {
+			if ci.TokenEndpointAuthMethod != tc.wantMethod || c.TokenEndpointAuthMethod != tc.wantMethod {
 				t.Errorf("method %q / %q", ci.TokenEndpointAuthMethod, c.TokenEndpointAuthMethod)
 			}
 			// offline_access is not in the policy: narrowed, not refused.
@@ -233,7 +240,9 @@ func TestRegistrationRefusals(t *testing.T) {
 		{"refuses an http jwks_uri", `{"redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"private_key_jwt","jwks_uri":"http://a.example/jwks"}`, "", "invalid_client_metadata", "jwks_uri"},
 		{"refuses a jwks holding a private key", `{"redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"private_key_jwt","jwks":{"keys":[` + privateJWK + `]}}`, "", "invalid_client_metadata", "not a valid public key"},
 		{"refuses an empty jwks", `{"redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"private_key_jwt","jwks":{"keys":[]}}`, "", "invalid_client_metadata", "jwks"},
-		{"refuses a jwks that is not an object", `{"redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"private_key_jwt","jwks":"x"}`, "", "invalid_client_metadata", "jwks"},
+		{"refuses a jwks that is not an object", `{"redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"private_key_jwt","jwks":"x"}`, "", "invalid_client_metadata", "jwks: must be a JSON Web Key Set object"},
+		{"refuses a jwks that is an array", `{"redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"private_key_jwt","jwks":[{"kty":"EC"}]}`, "", "invalid_client_metadata", "jwks: must be a JSON Web Key Set object"},
+		{"refuses more than 20 contacts", `{"redirect_uris":["https://a.example/cb"],"contacts":[` + strings.Repeat(`"a@a.example",`, 20) + `"a@a.example"]}`, "", "invalid_client_metadata", "contacts: more than 20 entries"},
 		{"refuses client_credentials when the policy does not allow it", `{"grant_types":["client_credentials"],"token_endpoint_auth_method":"client_secret_basic"}`, "", "invalid_client_metadata", "grant_types"},
 		{"refuses a registration asking only for grants nobody gets", `{"grant_types":["urn:ietf:params:oauth:grant-type:jwt-bearer","implicit"],"redirect_uris":["https://a.example/cb"]}`, "", "invalid_client_metadata", "grant_types"},
 		{"refuses redirect_uris of the wrong type", `{"redirect_uris":"https://a.example/cb"}`, "", "invalid_client_metadata", "redirect_uris: wrong JSON type"},
