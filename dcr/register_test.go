@@ -359,6 +359,28 @@ func TestGrantTypesAreNarrowed(t *testing.T) {
 	}
 }
 
+func TestGrantTypesRefusalNamesWhatIsAllowed(t *testing.T) {
+	cases := []struct {
+		name    string
+		allowCC bool
+		want    string
+	}{
+		{"without client_credentials in the policy", false, `grant_types: none of ["implicit"] may be used by this client (allowed: authorization_code, refresh_token)`},
+		{"with client_credentials in the policy", true, `grant_types: none of ["implicit"] may be used by this client (allowed: authorization_code, refresh_token, client_credentials for confidential clients)`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := defaultPolicy()
+			p.AllowClientCredentials = tc.allowCC
+			e := newEnv(t, p)
+			r := e.register(`{"redirect_uris":["https://a.example/cb"],"grant_types":["implicit"]}`)
+			if m := r.json(t); r.status != http.StatusBadRequest || m["error"] != "invalid_client_metadata" || m["error_description"] != tc.want {
+				t.Fatalf("%d %v; want 400 invalid_client_metadata %q", r.status, m, tc.want)
+			}
+		})
+	}
+}
+
 func TestConfidentialClientSecretIsStoredHashed(t *testing.T) {
 	p := defaultPolicy()
 	p.SecretLifetime = 30 * 24 * time.Hour
