@@ -146,27 +146,13 @@ func (s *Store) sendTokens(batch []*tokenInsert) []error {
 	if len(live) == 0 {
 		return errs
 	}
-	var (
-		kind, sig, req, client, subject = make([]string, len(live)), make([]string, len(live)), make([]string, len(live)), make([]string, len(live)), make([]string, len(live))
-		active                          = make([]bool, len(live))
-		created, expires, rotated       = make([]pgtype.Timestamptz, len(live)), make([]pgtype.Timestamptz, len(live)), make([]pgtype.Timestamptz, len(live))
-		data                            = make([][]byte, len(live))
-		status                          = make([]int64, len(live))
-	)
 	members := make([]*tokenInsert, len(live))
+	toks := make([]*storage.Token, len(live))
 	for j, i := range live {
-		t := batch[i].t
-		members[j] = batch[i]
-		kind[j], sig[j], req[j], client[j], subject[j] = string(t.Kind), t.Signature, t.RequestID, t.ClientID, t.Subject
-		active[j] = t.Active
-		created[j] = pgtype.Timestamptz{Time: t.CreatedAt, Valid: !t.CreatedAt.IsZero()}
-		expires[j] = pgtype.Timestamptz{Time: t.ExpiresAt, Valid: !t.ExpiresAt.IsZero()}
-		rotated[j] = pgtype.Timestamptz{Time: t.RotatedAt, Valid: !t.RotatedAt.IsZero()}
-		data[j] = t.Data
-		status[j] = t.StatusIndex
+		members[j], toks[j] = batch[i], batch[i].t
 	}
 	ctx, stop := whileAnyWaits(members)
-	_, err := s.pool.Exec(ctx, insertTokensSQL, kind, sig, req, client, subject, active, created, expires, rotated, data, status)
+	_, err := s.pool.Exec(ctx, insertTokensSQL, tokenArrays(toks)...)
 	stop()
 	if err != nil && rowsFault(err) {
 		for _, i := range live {
@@ -179,6 +165,27 @@ func (s *Store) sendTokens(batch []*tokenInsert) []error {
 		errs[i] = err
 	}
 	return errs
+}
+
+// tokenArrays are the arguments of insertTokensSQL for toks: one array per
+// column, a zero time as NULL (as ts does for one row).
+func tokenArrays(toks []*storage.Token) []any {
+	n := len(toks)
+	kind, sig, req, client, subject := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	active := make([]bool, n)
+	created, expires, rotated := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+	data := make([][]byte, n)
+	status := make([]int64, n)
+	for j, t := range toks {
+		kind[j], sig[j], req[j], client[j], subject[j] = string(t.Kind), t.Signature, t.RequestID, t.ClientID, t.Subject
+		active[j] = t.Active
+		created[j] = pgtype.Timestamptz{Time: t.CreatedAt, Valid: !t.CreatedAt.IsZero()}
+		expires[j] = pgtype.Timestamptz{Time: t.ExpiresAt, Valid: !t.ExpiresAt.IsZero()}
+		rotated[j] = pgtype.Timestamptz{Time: t.RotatedAt, Valid: !t.RotatedAt.IsZero()}
+		data[j] = t.Data
+		status[j] = t.StatusIndex
+	}
+	return []any{kind, sig, req, client, subject, active, created, expires, rotated, data, status}
 }
 
 func (s *Store) insertOne(m *tokenInsert) error {

@@ -93,18 +93,8 @@ func TestGroupedTokenInsertsWriteEachRowAsASingleInsertWould(t *testing.T) {
 	}
 	at := time.Now().UTC().Truncate(time.Microsecond)
 
-	t.Run("every field of every row", func(t *testing.T) {
-		var toks []*storage.Token
-		var ctxs []context.Context
-		for i := range 12 {
-			toks = append(toks, batchToken(i, at))
-			ctxs = append(ctxs, ctx)
-		}
-		for i, err := range queueInserts(t, s, ctxs, toks, nil) {
-			if err != nil {
-				t.Fatalf("CreateToken %d: %v", i, err)
-			}
-		}
+	readBack := func(t *testing.T, toks []*storage.Token) {
+		t.Helper()
 		for _, want := range toks {
 			got, err := s.GetToken(ctx, want.Kind, want.Signature)
 			if err != nil {
@@ -117,6 +107,40 @@ func TestGroupedTokenInsertsWriteEachRowAsASingleInsertWould(t *testing.T) {
 				t.Errorf("%s read back as %+v, want %+v", want.Signature, got, want)
 			}
 		}
+	}
+
+	t.Run("every field of every row", func(t *testing.T) {
+		var toks []*storage.Token
+		var ctxs []context.Context
+		for i := range 12 {
+			toks = append(toks, batchToken(i, at))
+			ctxs = append(ctxs, ctx)
+		}
+		for i, err := range queueInserts(t, s, ctxs, toks, nil) {
+			if err != nil {
+				t.Fatalf("CreateToken %d: %v", i, err)
+			}
+		}
+		readBack(t, toks)
+	})
+
+	t.Run("every field of every row inserted together in a transaction", func(t *testing.T) {
+		tx, err := s.BeginTX(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var toks []*storage.Token
+		for i := 50; i < 58; i++ {
+			tok := batchToken(i, at)
+			if err := s.CreateToken(tx, tok); err != nil {
+				t.Fatal(err)
+			}
+			toks = append(toks, tok)
+		}
+		if err := s.Commit(tx); err != nil {
+			t.Fatal(err)
+		}
+		readBack(t, toks)
 	})
 
 	t.Run("a duplicate and an unstorable string fail alone", func(t *testing.T) {
