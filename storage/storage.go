@@ -442,9 +442,9 @@ type UserStore interface {
 
 // TokenUserReader is implemented by backends that read a token's record
 // together with the User record of its Subject in one round trip
-// (storage/postgres, storage/memory), so that checking whether the person
-// of a grant may still use it costs no query of its own. It is optional:
-// callers fall back to GetToken and GetUser.
+// (storage/postgres, storage/sqlite, storage/memory), so that checking
+// whether the person of a grant may still use it costs no query of its own.
+// It is optional: callers fall back to GetToken and GetUser.
 type TokenUserReader interface {
 	// GetTokenWithUser is GetToken that also returns the User record whose
 	// Subject is the token's: nil when the token's Subject is "" or there
