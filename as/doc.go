@@ -19,6 +19,13 @@
 // tokens are opaque 256-bit values kept under their HMAC. Every record's
 // payload is sealed (internal/seal) with its signature as associated data.
 //
+// Every access token carries a Token Status List claim
+// (draft-ietf-oauth-status-list) for its grant's index, and the list is
+// served at /statuslists/1. An instance rebuilds it at most once a second
+// when asked, from storage, and compresses it again only when the store's
+// answer changed, at zlib.BestSpeed: at 1e6 indices that is 1.4-3.7 ms of
+// CPU against 16-86 ms at BestCompression (status.go, docs/BENCHMARKS.md).
+//
 // fosite is wired with typed struct literals (no compose factories), so a
 // missing storage method fails at compile time. Where fosite falls short the
 // gaps are filled here: RFC 8707 (resourcePreHandler, resourcePostHandler),
