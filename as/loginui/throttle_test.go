@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -167,5 +168,41 @@ func TestRetryAfterIsTheLockRoundedUp(t *testing.T) {
 		if got.StatusCode != http.StatusTooManyRequests || got.Header.Get("Retry-After") != tc.want || !strings.Contains(got.Body, tc.text) {
 			t.Errorf("lock %s: status %d Retry-After %q, want 429 and %s and %q in:\n%s", tc.base, got.StatusCode, got.Header.Get("Retry-After"), tc.want, tc.text, got.Body)
 		}
+	}
+}
+
+// TestThrottleDefaults: with nothing configured an account is locked after
+// five free failures, for 2 seconds, doubling with each further failure up
+// to 15 minutes. Fails if a default lock is zero (no lock at all) or
+// another length.
+func TestThrottleDefaults(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	h := newHarness(t, func(c *Config) {
+		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	})
+	advance := func(secs int) { mu.Lock(); now = now.Add(time.Duration(secs) * time.Second); mu.Unlock() }
+	b := h.browser()
+	attempt := func(pw string) page {
+		return b.submit(b.get("/consents").form(t, "username", "alice", "password", pw))
+	}
+	for i := range 6 {
+		if got := attempt("wrong"); got.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d, want 401", i+1, got.StatusCode)
+		}
+	}
+	wait := 2
+	for _, next := range []int{4, 8, 16, 32, 64, 128, 256, 512, 900, 900} {
+		if got := attempt(alicePW); got.StatusCode != http.StatusTooManyRequests || got.Header.Get("Retry-After") != strconv.Itoa(wait) {
+			t.Fatalf("locked: status %d Retry-After %q, want 429 and %d", got.StatusCode, got.Header.Get("Retry-After"), wait)
+		}
+		advance(wait)
+		if got := attempt("wrong"); got.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("after a lock of %d s: %d, want 401", wait, got.StatusCode)
+		}
+		wait = next
+	}
+	if got := attempt(alicePW); got.StatusCode != http.StatusTooManyRequests || got.Header.Get("Retry-After") != "900" {
+		t.Fatalf("at the cap: status %d Retry-After %q, want 429 and 900", got.StatusCode, got.Header.Get("Retry-After"))
 	}
 }
