@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's goroutines.
@@ -30,7 +31,8 @@ func (s *syncBuffer) String() string {
 
 // TestAGoodLoginLogsNoError: clearing the counters and ending the visitor's
 // anonymous session succeed on a good login, so nothing is logged at error
-// level; the login is audited. Fails if either outcome is logged as an error.
+// level, nor when the session's idle deadline is refreshed; the login is
+// audited. Fails if a success is logged as an error.
 func TestAGoodLoginLogsNoError(t *testing.T) {
 	var logs syncBuffer
 	h := newHarness(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
@@ -38,6 +40,11 @@ func TestAGoodLoginLogsNoError(t *testing.T) {
 	b.login("/consents", "alice", "wrong")
 	if p := b.login("/consents", "alice", alicePW); !strings.Contains(p.Body, "Signed in as") {
 		t.Fatalf("status %d, want the consents page", p.StatusCode)
+	}
+	// A page two minutes later refreshes the session's idle deadline.
+	h.clock.Advance(2 * time.Minute)
+	if !signedIn(b) {
+		t.Fatal("signed out two minutes after the login")
 	}
 	if strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "event=login.succeeded") {
 		t.Fatalf("logs:\n%s", logs.String())

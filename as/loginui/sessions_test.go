@@ -85,6 +85,19 @@ func TestSessionLifetimes(t *testing.T) {
 	})
 }
 
+// TestALoginFormIsGoodForItsFlowLifetime: the visitor's session outlives
+// the forms it carries, so a login form posted nine minutes after it was
+// served (FlowTTL 10 minutes) still signs in.
+func TestALoginFormIsGoodForItsFlowLifetime(t *testing.T) {
+	h := newHarness(t, nil)
+	b := h.browser()
+	f := b.get("/consents").form(t, "username", "alice", "password", alicePW)
+	h.clock.Advance(9 * time.Minute)
+	if got := b.submit(f); got.StatusCode != http.StatusOK || !strings.Contains(got.Body, "Signed in as") {
+		t.Fatalf("status %d, want the consents page", got.StatusCode)
+	}
+}
+
 // TestConsentsPageListsAndEndsSessions: the person sees where they are
 // signed in and can end another browser's session from /consents.
 func TestConsentsPageListsAndEndsSessions(t *testing.T) {
