@@ -1,6 +1,7 @@
 package loginui
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/url"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpauth/mcpauth/storage"
 )
 
 // TestConcurrentLoginsCheckAtMostTheAllowance sends 40 login POSTs for one
@@ -204,5 +207,71 @@ func TestThrottleDefaults(t *testing.T) {
 	}
 	if got := attempt(alicePW); got.StatusCode != http.StatusTooManyRequests || got.Header.Get("Retry-After") != "900" {
 		t.Fatalf("at the cap: status %d Retry-After %q, want 429 and 900", got.StatusCode, got.Header.Get("Retry-After"))
+	}
+}
+
+// TestASuccessGivesTheAddressItsAttemptBack: a right password refunds the
+// attempt it took from its address's allowance and forgets the account's
+// failures, but leaves the address's other failures counted; a counter
+// left at nothing is deleted. Fails if a success clears the address's
+// count, refunds nothing, or keeps an account's failures.
+func TestASuccessGivesTheAddressItsAttemptBack(t *testing.T) {
+	const addr = "198.51.100.7"
+	h := newHarnessAt(t, func(h *harness, c *Config) {
+		c.AddressFreeAttempts = 4
+		c.LockoutBase = time.Minute
+		c.ClientAddr = func(*http.Request) string { return addr }
+		c.Counters = h.store
+	})
+	attempt := func(user, pw string) int {
+		b := h.browser()
+		return b.submit(b.get("/consents").form(t, "username", user, "password", pw)).StatusCode
+	}
+	stored := func(key string) (storage.Counter, bool) {
+		var c storage.Counter
+		err := h.store.UpdateCounters(context.Background(), []string{key}, h.clock.Now(), func(cs []storage.Counter) ([]storage.Counter, error) {
+			c = cs[0]
+			return cs, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, !c.ExpiresAt.IsZero()
+	}
+	keyAddr := "login:addr:" + addr
+	keyAcct := "login:acct:" + h.ui.throttleName("alice")
+	keyAcctAddr := "login:acct+addr:" + h.ui.throttleName("alice") + "|" + addr
+	if got := attempt("alice", alicePW); got != http.StatusOK {
+		t.Fatalf("alice: %d, want 200", got)
+	}
+	for _, key := range []string{keyAddr, keyAcct, keyAcctAddr} {
+		if c, ok := stored(key); ok {
+			t.Fatalf("after one good login, %s is stored: %+v", key, c)
+		}
+	}
+	for _, f := range []struct{ user, pw string }{{"user-a", "wrong"}, {"alice", "wrong"}} {
+		if got := attempt(f.user, f.pw); got != http.StatusUnauthorized {
+			t.Fatalf("%s: %d, want 401", f.user, got)
+		}
+	}
+	if got := attempt("alice", alicePW); got != http.StatusOK {
+		t.Fatalf("alice: %d, want 200", got)
+	}
+	if c, _ := stored(keyAddr); c.Count != 2 {
+		t.Fatalf("the address's count after two failures and a success: %d, want 2", c.Count)
+	}
+	for _, key := range []string{keyAcct, keyAcctAddr} {
+		if c, ok := stored(key); ok {
+			t.Fatalf("after alice's good login, %s is stored: %+v", key, c)
+		}
+	}
+	// Three more failures use up the address's allowance and lock it.
+	for _, user := range []string{"user-c", "user-d", "user-e"} {
+		if got := attempt(user, "wrong"); got != http.StatusUnauthorized {
+			t.Fatalf("%s: %d, want 401", user, got)
+		}
+	}
+	if got := attempt("alice", alicePW); got != http.StatusTooManyRequests {
+		t.Fatalf("alice after the address's fifth failure: %d, want 429", got)
 	}
 }
