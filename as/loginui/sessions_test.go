@@ -1,13 +1,17 @@
 package loginui
 
 import (
+	"context"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpauth/mcpauth/storage"
 )
 
 // copyOf is a second browser holding a copy of b's cookies, as an attacker
@@ -173,6 +177,105 @@ func TestClientErrorPageLinks(t *testing.T) {
 		}
 		if !strings.Contains(body, tc.want) {
 			t.Errorf("%s: no %s in:\n%s", tc.back, tc.want, body)
+		}
+	}
+}
+
+// frozenClock is a time source that moves only when told, starting on a
+// whole second so lifetimes in whole seconds end exactly on a tick.
+type frozenClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFrozenClock() *frozenClock { return &frozenClock{now: time.Unix(time.Now().Unix(), 0)} }
+
+func (c *frozenClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *frozenClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// TestAnAnonymousSessionEndsAtItsExpiry: the session a visitor gets with
+// the login form lasts three flow lifetimes, up to the second before its
+// expiry and not at it.
+func TestAnAnonymousSessionEndsAtItsExpiry(t *testing.T) {
+	clk := newFrozenClock()
+	start := clk.Now()
+	h := newHarness(t, func(c *Config) { c.Now = clk.Now })
+	early, late := h.browser(), h.browser()
+	early.get("/consents")
+	late.get("/consents")
+	clk.Set(start.Add(25 * time.Minute))
+	fe := early.get("/consents").form(t, "username", "alice", "password", alicePW)
+	fl := late.get("/consents").form(t, "username", "alice", "password", alicePW)
+	clk.Set(start.Add(30*time.Minute - time.Second))
+	if got := early.submit(fe); !strings.Contains(got.Body, "Signed in as") {
+		t.Fatalf("a second before the session's expiry: status %d, want signed in", got.StatusCode)
+	}
+	clk.Set(start.Add(30 * time.Minute))
+	if got := late.submit(fl); got.StatusCode != http.StatusForbidden || strings.Contains(got.Body, "Signed in as") {
+		t.Fatalf("at the session's expiry: status %d, want 403", got.StatusCode)
+	}
+}
+
+// TestTheIdleDeadlineIsRefreshedAfterAMinute: a page a minute after the
+// last refresh moves the idle deadline, so the session outlives the first
+// deadline.
+func TestTheIdleDeadlineIsRefreshedAfterAMinute(t *testing.T) {
+	clk := newFrozenClock()
+	start := clk.Now()
+	h := newHarness(t, func(c *Config) { c.Now = clk.Now; c.SessionIdleTTL = 30 * time.Minute })
+	b := h.browser()
+	b.login("/consents", "alice", alicePW)
+	clk.Set(start.Add(time.Minute))
+	if !signedIn(b) {
+		t.Fatal("signed out a minute after the login")
+	}
+	clk.Set(start.Add(30*time.Minute + 30*time.Second))
+	if !signedIn(b) {
+		t.Fatal("signed out 29.5 minutes after the last page, with an idle lifetime of 30")
+	}
+}
+
+// TestTheStoredSessionIsTheAuthority: a stored session of another subject,
+// or one whose absolute lifetime is over, signs nobody in, whatever the
+// cookie says.
+func TestTheStoredSessionIsTheAuthority(t *testing.T) {
+	h := newHarnessAt(t, func(h *harness, c *Config) { c.Sessions = h.store })
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		change func(*storage.Session)
+	}{
+		{"a record of another subject", func(s *storage.Session) { s.Subject = "bob" }},
+		{"a record past its absolute lifetime", func(s *storage.Session) { s.ExpiresAt = h.clock.Now().Add(-time.Second) }},
+	} {
+		b := h.browser()
+		b.login("/consents", "alice", alicePW)
+		list, err := h.store.ListSessions(ctx, "alice")
+		if err != nil || len(list) != 1 {
+			t.Fatalf("%s: %d stored sessions of alice (%v), want 1", tc.name, len(list), err)
+		}
+		rec := list[0]
+		tc.change(&rec)
+		if err := h.store.DeleteSession(ctx, "alice", rec.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.store.CreateSession(ctx, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if signedIn(b) {
+			t.Errorf("%s: the cookie still signs in", tc.name)
+		}
+		if err := h.store.DeleteSession(ctx, "", rec.ID); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
