@@ -3,7 +3,9 @@ package rsmiddleware
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
@@ -27,6 +29,10 @@ func TestVerifyOtherAlgorithms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -36,6 +42,7 @@ func TestVerifyOtherAlgorithms(t *testing.T) {
 		writeJSON(w, 200, jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
 			{Key: edKey.Public(), KeyID: "ed", Algorithm: "EdDSA", Use: "sig"},
 			{Key: rsaKey.Public(), KeyID: "rsa", Algorithm: "RS256", Use: "sig"},
+			{Key: p384.Public(), KeyID: "p384", Algorithm: "ES384", Use: "sig"},
 		}})
 	})
 	mint := func(alg jose.SignatureAlgorithm, kid string, key crypto.Signer) string {
@@ -76,5 +83,13 @@ func TestVerifyOtherAlgorithms(t *testing.T) {
 				t.Fatalf("Verify: %v", err)
 			}
 		})
+	}
+	// Only ES256 headers take the remembered-header path: a second ES384
+	// token under the same header verifies by the full path too.
+	v := newV("ES384")
+	for i := range 2 {
+		if _, err := v.Verify(context.Background(), mint(jose.ES384, "p384", p384)); err != nil {
+			t.Fatalf("ES384 token %d: %v", i+1, err)
+		}
 	}
 }

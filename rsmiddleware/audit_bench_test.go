@@ -29,7 +29,10 @@ func BenchmarkAuditLog(b *testing.B) {
 func TestAuditLogIDIsItsJSONText(t *testing.T) {
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	for _, format := range []string{"json", "text"} {
-		for _, id := range []string{"7", "-3", "0", "123456789012345", "1234567890123456", `"a"`, `"<&>"`, "1.5", "-0"} {
+		// Besides JSON ids, texts that are not JSON, which must still come
+		// out as slog writes them (through the handler, not as raw bytes).
+		for _, id := range []string{"7", "-3", "0", "123456789012345", "1234567890123456", `"a"`, `"<&>"`, "1.5", "-0",
+			"abc", "01", "-", "+", "x7", "-01", "00"} {
 			var got, want strings.Builder
 			AuditLog(&got, format)(AuditEvent{Time: at, Event: "ping", Method: "ping", RequestID: id, Result: AuditOK, Status: 200})
 			var h slog.Handler = slog.NewJSONHandler(&want, nil)
@@ -57,6 +60,7 @@ func FuzzAuditLogJSON(f *testing.F) {
 	f.Add(int64(1<<62), "a", "b", "", "1.5", "", "", "", "", "", AuditOK, 0, false, 0, int64(1<<62))
 	f.Add(int64(5), "a", "b", "", "0", "", "", "", "", "", AuditOK, 0, false, 0, int64(0))
 	f.Add(int64(5), "a", "b", "", "-0", "", "", "", "", "", AuditOK, 0, false, 0, int64(999))
+	f.Add(int64(5), "tool call", "tools/call", "a\x80b", "7", "s s", "", "", "", "", AuditOK, 0, false, 200, int64(1500000))
 	f.Fuzz(func(t *testing.T, ns int64, event, method, tool, id, session, sub, client, tenant, args, result string,
 		code int, isError bool, status int, latency int64) {
 		e := AuditEvent{Time: time.Unix(0, ns).UTC(), Event: event, Method: method, Tool: tool, RequestID: id, Session: session,
@@ -83,6 +87,23 @@ func TestAuditLogJSONOutOfRangeYear(t *testing.T) {
 		slogAudit(slog.NewJSONHandler(&want, nil), true)(e)
 		if got.String() != want.String() || !strings.Contains(got.String(), "year outside") {
 			t.Errorf("AuditLog:\n%s\nslog:\n%s", got.String(), want.String())
+		}
+	}
+}
+
+// TestAuditLogLatencyIsInMilliseconds: latency_ms is the latency in
+// milliseconds, to the microsecond, in both formats.
+func TestAuditLogLatencyIsInMilliseconds(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		var b strings.Builder
+		AuditLog(&b, format)(AuditEvent{Time: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), Event: "ping", Method: "ping",
+			Result: AuditOK, Status: 200, Latency: 1500*time.Microsecond + 700*time.Nanosecond})
+		want := `"latency_ms":1.5}`
+		if format == "text" {
+			want = "latency_ms=1.5\n"
+		}
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("%s: %q; want it to contain %q", format, b.String(), want)
 		}
 	}
 }

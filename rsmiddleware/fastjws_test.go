@@ -100,3 +100,16 @@ func strayBits(c string) string {
 	i := strings.Index(alphabet, c)
 	return string(alphabet[i^1])
 }
+
+// TestSplitCompact: exactly three segments, any of them possibly empty.
+func TestSplitCompact(t *testing.T) {
+	for tok, ok := range map[string]bool{
+		"a.b.c": true, "a..c": true, ".b.c": true, "a.b.": true,
+		"a": false, "a.b": false, "a.b.c.d": false, "a.b..c": false, "a.b.c.": false, "": false,
+	} {
+		h, p, s, got := splitCompact(tok)
+		if got != ok || (ok && h+"."+p+"."+s != tok) || (!ok && h+p+s != "") {
+			t.Errorf("splitCompact(%q) = %q, %q, %q, %v; want ok %v", tok, h, p, s, got, ok)
+		}
+	}
+}
