@@ -2,6 +2,7 @@ package rsmiddleware
 
 import (
 	"crypto/sha256"
+	"strings"
 	"encoding/hex"
 	"math"
 	"testing"
@@ -27,6 +28,8 @@ func TestCanonicalJSONNumbers(t *testing.T) {
 		{0x3eb0c6f7a0b5ed8d, "0.000001"},
 		{0x3eb0c6f7a0b5ed8c, "9.999999999999997e-7"},
 		{0x41b3de4355555555, "333333333.3333333"},
+		{0x444b1ae4d6e2ef50, "1e+21"},
+		{0x444b1ae4d6e2ef4f, "999999999999999900000"},
 	}
 	for _, tt := range tests {
 		if got := esNumber(math.Float64frombits(tt.bits)); got != tt.want {
@@ -165,6 +168,60 @@ func TestIDKeyMatchesSpellingsOfOneID(t *testing.T) {
 			if got, err := idKey([]byte(id)); err != nil || got != want {
 				t.Errorf("idKey(%s) = %q, %v; want %q", id, got, err, want)
 			}
+		}
+	}
+}
+
+// TestIsCanonical: the recogniser of texts already canonical accepts the
+// subset it documents and nothing else: truncated, invalid or
+// non-canonical texts are refused (they then take CanonicalJSON).
+func TestIsCanonical(t *testing.T) {
+	for _, in := range []string{
+		`{}`, `[]`, `{"a":1,"b":[true,false,null,"x"]}`, `[false]`, `{"a":false}`, `{"a":{"b":[]}}`,
+		`-12`, `123456789012345`, `{"a":1,"a ":2}`, `"é"`,
+	} {
+		if !isCanonical([]byte(in)) {
+			t.Errorf("isCanonical(%s) = false", in)
+		}
+		if c, err := CanonicalJSON([]byte(in)); err != nil || string(c) != in {
+			t.Errorf("CanonicalJSON(%s) = %s, %v: not canonical after all", in, c, err)
+		}
+	}
+	for _, in := range []string{
+		// truncated
+		`{`, `[`, `"abc`, `{"a"`, `{"a":`, `{"a":1`, `{"a":1,`, `[1`, `[1,`,
+		// not JSON
+		`{"a",1}`, `{a":1}`, `{"a":"}`, `-`, `-a`,
+		// JSON, not canonical
+		`{"a ":1,"a":2}`, `{"b":1,"a":2}`, `{"a":1,"a":2}`, `1.5`, `[1.0]`, `[1e5]`, `1E5`,
+		`1234567890123456`, `12345678901234567`, `-0`, `01`, `[-0]`, `{"a": 1}`, `"\u0041"`,
+	} {
+		if isCanonical([]byte(in)) {
+			t.Errorf("isCanonical(%s) = true", in)
+		}
+	}
+}
+
+// TestCanonicalJSONDepth: 1001 levels of nesting are accepted, 1002 are
+// refused, by CanonicalJSON and ArgumentsDigest alike, for arrays and
+// objects.
+func TestCanonicalJSONDepth(t *testing.T) {
+	nest := func(open, close string, n int) []byte {
+		return []byte(strings.Repeat(open, n-1) + "[]" + strings.Repeat(close, n-1))
+	}
+	for _, kind := range []struct{ open, close string }{{"[", "]"}, {`{"a":`, "}"}} {
+		ok, deep := nest(kind.open, kind.close, 1001), nest(kind.open, kind.close, 1002)
+		if _, err := CanonicalJSON(ok); err != nil {
+			t.Errorf("CanonicalJSON of 1001 levels of %s: %v", kind.open, err)
+		}
+		if _, err := ArgumentsDigest(ok); err != nil {
+			t.Errorf("ArgumentsDigest of 1001 levels of %s: %v", kind.open, err)
+		}
+		if _, err := CanonicalJSON(deep); err == nil || !strings.Contains(err.Error(), "nested too deeply") {
+			t.Errorf("CanonicalJSON of 1002 levels of %s: %v; want nested too deeply", kind.open, err)
+		}
+		if _, err := ArgumentsDigest(deep); err == nil {
+			t.Errorf("ArgumentsDigest of 1002 levels of %s accepted", kind.open)
 		}
 	}
 }
