@@ -2,9 +2,9 @@ package rsmiddleware
 
 import (
 	"crypto/sha256"
-	"strings"
 	"encoding/hex"
 	"math"
+	"strings"
 	"testing"
 )
 
