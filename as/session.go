@@ -1,7 +1,6 @@
 package as
 
 import (
-	"encoding/json"
 	"maps"
 	"net/url"
 	"slices"
@@ -129,8 +128,6 @@ func toStored(r fosite.Requester) *storedRequest {
 	}
 	return sr
 }
-
-func (sr *storedRequest) marshal() ([]byte, error) { return json.Marshal(sr) }
 
 // toRequest rebuilds a fosite.Request around client.
 func (sr *storedRequest) toRequest(client fosite.Client) *fosite.Request {

@@ -74,7 +74,7 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.audit(ctx, "token.issued", "client_id", ar.GetClient().GetID(), "grant_type", ar.GetGrantTypes()[0],
 		"sub", ar.GetSession().GetSubject(), "aud", strings.Join(ar.GetGrantedAudience(), " "), "scope", strings.Join(ar.GetGrantedScopes(), " "))
-	s.provider.WriteAccessResponse(ctx, w, ar, resp)
+	writeAccessResponse(w, resp)
 }
 
 // cappedTTL is the lifetime of an access token whose grant caps it at the

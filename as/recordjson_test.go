@@ -1,0 +1,157 @@
+package as
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ory/fosite"
+)
+
+func recordCases() []storedRequest {
+	at := time.Date(2026, 12, 1, 16, 4, 5, 123456789, time.UTC)
+	cc := storedRequest{
+		ID: "3f1c2b9e-8d7a-4c6b-9e5f-1a2b3c4d5e6f", RequestedAt: at, ClientID: "ci-bot",
+		RequestedScope: []string{"mcp:tools"}, GrantedScope: []string{"mcp:tools"},
+		RequestedAud: []string{"https://mcp.example/mcp"}, GrantedAud: []string{"https://mcp.example/mcp"},
+		Form: url.Values{"grant_type": {"client_credentials"}, "resource": {"https://mcp.example/mcp"}, "scope": {"mcp:tools"}},
+		Session: &session{Subject: "ci-bot", ExpiresAt: map[fosite.TokenType]time.Time{fosite.AccessToken: at.Add(time.Hour)},
+			TokenHash: "qL8R4QIcQ_ZsRqOAbeRfcZhilN_MksRtDaErMA", StatusIdx: 4097},
+	}
+	person := cc
+	person.Session = &session{Subject: "alice", GrantedAt: at.Add(-time.Minute), Scopes: []string{"mcp:tools", "mcp:read"},
+		ExpiresAt: map[fosite.TokenType]time.Time{fosite.AccessToken: at.Add(time.Hour), fosite.RefreshToken: at.Add(24 * time.Hour), fosite.AuthorizeCode: at},
+		CnfJKT:    "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I", RefreshJKT: "rjkt", AuthorizeJKT: "ajkt", Federated: "https://idp.example"}
+	person.AccessSignature, person.Parent = "access-sig", "parent-sig"
+	person.PKCE = &pkceChallenge{Challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM", Method: "S256"}
+	empty := storedRequest{}
+	nilSession := cc
+	nilSession.Session = nil
+	emptySession := cc
+	emptySession.Session = &session{}
+	nilFormValue := cc
+	nilFormValue.Form = url.Values{"a": nil, "b": {}, "c": {"", "x"}}
+	emptyLists := cc
+	emptyLists.RequestedScope, emptyLists.GrantedAud, emptyLists.Form = []string{}, []string{}, url.Values{}
+	escaped := cc
+	escaped.Session = &session{Subject: "a<b>&\"c\\d\u2028é\x01"}
+	escapedForm := cc
+	escapedForm.Form = url.Values{"scope": {"<script>"}}
+	escapedKey := cc
+	escapedKey.Form = url.Values{"ké": {"v"}}
+	act := cc
+	act.Session = &session{Subject: "ci-bot", Act: map[string]any{"sub": "agent"}}
+	zone := cc
+	zone.RequestedAt = at.In(time.FixedZone("", 5*3600+30*60))
+	badYear := cc
+	badYear.RequestedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	badZone := cc
+	badZone.Session = &session{GrantedAt: at.In(time.FixedZone("", 25*3600))}
+	monotonic := cc
+	monotonic.RequestedAt = time.Now()
+	negative := cc
+	negative.Session = &session{StatusIdx: -7}
+	return []storedRequest{cc, person, empty, nilSession, emptySession, nilFormValue, emptyLists, escaped, escapedForm,
+		escapedKey, act, zone, badYear, badZone, monotonic, negative}
+}
+
+// TestStoredRequestMarshalIsJSONMarshal checks the hand-written encoder of
+// the stored record against encoding/json: every member, omitted and
+// empty ones, sorted maps, strings and times encoding/json escapes or
+// refuses, and the act claim.
+func TestStoredRequestMarshalIsJSONMarshal(t *testing.T) {
+	for i, sr := range recordCases() {
+		got, err := sr.marshal()
+		want, werr := json.Marshal(&sr)
+		if (err != nil) != (werr != nil) || !bytes.Equal(got, want) {
+			t.Errorf("case %d: marshal\n%s (%v)\njson.Marshal\n%s (%v)", i, got, err, want, werr)
+		}
+	}
+}
+
+// FuzzStoredRequestMarshal checks marshal against json.Marshal for any
+// strings, integers and times.
+func FuzzStoredRequestMarshal(f *testing.F) {
+	f.Add("id", "ci-bot", "mcp:tools", "grant_type", "client_credentials", "sub", "access_token", "jkt", int64(1764600000), int64(5), int64(7))
+	f.Add("<&>", "\u2028", "\xff", "", "\"", "\\", "", "é", int64(-62135596800), int64(-1), int64(0))
+	f.Fuzz(func(t *testing.T, id, cid, scope, key, value, sub, kind, jkt string, sec, nsec, idx int64) {
+		at := time.Unix(sec, nsec).UTC()
+		sr := storedRequest{ID: id, RequestedAt: at, ClientID: cid, RequestedScope: []string{scope}, GrantedAud: []string{value, scope},
+			Form: url.Values{key: {value}, "grant_type": {scope}}, AccessSignature: jkt,
+			Session: &session{Subject: sub, ExpiresAt: map[fosite.TokenType]time.Time{fosite.TokenType(kind): at, fosite.AccessToken: at},
+				GrantedAt: at, Scopes: []string{scope}, StatusIdx: idx, CnfJKT: jkt, Federated: value}}
+		if idx%2 == 0 {
+			sr.PKCE = &pkceChallenge{Challenge: jkt, Method: sub}
+		}
+		got, err := sr.marshal()
+		want, werr := json.Marshal(&sr)
+		if (err != nil) != (werr != nil) || !bytes.Equal(got, want) {
+			t.Fatalf("marshal\n%s (%v)\njson.Marshal\n%s (%v)", got, err, want, werr)
+		}
+	})
+}
+
+// BenchmarkStoredRequestMarshal encodes the record of a client-credentials
+// token.
+func BenchmarkStoredRequestMarshal(b *testing.B) {
+	sr := recordCases()[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := sr.marshal(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestWriteAccessResponseIsFosites checks the token response writer
+// against fosite's WriteAccessResponse: status, headers and body, for the
+// responses of each grant, a DPoP-bound one and values encoding/json
+// escapes or encodes otherwise.
+func TestWriteAccessResponseIsFosites(t *testing.T) {
+	cases := []map[string]any{
+		{"expires_in": int64(900), "scope": "mcp:tools"},
+		{"expires_in": int64(900), "scope": "mcp:tools mcp:read", "refresh_token": "rt.abc-_", "id_token": "a.b.c"},
+		{"expires_in": int64(0), "issued_token_type": "urn:ietf:params:oauth:token-type:access_token"},
+		{"expires_in": -5, "scope": "<b>"},
+		{"expires_in": int64(900), "é": "x"},
+		{"expires_in": 1.5, "aud": []string{"x"}},
+		{},
+	}
+	f := &fosite.Fosite{}
+	for i, extra := range cases {
+		for _, typ := range []string{"bearer", "DPoP"} {
+			resp := func() *fosite.AccessResponse {
+				r := fosite.NewAccessResponse()
+				r.SetAccessToken("eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJjaS1ib3QifQ.c2ln")
+				r.SetTokenType(typ)
+				for k, v := range extra {
+					r.SetExtra(k, v)
+				}
+				return r
+			}
+			got, want := httptest.NewRecorder(), httptest.NewRecorder()
+			writeAccessResponse(got, resp())
+			f.WriteAccessResponse(context.Background(), want, nil, resp())
+			if got.Code != want.Code || !reflect.DeepEqual(got.Header(), want.Header()) || got.Body.String() != want.Body.String() {
+				t.Errorf("case %d %s: writeAccessResponse %d %v\n%s\nfosite %d %v\n%s", i, typ, got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
+			}
+		}
+	}
+}
+
+// BenchmarkMarshalTokenResponse encodes a client-credentials token
+// response.
+func BenchmarkMarshalTokenResponse(b *testing.B) {
+	m := map[string]any{"access_token": "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJjaS1ib3QifQ.c2ln", "token_type": "bearer", "expires_in": int64(900), "scope": "mcp:tools"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := marshalTokenResponse(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
