@@ -274,6 +274,9 @@ type resource struct {
 	Default       bool
 	// introspectors are Resource.IntrospectionClients.
 	introspectors []string
+	// fixedPoint is whether metadata.CanonicalResource(URI) is URI: a
+	// request naming URI exactly names this resource without parsing.
+	fixedPoint bool
 }
 
 func (c *Config) validate() error {
@@ -359,8 +362,9 @@ func buildResources(in []Resource) ([]resource, error) {
 		if len(def) == 0 {
 			def = slices.Clone(r.Scopes)
 		}
+		again, err := metadata.CanonicalResource(c)
 		out = append(out, resource{URI: c, Name: r.Name, Scopes: slices.Clone(r.Scopes), DefaultScopes: def, Default: r.Default,
-			introspectors: slices.Clone(r.IntrospectionClients)})
+			introspectors: slices.Clone(r.IntrospectionClients), fixedPoint: err == nil && again == c})
 	}
 	if defaults > 1 {
 		return nil, errors.New("as: more than one Resource is marked Default")

@@ -164,9 +164,15 @@ func canonicalResources(values []string) ([]string, error) {
 // (which must be configured and allowed for the client), or the default.
 // Tokens carry exactly one audience, so requesting several is invalid_target.
 func (s *Server) pickResource(c *client, values []string) (*resource, error) {
-	reqd, err := canonicalResources(values)
-	if err != nil {
-		return nil, err
+	var reqd []string
+	if len(values) == 1 && s.isConfiguredFixedPoint(values[0]) {
+		// The canonical form of a configured resource's own identifier.
+		reqd = values
+	} else {
+		var err error
+		if reqd, err = canonicalResources(values); err != nil {
+			return nil, err
+		}
 	}
 	var uri string
 	switch len(reqd) {
@@ -195,6 +201,13 @@ func (s *Server) pickResource(c *client, values []string) (*resource, error) {
 		return nil, errInvalidTarget("This client may not get tokens for the requested resource.")
 	}
 	return res, nil
+}
+
+// isConfiguredFixedPoint reports whether uri is the identifier of a
+// configured resource that metadata.CanonicalResource leaves as it is.
+func (s *Server) isConfiguredFixedPoint(uri string) bool {
+	r := s.resourceByURI(uri)
+	return r != nil && r.fixedPoint
 }
 
 // resourcePreHandler runs before fosite's handlers. For client credentials
