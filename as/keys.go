@@ -15,10 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"golang.org/x/crypto/cryptobyte"
+	"golang.org/x/crypto/cryptobyte/asn1"
 
 	"github.com/mcpauth/mcpauth/internal/seal"
 	"github.com/mcpauth/mcpauth/storage"
@@ -135,23 +138,31 @@ func finishKey(kid, alg string, priv crypto.Signer, pub jose.JSONWebKey) (*signi
 func (k *signingKey) signCompact(payload []byte) (token, inputHash string, err error) {
 	enc := base64.RawURLEncoding
 	n := len(k.header) + 1 + enc.EncodedLen(len(payload))
-	buf := make([]byte, n, n+1+enc.EncodedLen(512))
-	copy(buf, k.header)
-	buf[len(k.header)] = '.'
+	// The signing input is built in a buffer on the stack when it fits:
+	// only the token itself is allocated.
+	var stack [1024]byte
+	buf := stack[:0]
+	if n > len(stack) {
+		buf = make([]byte, 0, n)
+	}
+	buf = append(buf, k.header...)
+	buf = append(buf, '.')
+	buf = buf[:n]
 	enc.Encode(buf[len(k.header)+1:], payload)
 	digest := sha256.Sum256(buf)
+	var sigStack [132]byte // an ES256, ES384 or ES512 signature
 	var sig []byte
 	switch key := k.priv.(type) {
 	case *ecdsa.PrivateKey:
 		// RFC 7518 §3.4: R and S as fixed-size big-endian octets.
-		r, s, err := ecdsa.Sign(rand.Reader, key, digest[:])
+		der, err := ecdsa.SignASN1(rand.Reader, key, digest[:])
 		if err != nil {
 			return "", "", err
 		}
 		size := (key.Curve.Params().BitSize + 7) / 8
-		sig = make([]byte, 2*size)
-		r.FillBytes(sig[:size])
-		s.FillBytes(sig[size:])
+		if sig, err = rawECDSA(sigStack[:2*size], der); err != nil {
+			return "", "", err
+		}
 	case *rsa.PrivateKey:
 		// RFC 7518 §3.3: RSASSA-PKCS1-v1_5 with SHA-256.
 		if sig, err = rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, digest[:]); err != nil {
@@ -163,9 +174,35 @@ func (k *signingKey) signCompact(payload []byte) (token, inputHash string, err e
 	default:
 		return "", "", fmt.Errorf("as: cannot sign with a %T", k.priv)
 	}
-	buf = append(buf, '.')
-	buf = enc.AppendEncode(buf, sig)
-	return string(buf), enc.EncodeToString(digest[:]), nil
+	var tok strings.Builder
+	tok.Grow(n + 1 + enc.EncodedLen(len(sig)))
+	tok.Write(buf)
+	tok.WriteByte('.')
+	var encStack [176]byte
+	esig := encStack[:0]
+	if m := enc.EncodedLen(len(sig)); m > len(encStack) {
+		esig = make([]byte, 0, m)
+	}
+	tok.Write(enc.AppendEncode(esig, sig))
+	return tok.String(), enc.EncodeToString(digest[:]), nil
+}
+
+// rawECDSA writes the ASN.1 signature der (SEQUENCE of the INTEGERs R and
+// S, as ecdsa.SignASN1 returns it) into sig as R and S, each right-aligned
+// in half of sig (RFC 7518 §3.4).
+func rawECDSA(sig, der []byte) ([]byte, error) {
+	var inner cryptobyte.String
+	var r, s []byte
+	in := cryptobyte.String(der)
+	size := len(sig) / 2
+	if !in.ReadASN1(&inner, asn1.SEQUENCE) || !in.Empty() || !inner.ReadASN1Integer(&r) || !inner.ReadASN1Integer(&s) ||
+		!inner.Empty() || len(r) > size || len(s) > size {
+		return nil, errors.New("as: invalid ASN.1 from ecdsa.SignASN1")
+	}
+	clear(sig)
+	copy(sig[size-len(r):size], r)
+	copy(sig[2*size-len(s):], s)
+	return sig, nil
 }
 
 func (k *signingKey) record(sealer *seal.Sealer, now time.Time) (*storage.SigningKey, error) {
