@@ -18,11 +18,16 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"hash"
+	"sync"
 )
 
 // Hasher hashes and checks generated secrets. Safe for concurrent use.
 type Hasher struct {
 	key []byte
+	// macs holds HMAC states keyed with key; Reset returns one to the
+	// keyed state without hashing the padded key again.
+	macs sync.Pool
 }
 
 // NewHasher derives the HMAC key from secret (at least 32 bytes) and purpose.
@@ -39,14 +44,27 @@ func NewHasher(secret []byte, purpose string) (*Hasher, error) {
 
 // Hash returns HMAC-SHA256(key, value).
 func (h *Hasher) Hash(value string) []byte {
-	m := hmac.New(sha256.New, h.key)
-	m.Write([]byte(value))
-	return m.Sum(nil)
+	return h.sum(nil, value)
 }
 
 // Equal reports in constant time whether value hashes to hash.
 func (h *Hasher) Equal(hash []byte, value string) bool {
-	return len(hash) > 0 && hmac.Equal(hash, h.Hash(value))
+	var buf [sha256.Size]byte
+	return len(hash) > 0 && hmac.Equal(hash, h.sum(buf[:0], value))
+}
+
+// sum appends HMAC-SHA256(key, value) to b.
+func (h *Hasher) sum(b []byte, value string) []byte {
+	m, ok := h.macs.Get().(hash.Hash)
+	if ok {
+		m.Reset()
+	} else {
+		m = hmac.New(sha256.New, h.key)
+	}
+	m.Write([]byte(value))
+	b = m.Sum(b)
+	h.macs.Put(m)
+	return b
 }
 
 // Generate returns a new random secret of 32 bytes (256 bits), base64url
