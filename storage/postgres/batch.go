@@ -24,7 +24,11 @@ import (
 // one WAL flush for every row, instead of one each. The answer comes back
 // after that commit, so a token acknowledged is durable, and no caller
 // waits for a timer: a batch is whatever queued while the inserts ahead of
-// it ran.
+// it ran. When the queue holds a full batch (fullInsertBatch rows) and
+// fewer than maxInsertFlushers inserts are under way, the caller that
+// fills it sends it at once: where the disk's flush is slow, rows then do
+// not wait for the inserts ahead of them, and PostgreSQL still shares one
+// WAL flush among the commits that meet.
 //
 // A batch whose statement fails on a row's data (a duplicate signature, a
 // string PostgreSQL cannot hold) is sent again row by row, so that each
@@ -34,8 +38,10 @@ import (
 // row is sent, and the batch's statement is cancelled only when every
 // caller in it has given up.
 const (
-	insertFlushers = 2
-	maxInsertBatch = 64
+	insertFlushers    = 2
+	fullInsertBatch   = 8
+	maxInsertFlushers = 8
+	maxInsertBatch    = 64
 )
 
 type tokenInserts struct {
@@ -76,6 +82,16 @@ func (s *Store) insertToken(ctx context.Context, t *storage.Token) error {
 		b.running++
 		b.mu.Unlock()
 		return s.flushTokens([]*tokenInsert{me}, me)
+	}
+	if len(b.queue)+1 >= fullInsertBatch && b.running < maxInsertFlushers {
+		// Enough rows wait for a batch of their own: send them now
+		// rather than after the inserts under way.
+		b.running++
+		n := min(len(b.queue), maxInsertBatch-1)
+		batch := append([]*tokenInsert{me}, b.queue[:n]...)
+		b.queue = slices.Delete(b.queue, 0, n)
+		b.mu.Unlock()
+		return s.flushTokens(batch, me)
 	}
 	b.queue = append(b.queue, me)
 	b.mu.Unlock()

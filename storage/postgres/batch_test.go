@@ -25,7 +25,7 @@ func queueInserts(t *testing.T, s *Store, ctxs []context.Context, toks []*storag
 		b.mu.Unlock()
 		t.Fatal("inserts under way before the test")
 	}
-	b.running = insertFlushers
+	b.running = maxInsertFlushers
 	b.mu.Unlock()
 	errs := make([]error, len(toks))
 	var wg sync.WaitGroup
@@ -53,8 +53,8 @@ func queueInserts(t *testing.T, s *Store, ctxs []context.Context, toks []*storag
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	// The batch ran in one of the test's slots and gave it back.
-	if b.running != insertFlushers-1 || len(b.queue) != 0 {
-		t.Fatalf("after the batch: %d inserts running, %d queued; want the %d other slots held by the test and none", b.running, len(b.queue), insertFlushers-1)
+	if b.running != maxInsertFlushers-1 || len(b.queue) != 0 {
+		t.Fatalf("after the batch: %d inserts running, %d queued; want the %d other slots held by the test and none", b.running, len(b.queue), maxInsertFlushers-1)
 	}
 	b.running = 0
 	return errs
@@ -181,10 +181,38 @@ func TestGroupedTokenInsertsWriteEachRowAsASingleInsertWould(t *testing.T) {
 		}
 	})
 
+	t.Run("the caller that fills a batch sends it without waiting", func(t *testing.T) {
+		b := &s.inserts
+		b.mu.Lock()
+		b.running = insertFlushers // the inserts that would otherwise go first
+		b.mu.Unlock()
+		errs := make([]error, fullInsertBatch)
+		var wg sync.WaitGroup
+		for i := range fullInsertBatch {
+			wg.Go(func() { errs[i] = s.CreateToken(ctx, batchToken(60+i, at)) })
+		}
+		wg.Wait()
+		b.mu.Lock()
+		running, queued := b.running, len(b.queue)
+		b.running = 0
+		b.mu.Unlock()
+		if running != insertFlushers || queued != 0 {
+			t.Fatalf("after the batch: %d inserts running, %d queued; want the %d held by the test and none", running, queued, insertFlushers)
+		}
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("CreateToken %d: %v", i, err)
+			}
+			if _, err := s.GetToken(ctx, storage.KindAccessToken, batchToken(60+i, at).Signature); err != nil {
+				t.Fatalf("token %d: %v", 60+i, err)
+			}
+		}
+	})
+
 	t.Run("a caller that gives up while queued leaves the queue", func(t *testing.T) {
 		b := &s.inserts
 		b.mu.Lock()
-		b.running = insertFlushers
+		b.running = maxInsertFlushers
 		b.mu.Unlock()
 		gone, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
