@@ -626,8 +626,10 @@ func TestRegistrationFloodIsLimited(t *testing.T) {
 			created++
 		case http.StatusTooManyRequests:
 			limited++
-			if m := r.json(t); m["error"] != "temporarily_unavailable" || r.header.Get("Retry-After") == "" {
-				t.Fatalf("429 body %s, Retry-After %q", r.body, r.header.Get("Retry-After"))
+			// 5 at one instant fill the bucket (one per 10 s, burst 5): the
+			// next is allowed in 10 s, announced rounded up as 11.
+			if m := r.json(t); m["error"] != "temporarily_unavailable" || r.header.Get("Retry-After") != "11" {
+				t.Fatalf("429 body %s, Retry-After %q, want 11", r.body, r.header.Get("Retry-After"))
 			}
 		default:
 			t.Fatalf("status %d %s", r.status, r.body)
@@ -675,13 +677,14 @@ func TestTrustedProxyForwardedAddressesGetTheirOwnBuckets(t *testing.T) {
 
 func TestCORSPreflight(t *testing.T) {
 	e := newEnv(t, defaultPolicy())
-	for _, path := range []string{"/register", "/register/some-id"} {
+	for path, methods := range map[string]string{"/register": "POST, OPTIONS", "/register/some-id": "GET, PUT, DELETE, OPTIONS"} {
 		r := e.do(http.MethodOptions, e.srv.URL+path, "", "", map[string]string{
 			"Origin": "http://localhost:6274", "Access-Control-Request-Method": "POST",
 			"Access-Control-Request-Headers": "content-type, authorization"})
 		if r.status != http.StatusNoContent || r.header.Get("Access-Control-Allow-Origin") != "*" ||
-			!strings.Contains(r.header.Get("Access-Control-Allow-Headers"), "Authorization") {
-			t.Errorf("%s preflight: %d %v", path, r.status, r.header)
+			!strings.Contains(r.header.Get("Access-Control-Allow-Headers"), "Authorization") ||
+			r.header.Get("Access-Control-Allow-Methods") != methods {
+			t.Errorf("%s preflight: %d %v; want Access-Control-Allow-Methods %q", path, r.status, r.header, methods)
 		}
 	}
 	r := e.do(http.MethodGet, e.srv.URL+"/register", "", "", nil)
