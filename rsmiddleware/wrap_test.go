@@ -1,0 +1,127 @@
+package rsmiddleware
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestOnlyAPreflightPassesWithoutAToken: a request passes unauthenticated
+// only when it is an OPTIONS with both Origin and
+// Access-Control-Request-Method; the CORS headers on another method do not
+// make it a preflight.
+func TestOnlyAPreflightPassesWithoutAToken(t *testing.T) {
+	f := newRS(t, nil)
+	for _, tc := range []struct {
+		method string
+		header map[string]string
+	}{
+		{"POST", map[string]string{"Origin": "https://inspector.example", "Access-Control-Request-Method": "POST"}},
+		{"POST", map[string]string{"Access-Control-Request-Method": "POST"}},
+		{"OPTIONS", map[string]string{"Access-Control-Request-Method": "POST"}},
+		{"OPTIONS", map[string]string{"Origin": "https://inspector.example"}},
+	} {
+		resp, _ := f.do(t, tc.method, "/mcp", tc.header, rpc("tools/list", nil))
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s with %v: status %d; want 401", tc.method, tc.header, resp.StatusCode)
+		}
+	}
+}
+
+// TestWrapLeavesWhatItNeedNotRead: a query string without access_token is
+// no refusal, and with no per-method or per-tool scopes the body is not
+// read or parsed (a body that is not JSON-RPC reaches the handler).
+func TestWrapLeavesWhatItNeedNotRead(t *testing.T) {
+	f := newRS(t, func(c *MiddlewareConfig) { c.Scopes = Scopes{} })
+	auth := map[string]string{"Authorization": "Bearer " + f.ks.mint(f.ks.claims())}
+	resp, body := f.do(t, "POST", "/mcp?session=1", auth, "not json")
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"body":"not json"`) {
+		t.Fatalf("status %d, body %s; want 200 with the body passed on", resp.StatusCode, body)
+	}
+}
+
+// lockedBuffer is an io.Writer for a logger written from server goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestMiddlewareLogger: a refused token is logged to the configured
+// Logger; without one the Middleware logs to slog.Default.
+func TestMiddlewareLogger(t *testing.T) {
+	var logs lockedBuffer
+	f := newRS(t, func(c *MiddlewareConfig) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	resp, _ := f.do(t, "POST", "/mcp", map[string]string{"Authorization": "Bearer not-a-jwt"}, rpc("tools/list", nil))
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(logs.String(), "rsmiddleware: token refused") {
+		t.Fatalf("status %d, log %q; want 401 and the refusal logged", resp.StatusCode, logs.String())
+	}
+	d := newRS(t, func(c *MiddlewareConfig) { c.Logger = nil })
+	if resp, _ := d.do(t, "POST", "/mcp", map[string]string{"Authorization": "Bearer not-a-jwt"}, rpc("tools/list", nil)); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without a Logger: status %d; want 401", resp.StatusCode)
+	}
+}
+
+// TestReadBody: bodies of unknown length, of a Content-Length that lies,
+// and of exactly the limit are read; one byte more is too large.
+func TestReadBody(t *testing.T) {
+	req := func(n int64, body string) *http.Request {
+		return &http.Request{ContentLength: n, Body: io.NopCloser(strings.NewReader(body))}
+	}
+	for _, tc := range []struct {
+		name string
+		r    *http.Request
+		want string
+		err  error
+	}{
+		{"unknown length", req(-1, "abc"), "abc", nil},
+		{"known length", req(3, "abc"), "abc", nil},
+		{"a Content-Length far over the limit, with a short body", req(1<<50, "x"), "x", nil},
+		{"exactly the limit, unknown length", req(-1, "0123456789"), "0123456789", nil},
+		{"exactly the limit, known length", req(10, "0123456789"), "0123456789", nil},
+		{"over the limit, unknown length", req(-1, "0123456789a"), "", errBodyTooLarge},
+		{"over the limit, known length", req(11, "0123456789a"), "", errBodyTooLarge},
+	} {
+		b, err := readBody(tc.r, 10)
+		if string(b) != tc.want || !errors.Is(err, tc.err) {
+			t.Errorf("%s: %q, %v; want %q, %v", tc.name, b, err, tc.want, tc.err)
+		}
+	}
+}
+
+// TestUnreadBody: a buffered body counts as unread only until something
+// reads from it.
+func TestUnreadBody(t *testing.T) {
+	r := &http.Request{Body: newBufferedBody([]byte("abc"), true, io.NopCloser(nil))}
+	if bb, ok := unreadBody(r); !ok || string(bb.b) != "abc" {
+		t.Fatal("an unread buffered body is not found")
+	}
+	var one [1]byte
+	if _, err := r.Body.Read(one[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := unreadBody(r); ok {
+		t.Fatal("a partly read body counts as unread")
+	}
+	if _, ok := unreadBody(&http.Request{Body: io.NopCloser(strings.NewReader("abc"))}); ok {
+		t.Fatal("a plain body counts as a buffered one")
+	}
+}
