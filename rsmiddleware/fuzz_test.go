@@ -252,3 +252,13 @@ func FuzzChallenge(f *testing.F) {
 		}
 	})
 }
+
+// TestObjectFieldsRefusesWhatIsNoObject: objectFields gives errPeek for an
+// empty value or one that is not an object.
+func TestObjectFieldsRefusesWhatIsNoObject(t *testing.T) {
+	for _, v := range []string{"", "  ", "[]", `"a"`} {
+		if err := objectFields([]byte(v), func(_, _ []byte) error { return nil }); err != errPeek {
+			t.Errorf("objectFields(%q) = %v; want errPeek", v, err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -85,5 +86,27 @@ func TestRewriteOriginsRefusesWhatIsNotAnOrigin(t *testing.T) {
 		if _, err := RewriteOrigins(nil, routes); err == nil {
 			t.Errorf("RewriteOrigins(%v) accepted", routes)
 		}
+	}
+}
+
+// TestRewriteOriginsKeepsThePublicHostOfARequestWithoutHost: a request
+// built without Host (only its URL) reaches the internal origin with the
+// public host in its Host header.
+func TestRewriteOriginsKeepsThePublicHostOfARequestWithoutHost(t *testing.T) {
+	var host atomic.Value
+	inner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { host.Store(r.Host) }))
+	defer inner.Close()
+	rt, err := RewriteOrigins(nil, map[string]string{"http://as.public.invalid:9000": inner.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse("http://as.public.invalid:9000/x")
+	resp, err := rt.RoundTrip(&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if h, _ := host.Load().(string); h != "as.public.invalid:9000" {
+		t.Fatalf("the internal origin saw Host %q; want the public host", h)
 	}
 }

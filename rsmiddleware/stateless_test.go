@@ -205,6 +205,8 @@ func TestDecodeHeaderValue(t *testing.T) {
 		{"a b", "", false},
 		{"line\n", "", false},
 		{"", "", true},
+		{"!~", "!~", true}, // the ends of visible ASCII
+		{"a\x7f", "", false},
 	}
 	for _, tc := range cases {
 		got, ok := decodeHeaderValue(tc.in)
@@ -232,4 +234,17 @@ func FuzzMirroredHeaders(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCheckMirroredHeadersWithNothingToMirror: an empty body, or a body
+// that is no request (a response: no calls), fails the check without a
+// Mcp-Method header being looked at.
+func TestCheckMirroredHeadersWithNothingToMirror(t *testing.T) {
+	r := httptest.NewRequest(http.MethodPost, "/", nil)
+	r.Header.Set(MethodHeader, "tools/call")
+	for _, body := range []string{"", "  ", `{"jsonrpc":"2.0","id":1,"result":{}}`} {
+		if checkMirroredHeaders(r, []byte(body), nil) {
+			t.Errorf("body %q with no calls passed", body)
+		}
+	}
 }
