@@ -71,3 +71,53 @@ func TestUpdateWithTheIssuedSecret(t *testing.T) {
 		t.Fatalf("update answered client_secret %q, expires_at %v; want no new secret, 0", got.ClientSecret, got.ClientSecretExpiresAt)
 	}
 }
+
+// An update that changes token_endpoint_auth_method issues a secret to a
+// client that becomes confidential, keeps the secret of one that stays
+// confidential, and drops it from one that becomes public.
+func TestUpdateChangesTheSecretWithTheMethod(t *testing.T) {
+	cases := []struct {
+		name, from, to string
+		wantNew        bool // a new secret in the answer
+		wantKept       bool // the stored secret is the one issued at registration
+		wantSecret     bool // a secret stored at all
+	}{
+		{"public to client_secret_post issues one", "none", "client_secret_post", true, false, true},
+		{"public to client_secret_basic issues one", "none", "client_secret_basic", true, false, true},
+		{"client_secret_basic to client_secret_post keeps it", "client_secret_basic", "client_secret_post", false, true, true},
+		{"client_secret_post to client_secret_basic keeps it", "client_secret_post", "client_secret_basic", false, true, true},
+		{"client_secret_post to public drops it", "client_secret_post", "none", false, false, false},
+		{"public stays without one", "none", "none", false, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, defaultPolicy())
+			reg := e.register(`{"redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"` + tc.from + `"}`)
+			if reg.status != http.StatusCreated {
+				t.Fatalf("register: %d %s", reg.status, reg.body)
+			}
+			ci := reg.info(t)
+			before := e.stored(t, ci.ClientID)
+			r := e.do(http.MethodPut, ci.RegistrationClientURI, ci.RegistrationAccessToken,
+				`{"client_id":"`+ci.ClientID+`","redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"`+tc.to+`"}`, nil)
+			if r.status != http.StatusOK {
+				t.Fatalf("update: %d %s", r.status, r.body)
+			}
+			got := r.info(t)
+			after := e.stored(t, ci.ClientID)
+			if (got.ClientSecret != "") != tc.wantNew {
+				t.Errorf("answered client_secret %q, want one: %v", got.ClientSecret, tc.wantNew)
+			}
+			if (got.ClientSecretExpiresAt != nil) != tc.wantSecret {
+				t.Errorf("client_secret_expires_at %v, want present: %v", got.ClientSecretExpiresAt, tc.wantSecret)
+			}
+			if (len(after.SecretHash) > 0) != tc.wantSecret || after.Public == tc.wantSecret || after.TokenEndpointAuthMethod != tc.to {
+				t.Errorf("stored secret %v, Public %v, method %q; want secret %v, method %q",
+					len(after.SecretHash) > 0, after.Public, after.TokenEndpointAuthMethod, tc.wantSecret, tc.to)
+			}
+			if kept := len(before.SecretHash) > 0 && string(after.SecretHash) == string(before.SecretHash); kept != tc.wantKept {
+				t.Errorf("registration's secret kept: %v, want %v", kept, tc.wantKept)
+			}
+		})
+	}
+}
