@@ -222,7 +222,7 @@ func parseEndpoint(raw string) (*url.URL, error) {
 		return nil, errors.New("dcr: Config.Endpoint is required")
 	}
 	u, err := url.Parse(raw)
-	if err != nil || !u.IsAbs() || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") || u.RawQuery != "" || u.Fragment != "" {
+	if err != nil || !u.IsAbs() || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") || u.RawQuery != "" || u.ForceQuery || strings.Contains(raw, "#") {
 		return nil, fmt.Errorf("dcr: Config.Endpoint %q must be an absolute http(s) URL without query or fragment", raw)
 	}
 	u.Path = strings.TrimRight(u.Path, "/")

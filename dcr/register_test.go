@@ -18,6 +18,7 @@ import (
 	"github.com/mcpauth/mcpauth/dcr"
 	"github.com/mcpauth/mcpauth/internal/secret"
 	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/storage/memory"
 	"gopkg.in/yaml.v3"
 )
 
@@ -753,6 +754,13 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"with a trusted proxy that is not an address", func(c *dcr.Config) { c.Policy.TrustedProxies = []string{"proxy"} }},
 		{"with an empty initial access token", func(c *dcr.Config) { c.Policy.InitialAccessTokens = []string{""} }},
 		{"with a force-confidential URI on loopback", func(c *dcr.Config) { c.Policy.ForceConfidentialRedirectURIs = []string{"http://127.0.0.1/cb"} }},
+		{"with an endpoint with a query", func(c *dcr.Config) { c.Endpoint = "https://as.example/register?x=1" }},
+		{"with an endpoint with a fragment", func(c *dcr.Config) { c.Endpoint = "https://as.example/register#x" }},
+		{"with an endpoint with an empty query", func(c *dcr.Config) { c.Endpoint = "https://as.example/register?" }},
+		{"with an endpoint with an empty fragment", func(c *dcr.Config) { c.Endpoint = "https://as.example/register#" }},
+		{"with an endpoint without host", func(c *dcr.Config) { c.Endpoint = "https:///register" }},
+		{"with an ftp endpoint", func(c *dcr.Config) { c.Endpoint = "ftp://as.example/register" }},
+		{"with an endpoint that does not parse", func(c *dcr.Config) { c.Endpoint = "https://as.example:x/register" }},
 	}
 	e := newEnv(t, defaultPolicy())
 	base := func() dcr.Config {
@@ -774,6 +782,46 @@ func TestNewRefusesBadConfig(t *testing.T) {
 
 // The registration response is a document on the wire: compare it with a
 // golden file, random values masked. Run with -update to rewrite.
+// The handler's path is the endpoint's, without trailing slashes, and
+// /register when the endpoint has none.
+func TestEndpointPath(t *testing.T) {
+	for endpoint, want := range map[string]string{
+		"https://as.example":                  "/register",
+		"https://as.example/":                 "/register",
+		"http://as.example/oauth/register":    "/oauth/register",
+		"https://as.example/oauth/register//": "/oauth/register",
+	} {
+		h, err := dcr.New(dcr.Config{Endpoint: endpoint, Store: memory.New(), Secret: testSecret, Policy: defaultPolicy(), Logger: quietLogger()})
+		if err != nil {
+			t.Errorf("New(Endpoint %q): %v", endpoint, err)
+		} else if h.Path() != want {
+			t.Errorf("New(Endpoint %q): path %q, want %q", endpoint, h.Path(), want)
+		}
+	}
+}
+
+// With a zero RateLimit the limit is on: a burst of 10, then one every 3 s
+// (20 a minute).
+func TestDefaultRateLimit(t *testing.T) {
+	p := defaultPolicy()
+	p.RateLimit = dcr.RateLimit{}
+	e := newEnv(t, p)
+	body := `{"redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"none"}`
+	for i := 0; i < 10; i++ {
+		if r := e.register(body); r.status != http.StatusCreated {
+			t.Fatalf("registration %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	r := e.register(body)
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "4" {
+		t.Fatalf("registration 11: %d, Retry-After %q; want 429 and 4 (3 s, rounded up)", r.status, r.header.Get("Retry-After"))
+	}
+	e.clock.Advance(3 * time.Second)
+	if r := e.register(body); r.status != http.StatusCreated {
+		t.Fatalf("3 s later: %d %s", r.status, r.body)
+	}
+}
+
 func TestRegistrationResponseGolden(t *testing.T) {
 	e := newEnv(t, defaultPolicy())
 	r := e.register(`{"client_name":"Cursor","redirect_uris":["cursor://anysphere.cursor-mcp/oauth/callback","https://www.cursor.com/agents/mcp/oauth/callback","http://localhost:8787/callback"],"token_endpoint_auth_method":"none","grant_types":["authorization_code","refresh_token","urn:ietf:params:oauth:grant-type:jwt-bearer"],"response_types":["code"],"scope":"*","unknown_field":true}`)
