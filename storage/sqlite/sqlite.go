@@ -37,6 +37,7 @@ import (
 	"math"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -59,6 +60,7 @@ type Store struct {
 
 	stmts stmtCache    // the writer connection's prepared statements
 	held  atomic.Int32 // writer connections taken and not yet given back
+	reads sync.Map     // query -> *sql.Stmt of the read pool
 }
 
 var (
@@ -150,6 +152,7 @@ func (s *Store) Close() error {
 			conn.Close()
 		}
 	}
+	s.closeReads()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
@@ -180,7 +183,8 @@ func mapErr(err error) error {
 		}
 		return fmt.Errorf("sqlite: %w", err)
 	}
-	if errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "database is closed") {
+	if errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "database is closed") ||
+		strings.Contains(err.Error(), "statement is closed") { // a read racing Close
 		return fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -216,7 +220,7 @@ func (s *Store) rq(ctx context.Context) querier {
 	if t := s.txFrom(ctx); t != nil {
 		return t.conn
 	}
-	return s.r
+	return readPool{s}
 }
 
 // begin takes the writer connection (waiting at most until ctx ends) and

@@ -97,3 +97,51 @@ func (c *stmtCache) close(conn *sql.Conn) {
 		return nil
 	})
 }
+
+// readPool is the read pool as a querier whose statements are prepared
+// once: a *sql.Stmt of the pool, which database/sql prepares on each
+// connection the first time it runs there and keeps. The statements are
+// the store's own, a bounded set.
+type readPool struct{ s *Store }
+
+func (p readPool) stmt(ctx context.Context, query string) *sql.Stmt {
+	if st, ok := p.s.reads.Load(query); ok {
+		return st.(*sql.Stmt)
+	}
+	st, err := p.s.r.PrepareContext(ctx, query)
+	if err != nil {
+		return nil // the plain call reports it
+	}
+	if prev, loaded := p.s.reads.LoadOrStore(query, st); loaded {
+		st.Close()
+		return prev.(*sql.Stmt)
+	}
+	return st
+}
+
+func (p readPool) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return p.s.r.ExecContext(ctx, query, args...)
+}
+
+func (p readPool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := p.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return p.s.r.QueryContext(ctx, query, args...)
+}
+
+func (p readPool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := p.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return p.s.r.QueryRowContext(ctx, query, args...)
+}
+
+// closeReads closes the read pool's statements.
+func (s *Store) closeReads() {
+	s.reads.Range(func(k, v any) bool {
+		v.(*sql.Stmt).Close()
+		s.reads.Delete(k)
+		return true
+	})
+}
