@@ -61,7 +61,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
@@ -383,15 +382,14 @@ func (p *Provider) identity(ctx context.Context, m *metadata, tok *oauth2.Token,
 	}
 	if p.needsUserinfo(claims) && m.UserinfoEndpoint != "" && tok.AccessToken != "" {
 		info, err := p.userinfo(ctx, m, tok.AccessToken)
-		switch {
-		case err != nil && raw == "":
+		if err != nil && raw == "" {
 			return nil, err
-		case err != nil:
-			// The verified ID token stands on its own; the allow rules
-			// refuse the person if a claim they need is missing.
-			info = nil
 		}
-		if s, _ := claims["sub"].(string); s != "" && info["sub"] != s {
+		// After a failed read (info nil) or an answer with no claims, the
+		// verified ID token stands on its own; the allow rules refuse the
+		// person if a claim they need is missing. An answer with claims
+		// must name the ID token's subject (Core §5.3.2).
+		if s, _ := claims["sub"].(string); len(info) > 0 && s != "" && info["sub"] != s {
 			return nil, fmt.Errorf("%w: userinfo sub differs from the ID token's", ErrInvalidToken)
 		}
 		for k, v := range info {
@@ -540,7 +538,7 @@ func numericDate(v any) (time.Time, bool) {
 // fromClaims builds the Identity from verified claims.
 func (p *Provider) fromClaims(c map[string]any) (*Identity, error) {
 	sub, _ := c[p.cfg.SubjectClaim].(string)
-	if sub == "" || len(sub) > MaxSubjectLen || strings.ContainsFunc(sub, func(r rune) bool { return r < ' ' || r == 0x7f || r > unicode.MaxASCII }) {
+	if sub == "" || len(sub) > MaxSubjectLen || strings.ContainsFunc(sub, func(r rune) bool { return r < ' ' || r > '~' }) {
 		return nil, fmt.Errorf("%w: subject claim %q missing, longer than %d or not printable ASCII", ErrInvalidToken, p.cfg.SubjectClaim, MaxSubjectLen)
 	}
 	id := &Identity{Subject: sub, Claims: map[string][]string{}}
@@ -572,6 +570,7 @@ func (p *Provider) fromClaims(c map[string]any) (*Identity, error) {
 
 // stringValues reads a claim as a list of strings: a string, a boolean or a
 // number is one value, an array its string, boolean and number members.
+// Claims are decoded with UseNumber, so a number is a json.Number.
 func stringValues(v any) []string {
 	one := func(x any) (string, bool) {
 		switch x := x.(type) {
@@ -581,8 +580,6 @@ func stringValues(v any) []string {
 			return strconv.FormatBool(x), true
 		case json.Number:
 			return x.String(), true
-		case float64:
-			return strconv.FormatFloat(x, 'f', -1, 64), true
 		}
 		return "", false
 	}
