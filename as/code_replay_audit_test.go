@@ -2,6 +2,7 @@ package as
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"golang.org/x/oauth2"
@@ -9,7 +10,8 @@ import (
 
 // TestFirstCodeRedemptionIsNotAuditedAsReplay: the code.replayed audit
 // event (and the grant revocation that goes with it) belongs to a code
-// presented again, never to its first redemption.
+// presented again, never to its first redemption; the revocation of a
+// replay logs no error when it succeeds.
 func TestFirstCodeRedemptionIsNotAuditedAsReplay(t *testing.T) {
 	h, logs := newLoggedHarness(t, nil)
 	conf := h.oauthConfig("demo-app", "")
@@ -40,5 +42,12 @@ func TestFirstCodeRedemptionIsNotAuditedAsReplay(t *testing.T) {
 	}
 	if n := replays(); n == 0 {
 		t.Fatal("a replayed code logged no code.replayed event")
+	}
+	// The revocation that answers the replay succeeded: no error of it.
+	if strings.Contains(logs.String(), "revoking a grant") {
+		t.Fatalf("the replay's revocation logged an error:\n%s", logs)
+	}
+	if status, body := refresh(h, tok.RefreshToken); status != 400 || body["error"] != "invalid_grant" {
+		t.Fatalf("refresh after the replay: %d %v, want invalid_grant (the grant revoked)", status, body)
 	}
 }
