@@ -46,7 +46,7 @@ const (
 
 type tokenInserts struct {
 	mu      sync.Mutex
-	running int // inserts under way, at most insertFlushers
+	running int // inserts under way, at most maxInsertFlushers
 	queue   []*tokenInsert
 }
 
