@@ -20,7 +20,7 @@ func (sr *storedRequest) marshal() ([]byte, error) {
 	if !sr.plain() {
 		return json.Marshal(sr)
 	}
-	b := make([]byte, 0, 384+sr.size())
+	b := make([]byte, 0, 160+sr.size())
 	b = appendMember(b, `{"id":`, sr.ID)
 	b = append(b, `,"at":"`...)
 	b, _ = sr.RequestedAt.AppendText(b)
