@@ -2,9 +2,12 @@ package as
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -231,4 +234,28 @@ func TestAuditEventOnLoginThrottling(t *testing.T) {
 	if strings.Contains(logs.String(), "mallory-probe") {
 		t.Error("log names a username that never logged in")
 	}
+}
+
+// TestAuditIssuedIsAudit checks that the token.issued event written by
+// auditIssued is the line audit writes for the same values, in text and
+// in JSON.
+func TestAuditIssuedIsAudit(t *testing.T) {
+	for _, handler := range []func(io.Writer) slog.Handler{
+		func(w io.Writer) slog.Handler { return slog.NewTextHandler(w, nil) },
+		func(w io.Writer) slog.Handler { return slog.NewJSONHandler(w, nil) },
+	} {
+		var got, want bytes.Buffer
+		logger{slog.New(handler(&got))}.auditIssued(context.Background(), "ci-bot", "client_credentials", "ci \"bot\"", mcpURI, "mcp:tools mcp:read")
+		logger{slog.New(handler(&want))}.audit(context.Background(), "token.issued", "client_id", "ci-bot", "grant_type", "client_credentials",
+			"sub", "ci \"bot\"", "aud", mcpURI, "scope", "mcp:tools mcp:read")
+		g, w := timeless(got.String()), timeless(want.String())
+		if g != w || !strings.Contains(g, "token.issued") {
+			t.Errorf("auditIssued wrote\n%s\naudit wrote\n%s", g, w)
+		}
+	}
+}
+
+// timeless drops the time attribute of a text or JSON log line.
+func timeless(line string) string {
+	return regexp.MustCompile(`^time=\S+ |"time":"[^"]*",`).ReplaceAllString(line, "")
 }

@@ -72,8 +72,8 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 		resp.SetTokenType(dpop.HeaderName)
 		s.setNonceHeader(w)
 	}
-	s.log.audit(ctx, "token.issued", "client_id", ar.GetClient().GetID(), "grant_type", ar.GetGrantTypes()[0],
-		"sub", ar.GetSession().GetSubject(), "aud", strings.Join(ar.GetGrantedAudience(), " "), "scope", strings.Join(ar.GetGrantedScopes(), " "))
+	s.log.auditIssued(ctx, ar.GetClient().GetID(), ar.GetGrantTypes()[0], ar.GetSession().GetSubject(),
+		strings.Join(ar.GetGrantedAudience(), " "), strings.Join(ar.GetGrantedScopes(), " "))
 	writeAccessResponse(w, resp)
 }
 
