@@ -245,7 +245,7 @@ func NewHTTPClient(timeout time.Duration) *http.Client {
 		Timeout: timeout,
 		Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: min(timeout, 5*time.Second)}).DialContext,
+			DialContext:           newDialer(timeout).DialContext,
 			TLSHandshakeTimeout:   min(timeout, 5*time.Second),
 			ResponseHeaderTimeout: timeout,
 			MaxIdleConnsPerHost:   4,
@@ -254,6 +254,12 @@ func NewHTTPClient(timeout time.Duration) *http.Client {
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// newDialer is the connection dialer of NewHTTPClient: the connect timeout
+// is timeout, at most 5 seconds.
+func newDialer(timeout time.Duration) *net.Dialer {
+	return &net.Dialer{Timeout: min(timeout, 5*time.Second)}
 }
 
 // NewVerifier returns a random PKCE code verifier (RFC 7636 §4.1, 43
@@ -642,7 +648,10 @@ func MapScopes(mapping map[string]map[string][]string, claims map[string][]strin
 // oauth2Config is the golang.org/x/oauth2 view of the provider.
 func (p *Provider) oauth2Config(m *metadata) *oauth2.Config {
 	style := oauth2.AuthStyleInHeader
-	if p.cfg.PrivateKey != nil || (len(m.AuthMethods) > 0 && !slices.Contains(m.AuthMethods, "client_secret_basic") && slices.Contains(m.AuthMethods, "client_secret_post")) {
+	// client_secret_post only when the provider lists it and not
+	// client_secret_basic (RFC 8414 §2: basic is the default when it lists
+	// none).
+	if p.cfg.PrivateKey != nil || (!slices.Contains(m.AuthMethods, "client_secret_basic") && slices.Contains(m.AuthMethods, "client_secret_post")) {
 		style = oauth2.AuthStyleInParams
 	}
 	return &oauth2.Config{
