@@ -278,6 +278,10 @@ func TestLogout(t *testing.T) {
 	if got.StatusCode != http.StatusOK || !strings.Contains(got.Body, "You are signed out.") {
 		t.Fatalf("logout: status %d", got.StatusCode)
 	}
+	// The cookie is deleted at once (Max-Age=0), not left to expire.
+	if sc := got.Header.Get("Set-Cookie"); !strings.HasPrefix(sc, "mcpauth_session=;") || !strings.Contains(sc, "; Max-Age=0") {
+		t.Fatalf("logout Set-Cookie %q, want the session cookie deleted", sc)
+	}
 	if p := b.get(authorizePath()); !strings.Contains(p.Body, `name="password"`) {
 		t.Fatal("still logged in after logout")
 	}
