@@ -279,3 +279,23 @@ func TestTheStoredSessionIsTheAuthority(t *testing.T) {
 		}
 	}
 }
+
+// TestAFormEndsAtItsFlowTokensExpiry: a login form is accepted up to the
+// second before its flow token expires (FlowTTL after it was served) and
+// refused at that second.
+func TestAFormEndsAtItsFlowTokensExpiry(t *testing.T) {
+	clk := newFrozenClock()
+	start := clk.Now()
+	h := newHarness(t, func(c *Config) { c.Now = clk.Now })
+	early, late := h.browser(), h.browser()
+	fe := early.get("/consents").form(t, "username", "alice", "password", alicePW)
+	fl := late.get("/consents").form(t, "username", "alice", "password", alicePW)
+	clk.Set(start.Add(10*time.Minute - time.Second))
+	if got := early.submit(fe); !strings.Contains(got.Body, "Signed in as") {
+		t.Fatalf("a second before the form's expiry: status %d, want signed in", got.StatusCode)
+	}
+	clk.Set(start.Add(10 * time.Minute))
+	if got := late.submit(fl); got.StatusCode != http.StatusForbidden || !strings.Contains(got.Body, "This sign-in form has expired") {
+		t.Fatalf("at the form's expiry: status %d, want 403", got.StatusCode)
+	}
+}
