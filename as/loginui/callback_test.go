@@ -1,9 +1,11 @@
 package loginui
 
 import (
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestParseCallbackLimits: each parameter of the provider's answer is
@@ -71,5 +73,26 @@ func TestParseCallbackLimits(t *testing.T) {
 		if _, err := parseCallback(q); err != errBadCallback {
 			t.Errorf("%v: %v, want errBadCallback", q, err)
 		}
+	}
+}
+
+// TestAnUpstreamSignInEndsAtItsStatesExpiry: the provider's answer is
+// accepted up to the second before the state it carries expires (FlowTTL
+// after the sign-in started) and refused at that second.
+func TestAnUpstreamSignInEndsAtItsStatesExpiry(t *testing.T) {
+	e := newUpstreamEnv(t, false, "")
+	clk := newFrozenClock()
+	start := clk.Now()
+	e.ui.now = clk.Now
+	early, late := e.browser(), e.browser()
+	cbEarly := e.signIn(early, "/consents", "alice")
+	cbLate := e.signIn(late, "/consents", "bob")
+	clk.Set(start.Add(10*time.Minute - time.Second))
+	if p := early.open(cbEarly); !strings.Contains(p.Body, "Signed in as") {
+		t.Fatalf("a second before the state's expiry: status %d, want signed in:\n%s", p.StatusCode, p.Body)
+	}
+	clk.Set(start.Add(10 * time.Minute))
+	if p := late.open(cbLate); p.StatusCode != http.StatusBadRequest || !strings.Contains(p.Body, "The sign-in took too long.") {
+		t.Fatalf("at the state's expiry: status %d, want 400:\n%s", p.StatusCode, p.Body)
 	}
 }
