@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpauth/mcpauth/upstream"
 )
 
 // TestParseCallbackLimits: each parameter of the provider's answer is
@@ -94,5 +96,82 @@ func TestAnUpstreamSignInEndsAtItsStatesExpiry(t *testing.T) {
 	clk.Set(start.Add(10 * time.Minute))
 	if p := late.open(cbLate); p.StatusCode != http.StatusBadRequest || !strings.Contains(p.Body, "The sign-in took too long.") {
 		t.Fatalf("at the state's expiry: status %d, want 400:\n%s", p.StatusCode, p.Body)
+	}
+}
+
+// TestTheCallbackAnswersOnlyGETAndHEAD: the provider sends the browser back
+// with a GET; any other method gets 405.
+func TestTheCallbackAnswersOnlyGETAndHEAD(t *testing.T) {
+	e := newUpstreamEnv(t, false, "")
+	for _, tc := range []struct {
+		method string
+		status int
+	}{
+		{http.MethodGet, http.StatusBadRequest},
+		{http.MethodHead, http.StatusBadRequest},
+		{http.MethodPost, http.StatusMethodNotAllowed},
+		{http.MethodPut, http.StatusMethodNotAllowed},
+	} {
+		req, err := http.NewRequest(tc.method, e.srv.URL+"/upstream/corp/callback", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := e.browser().do(req)
+		if p.StatusCode != tc.status || (tc.status == http.StatusMethodNotAllowed) != (p.Header.Get("Allow") == "GET, HEAD") {
+			t.Errorf("%s: status %d Allow %q, want %d", tc.method, p.StatusCode, p.Header.Get("Allow"), tc.status)
+		}
+	}
+}
+
+// TestAStateIsGoodOnlyAtItsProvidersCallback: the answer to a sign-in
+// started with one provider is refused at another provider's callback
+// (the mix-up of RFC 9700 §4.4) without using the state up, so it still
+// works at its own.
+func TestAStateIsGoodOnlyAtItsProvidersCallback(t *testing.T) {
+	e := newUpstreamEnv(t, false, "")
+	second, err := upstream.New(upstream.Config{ID: "partners", Issuer: "https://login.partner.example", ClientID: "mcpauth", ClientSecret: "s",
+		RedirectURL: e.srv.URL + "/upstream/partners/callback", Scopes: []string{"openid", "email"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ui.cfg.Upstreams = append(e.ui.cfg.Upstreams, Upstream{Provider: second, Name: "Partner Workspace"})
+	b := e.browser()
+	cb := e.signIn(b, "/consents", "alice")
+	elsewhere := *cb
+	elsewhere.Path = "/upstream/partners/callback"
+	if p := b.open(&elsewhere); p.StatusCode != http.StatusBadRequest || !strings.Contains(p.Body, "does not belong to a sign-in started here") {
+		t.Fatalf("at the other provider's callback: status %d:\n%s", p.StatusCode, p.Body)
+	}
+	if p := b.open(cb); !strings.Contains(p.Body, "Signed in as") {
+		t.Fatalf("at its own callback afterwards: status %d:\n%s", p.StatusCode, p.Body)
+	}
+}
+
+// TestAStateWeWouldNotIssueIsRefused: a state that would send the browser
+// anywhere but a path on this host, or that has no id to use it up by, is
+// refused as not ours, even sealed with our keys.
+func TestAStateWeWouldNotIssueIsRefused(t *testing.T) {
+	e := newUpstreamEnv(t, false, "")
+	good := pendingUpstream{ID: randomID(), Upstream: "corp", Return: "/consents", Exp: time.Now().Add(time.Minute).Unix()}
+	for _, tc := range []struct {
+		name   string
+		change func(*pendingUpstream)
+	}{
+		{"returning to another site", func(p *pendingUpstream) { p.Return = "https://evil.example/" }},
+		{"returning to a network path", func(p *pendingUpstream) { p.Return = "//evil.example/x" }},
+		{"returning to a backslash path", func(p *pendingUpstream) { p.Return = "/\\evil.example" }},
+		{"returning nowhere", func(p *pendingUpstream) { p.Return = "" }},
+		{"without an id", func(p *pendingUpstream) { p.ID = "" }},
+	} {
+		p := good
+		tc.change(&p)
+		state, err := e.ui.cookies.Encode(pendingCookieName, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse(e.srv.URL + "/upstream/corp/callback?code=c&state=" + url.QueryEscape(state))
+		if got := e.browser().open(u); got.StatusCode != http.StatusBadRequest || !strings.Contains(got.Body, "does not belong to a sign-in started here") {
+			t.Errorf("a state %s: status %d:\n%s", tc.name, got.StatusCode, got.Body)
+		}
 	}
 }
