@@ -1,12 +1,16 @@
 package loginui
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/storage/memory"
 	"github.com/mcpauth/mcpauth/upstream"
 )
 
@@ -172,6 +176,53 @@ func TestAStateWeWouldNotIssueIsRefused(t *testing.T) {
 		u, _ := url.Parse(e.srv.URL + "/upstream/corp/callback?code=c&state=" + url.QueryEscape(state))
 		if got := e.browser().open(u); got.StatusCode != http.StatusBadRequest || !strings.Contains(got.Body, "does not belong to a sign-in started here") {
 			t.Errorf("a state %s: status %d:\n%s", tc.name, got.StatusCode, got.Body)
+		}
+	}
+}
+
+// TestASignInWithoutARefreshTokenStoresNone: when the provider gives no
+// refresh token (no offline_access), the person's record holds no sealed
+// one, and nothing is logged as an error.
+func TestASignInWithoutARefreshTokenStoresNone(t *testing.T) {
+	e := newUpstreamEnvScopes(t, false, "", []string{"openid", "email", "profile", "groups"})
+	var logs syncBuffer
+	e.ui.log = slog.New(slog.NewTextHandler(&logs, nil))
+	b := e.browser()
+	cb, err := e.op.SignIn(b.c, e.toProvider(b, "/consents").String(), "alice", "alice-pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := b.open(cb); !strings.Contains(p.Body, "Signed in as") {
+		t.Fatalf("after the callback: status %d:\n%s", p.StatusCode, p.Body)
+	}
+	if rec := e.record("corp:u-alice"); rec == nil || rec.UpstreamRefresh != nil {
+		t.Fatalf("record %+v, want one without a refresh token", rec)
+	}
+	if strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "event=login.succeeded") {
+		t.Fatalf("logs:\n%s", logs.String())
+	}
+}
+
+// TestOnlyPeopleOfAConfiguredProviderAreActiveByTheirRecord: a stored,
+// not disabled record makes a person active only when its subject names a
+// configured provider; a local username that is no longer configured, or
+// a subject of a provider that is not, is not active.
+func TestOnlyPeopleOfAConfiguredProviderAreActiveByTheirRecord(t *testing.T) {
+	store := memory.New()
+	ui, err := New(Config{Consents: store, JTIs: store, Secret: make([]byte, 32), Users: testUsers(t),
+		Upstreams: []Upstream{{Provider: idOnly("corp")}}, UpstreamUsers: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, subject := range []string{"carol", "corp:u-1", "gone:u-2"} {
+		if _, err := store.RecordLogin(ctx, &storage.User{Subject: subject, LastSeen: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for subject, want := range map[string]bool{"alice": true, "carol": false, "corp:u-1": true, "gone:u-2": false, "corp:u-3": false} {
+		if got := ui.UserActive(subject); got != want {
+			t.Errorf("UserActive(%q) = %v, want %v", subject, got, want)
 		}
 	}
 }

@@ -59,6 +59,12 @@ func (e *upstreamEnv) skew(d time.Duration) {
 // password accounts, issuer (when set) replaces the provider's address.
 func newUpstreamEnv(t *testing.T, localUsers bool, issuer string) *upstreamEnv {
 	t.Helper()
+	return newUpstreamEnvScopes(t, localUsers, issuer, []string{"openid", "email", "profile", "groups", "offline_access"})
+}
+
+// newUpstreamEnvScopes is newUpstreamEnv asking the provider for scopes.
+func newUpstreamEnvScopes(t *testing.T, localUsers bool, issuer string, scopes []string) *upstreamEnv {
+	t.Helper()
 	e := &upstreamEnv{op: testop.Start(t, opPeople, testop.Client{ID: "mcpauth", Secret: "op-secret", ClaimsInIDToken: true})}
 	if issuer == "" {
 		issuer = e.op.Issuer
@@ -67,7 +73,7 @@ func newUpstreamEnv(t *testing.T, localUsers bool, issuer string) *upstreamEnv {
 		p, err := upstream.New(upstream.Config{
 			ID: "corp", Issuer: issuer, ClientID: "mcpauth", ClientSecret: "op-secret",
 			RedirectURL:    "http://" + h.srv.Listener.Addr().String() + "/upstream/corp/callback",
-			Scopes:         []string{"openid", "email", "profile", "groups", "offline_access"},
+			Scopes:         scopes,
 			AllowedDomains: []string{"acme.example"}, AllowedGroups: []string{"mcp-users"},
 			ClaimScopes: map[string]map[string][]string{"groups": {"mcp-users": {"mcp:tools"}, "mcp-admins": {"mcp:admin"}}},
 			Now:         e.providerNow,
