@@ -197,6 +197,16 @@ func TestMCPFilterTrimsToolsListToTheCallersScopes(t *testing.T) {
 			if got := toolNames(t, answers[0]["result"]); !slices.Equal(got, []string{"echo", "admin_stats"}) {
 				t.Errorf("tools for mcp:admin = %v, want both", got)
 			}
+			// Holding every scope but the tool's still hides the tool.
+			answers = rpcAnswers(t, fx.post(t, fx.token("mcp:tools mcp:read"), list))
+			if got := toolNames(t, answers[0]["result"]); !slices.Equal(got, []string{"echo"}) {
+				t.Errorf("tools for mcp:tools mcp:read = %v, want [echo]", got)
+			}
+			// Holding every scope but mcp:read still hides the resources.
+			answers = rpcAnswers(t, fx.post(t, fx.token("mcp:tools mcp:admin"), `{"jsonrpc":"2.0","id":2,"method":"resources/list"}`))
+			if string(answers[0]["result"]) != `{"resources":[]}` {
+				t.Errorf("resources without mcp:read, with mcp:admin: %s", answers[0]["result"])
+			}
 			// resources/read needs mcp:read: without it, no resource is listed.
 			answers = rpcAnswers(t, fx.post(t, fx.token("mcp:tools"), `{"jsonrpc":"2.0","id":2,"method":"resources/list"}`))
 			if string(answers[0]["result"]) != `{"resources":[]}` {

@@ -1,0 +1,154 @@
+package rsmiddleware
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// fixedUpstream answers every request 200 with answer as JSON.
+func fixedUpstream(answer string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, answer)
+	})
+}
+
+// TestMCPFilterLimitsAreInclusive: a request body of exactly MaxBodyBytes
+// and an answer of exactly MaxResponseBytes pass.
+func TestMCPFilterLimitsAreInclusive(t *testing.T) {
+	const req = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	answer := `{"jsonrpc":"2.0","id":1,"result":` + toolsResult + `}`
+	fx := newFilterFixture(t, fixedUpstream(answer), func(c *MCPFilterConfig) {
+		c.MaxBodyBytes, c.MaxResponseBytes = int64(len(req)), int64(len(answer))
+	})
+	resp := fx.post(t, fx.token("mcp:tools mcp:admin mcp:read"), req)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "admin_stats") {
+		t.Fatalf("status %d, %s; want the answer", resp.StatusCode, body)
+	}
+}
+
+// TestMCPFilterReadsOnlyPOSTBodies: a GET with a body is passed on
+// without the body being parsed as JSON-RPC.
+func TestMCPFilterReadsOnlyPOSTBodies(t *testing.T) {
+	fx := newFilterFixture(t, fixedUpstream(`{}`), nil)
+	req, _ := http.NewRequest(http.MethodGet, fx.srv.URL, strings.NewReader("not json"))
+	req.Header.Set("Authorization", "Bearer "+fx.token("mcp:tools"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET with a body: status %d; want 200", resp.StatusCode)
+	}
+}
+
+// TestMCPFilterAuditsAnswersOfACallerWithEveryScope: with nothing to trim
+// the answers are still read for the audit (result, isError).
+func TestMCPFilterAuditsAnswersOfACallerWithEveryScope(t *testing.T) {
+	fx := newFilterFixture(t, mcpUpstream(false), nil)
+	io.ReadAll(fx.post(t, fx.token("mcp:tools mcp:admin mcp:read"), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fails","arguments":{}}}`).Body)
+	lines := auditLines(t, fx.audit.String())
+	if len(lines) != 1 || lines[0].Result != AuditToolError || !lines[0].IsError {
+		t.Fatalf("audit %+v; want one tool_error line with is_error", lines)
+	}
+}
+
+// TestMCPFilterAuditsEveryRequestOfABatch: a batch whose answer leaves
+// out its first request still has an audit line per request.
+func TestMCPFilterAuditsEveryRequestOfABatch(t *testing.T) {
+	upstream := fixedUpstream(`[{"jsonrpc":"2.0","id":2,"result":{}}]`)
+	fx := newFilterFixture(t, upstream, nil)
+	io.ReadAll(fx.post(t, fx.token("mcp:tools"), `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","id":3,"method":"ping"}]`).Body)
+	lines := auditLines(t, fx.audit.String())
+	if len(lines) != 3 {
+		t.Fatalf("%d audit lines, want 3: %+v", len(lines), lines)
+	}
+}
+
+// TestAuditDeniedOfABodyWithoutRequests: a refused request whose body
+// holds no request is audited once, as method unknown.
+func TestAuditDeniedOfABodyWithoutRequests(t *testing.T) {
+	var events []AuditEvent
+	f := NewMCPFilter(MCPFilterConfig{Scopes: filterScopes, Audit: func(e AuditEvent) { events = append(events, e) }})
+	r, _ := http.NewRequest(http.MethodPost, "https://mcp.example.com/mcp", nil)
+	f.AuditDenied(r, &Principal{Subject: "alice"}, []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	if len(events) != 1 || events[0].Method != "unknown" {
+		t.Fatalf("events %+v; want one of method unknown", events)
+	}
+}
+
+// TestForEachLine: lines end in CRLF, LF or CR (WHATWG HTML §9.2.5).
+func TestForEachLine(t *testing.T) {
+	for in, want := range map[string][]string{
+		"":            nil,
+		"a":           {"a"},
+		"a\r\nb":      {"a", "b"},
+		"a\nb":        {"a", "b"},
+		"a\rb":        {"a", "b"},
+		"a\r":         {"a"},
+		"a\r\n":       {"a"},
+		"\nb":         {"", "b"},
+		"a\n\nb":      {"a", "", "b"},
+		"a\r\rb":      {"a", "", "b"},
+		"a\n\r\nb\rc": {"a", "", "b", "c"},
+	} {
+		var got []string
+		forEachLine([]byte(in), func(l []byte) { got = append(got, string(l)) })
+		if fmt.Sprint(got) != fmt.Sprint(want) || len(got) != len(want) {
+			t.Errorf("forEachLine(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
+
+// TestIsBatch: only an array is a batch.
+func TestIsBatch(t *testing.T) {
+	for in, want := range map[string]bool{"": false, "  ": false, " [1]": true, "{}": false, `"["`: false} {
+		if got := isBatch([]byte(in)); got != want {
+			t.Errorf("isBatch(%q) = %v", in, got)
+		}
+	}
+}
+
+// TestMCPFilterTrimsWithoutAudit: without an audit, list answers are still
+// cut for a caller lacking only one of the scopes that decide them.
+func TestMCPFilterTrimsWithoutAudit(t *testing.T) {
+	noAudit := func(c *MCPFilterConfig) { c.Audit = nil }
+	fx := newFilterFixture(t, mcpUpstream(false), noAudit)
+	answers := rpcAnswers(t, fx.post(t, fx.token("mcp:tools mcp:read"), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if got := toolNames(t, answers[0]["result"]); len(got) != 1 || got[0] != "echo" {
+		t.Errorf("tools without mcp:admin = %v, want [echo]", got)
+	}
+	answers = rpcAnswers(t, fx.post(t, fx.token("mcp:tools mcp:admin"), `{"jsonrpc":"2.0","id":2,"method":"resources/list"}`))
+	if string(answers[0]["result"]) != `{"resources":[]}` {
+		t.Errorf("resources without mcp:read: %s", answers[0]["result"])
+	}
+	prompts := newFilterFixture(t, fixedUpstream(`{"jsonrpc":"2.0","id":3,"result":{"prompts":[{"name":"p"}]}}`), func(c *MCPFilterConfig) {
+		c.Audit = nil
+		c.Scopes = Scopes{Base: filterScopes.Base, Tools: filterScopes.Tools,
+			Methods: map[string][]string{"resources/read": {"mcp:read"}, "prompts/get": {"mcp:prompts"}}}
+	})
+	answers = rpcAnswers(t, prompts.post(t, prompts.token("mcp:tools mcp:admin mcp:read"), `{"jsonrpc":"2.0","id":3,"method":"prompts/list"}`))
+	if string(answers[0]["result"]) != `{"prompts":[]}` {
+		t.Errorf("prompts without mcp:prompts: %s", answers[0]["result"])
+	}
+}
+
+// TestMCPFilterLogsToItsLogger: an answer too large to filter is logged to
+// the configured Logger.
+func TestMCPFilterLogsToItsLogger(t *testing.T) {
+	var logs lockedBuffer
+	fx := newFilterFixture(t, fixedUpstream(`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"`+strings.Repeat("x", 2000)+`"}]}}`), func(c *MCPFilterConfig) {
+		c.MaxResponseBytes = 1000
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	io.ReadAll(fx.post(t, fx.token("mcp:tools"), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).Body)
+	if !strings.Contains(logs.String(), "too large to filter") {
+		t.Fatalf("log %q; want the oversized answer named", logs.String())
+	}
+}
