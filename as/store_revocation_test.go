@@ -2,6 +2,7 @@ package as
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -69,5 +70,44 @@ func TestDeletingASeparatePKCERecordLogsNoError(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "deleting PKCE record") {
 		t.Fatalf("deleting the PKCE record logged an error:\n%s", logs)
+	}
+}
+
+// revokeCountingStore counts RevokeTokens calls per kind and answers them
+// with err when it is set.
+type revokeCountingStore struct {
+	*countingStore
+	revokes map[storage.TokenKind]int
+	err     error
+}
+
+func (s *revokeCountingStore) RevokeTokens(ctx context.Context, kind storage.TokenKind, requestID string) error {
+	s.mu.Lock()
+	s.revokes[kind]++
+	s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	return s.countingStore.RevokeTokens(ctx, kind, requestID)
+}
+
+// TestRevokeRefreshTokenRunsTwiceAndReportsFailure: the revocation of a
+// refresh token family runs its statement a second time (for a member
+// rotated while the first waited), and a storage failure is returned,
+// mapped, not dropped.
+func TestRevokeRefreshTokenRunsTwiceAndReportsFailure(t *testing.T) {
+	st := &revokeCountingStore{countingStore: newCountingStore(), revokes: map[storage.TokenKind]int{}}
+	h := newHarness(t, func(c *Config) { c.Store = st })
+	ctx := context.Background()
+	if err := h.as.store.RevokeRefreshToken(ctx, "grant-a"); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.revokes[storage.KindRefreshToken]; n != 2 {
+		t.Fatalf("RevokeTokens ran %d times, want 2", n)
+	}
+	st.err = storage.ErrUnavailable
+	err := h.as.store.RevokeRefreshToken(ctx, "grant-a")
+	if !errors.Is(err, fosite.ErrTemporarilyUnavailable) {
+		t.Fatalf("with the store down: %v, want temporarily_unavailable", err)
 	}
 }
