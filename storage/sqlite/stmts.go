@@ -31,8 +31,24 @@ func (s *Store) writer(ctx context.Context) (*sql.Conn, error) {
 	return conn, err
 }
 
-// release gives the writer connection back.
+// release gives the writer connection back. When the pool will close the
+// connection rather than keep it (the store is closed, or the driver no
+// longer holds it valid), its statements are finalized first: SQLite
+// closes a connection with statements left only once they are finalized,
+// so it and the database file would stay open for good.
 func (s *Store) release(conn *sql.Conn) {
+	conn.Raw(func(dc any) error {
+		v, ok := dc.(driver.Validator)
+		select {
+		case <-s.stop:
+		default:
+			if !ok || v.IsValid() {
+				return nil
+			}
+		}
+		s.stmts.drop(dc)
+		return nil
+	})
 	conn.Close()
 	s.held.Add(-1)
 }
@@ -86,16 +102,22 @@ func (c *stmtCache) get(ctx context.Context, dc any, query string) (driver.Stmt,
 // close finalizes the statements prepared on conn's driver connection.
 func (c *stmtCache) close(conn *sql.Conn) {
 	conn.Raw(func(dc any) error {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.conn == dc {
-			for _, st := range c.stmts {
-				st.Close()
-			}
-		}
-		c.conn, c.stmts = nil, nil
+		c.drop(dc)
 		return nil
 	})
+}
+
+// drop finalizes the statements prepared on dc, if the cache holds dc's.
+func (c *stmtCache) drop(dc any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn != dc {
+		return
+	}
+	for _, st := range c.stmts {
+		st.Close()
+	}
+	c.conn, c.stmts = nil, nil
 }
 
 // readPool is the read pool as a querier whose statements are prepared
