@@ -319,9 +319,7 @@ func (p *compiled) validate(md ClientMetadata, m mode) (ClientMetadata, *Metadat
 		out.scopeDefaulted = true
 	}
 	out.Scope = strings.Join(scopes, " ")
-	if len(md.Contacts) > 0 {
-		out.Contacts = append([]string(nil), md.Contacts...)
-	}
+	out.Contacts = slices.Clone(md.Contacts) // nil stays nil (omitted)
 	return out, nil
 }
 

@@ -98,8 +98,8 @@ func IsLoopbackHost(host string) bool {
 	if h == "localhost" {
 		return true
 	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback() && (ip.Equal(net.IPv4(127, 0, 0, 1)) || ip.Equal(net.IPv6loopback))
+	ip := net.ParseIP(h) // nil for a name, and nil equals no address
+	return ip.Equal(net.IPv4(127, 0, 0, 1)) || ip.Equal(net.IPv6loopback)
 }
 
 // IsLoopbackRedirect reports whether raw is an http loopback redirect URI.
