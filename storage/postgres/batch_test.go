@@ -240,3 +240,81 @@ func TestGroupedTokenInsertsWriteEachRowAsASingleInsertWould(t *testing.T) {
 		}
 	})
 }
+
+// Fails if a grouped insert answers a caller with another caller's
+// outcome, tells a caller its row was written when it was not, lets two
+// callers of one signature both succeed, or leaves a slot or a queued
+// caller behind: many callers race for few connections, three to a
+// signature, a third of them giving up at once.
+func TestGroupedTokenInsertsAnswerEachCallerItsOwnRow(t *testing.T) {
+	pgtest.BaseDSN(t)
+	dsn, _ := pgtest.Schema(t)
+	s, err := Open(context.Background(), dsn, Options{MaxConns: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	const sigs, per = 120, 3
+	type call struct {
+		tok  *storage.Token
+		gone bool
+		err  error
+	}
+	calls := make([]call, sigs*per)
+	var wg sync.WaitGroup
+	for i := range calls {
+		c := &calls[i]
+		c.tok = batchToken(i/per, at)
+		c.tok.Signature = fmt.Sprintf("race-%03d", i/per)
+		c.tok.RequestID = fmt.Sprintf("caller-%d", i) // whose row was written
+		c.gone = i%3 == 1
+		cctx, cancel := context.WithCancel(ctx)
+		wg.Go(func() {
+			defer cancel()
+			if c.gone {
+				go cancel()
+			}
+			c.err = s.CreateToken(cctx, c.tok)
+		})
+	}
+	wg.Wait()
+	for sig := range sigs {
+		got, gerr := s.GetToken(ctx, storage.KindAccessToken, fmt.Sprintf("race-%03d", sig))
+		var ok []int
+		for j := range per {
+			i := sig*per + j
+			switch c := calls[i]; {
+			case c.err == nil:
+				ok = append(ok, i)
+			case errors.Is(c.err, storage.ErrAlreadyExists):
+				if gerr != nil {
+					t.Errorf("caller %d: ErrAlreadyExists, but no row: %v", i, gerr)
+				}
+			case errors.Is(c.err, context.Canceled) && c.gone:
+			default:
+				t.Errorf("caller %d (gave up %v): %v", i, c.gone, c.err)
+			}
+		}
+		switch {
+		case len(ok) > 1:
+			t.Errorf("signature %d: callers %v all told their row was written", sig, ok)
+		case len(ok) == 1 && gerr != nil:
+			t.Errorf("signature %d: caller %d told its row was written, but: %v", sig, ok[0], gerr)
+		case len(ok) == 1 && got.RequestID != calls[ok[0]].tok.RequestID:
+			t.Errorf("signature %d: caller %d told its row was written, but the row is %s's", sig, ok[0], got.RequestID)
+		case len(ok) == 0 && gerr == nil && !calls[sig*per+1].gone:
+			t.Errorf("signature %d: a row written that no caller was told of", sig)
+		}
+	}
+	b := &s.inserts
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.running != 0 || len(b.queue) != 0 {
+		t.Fatalf("after every caller returned: %d inserts running, %d queued", b.running, len(b.queue))
+	}
+}
