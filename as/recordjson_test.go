@@ -155,3 +155,98 @@ func BenchmarkMarshalTokenResponse(b *testing.B) {
 		}
 	}
 }
+
+// FuzzStoredRequestMarshalShapes checks marshal against json.Marshal for
+// every mix of nil, empty and filled lists and maps, nil and empty
+// sessions, the act claim and any zone offset: each bit of shape picks one.
+func FuzzStoredRequestMarshalShapes(f *testing.F) {
+	f.Add(uint32(0), int32(0), "mcp:tools", "ci-bot")
+	f.Add(^uint32(0), int32(5*3600+30*60), "a<b", "\u2029")
+	f.Add(uint32(0x5555), int32(-86400), "", "\xc3")
+	f.Add(uint32(1<<8|1<<9|1<<13|1<<14|1<<16|1<<17), int32(-3600), "f", "g")
+	f.Fuzz(func(t *testing.T, shape uint32, offset int32, s1, s2 string) {
+		bit := func(i int) bool { return shape&(1<<i) != 0 }
+		// list is nil, empty, or {s1, s2}, by bits i and i+1.
+		list := func(i int) []string {
+			switch {
+			case bit(i) && bit(i+1):
+				return []string{s1, s2}
+			case bit(i):
+				return []string{}
+			case bit(i + 1):
+				return []string{s1}
+			}
+			return nil
+		}
+		at := time.Date(2026, 12, 1, 16, 4, 5, int(offset)&0x3fffffff, time.FixedZone("", int(offset)))
+		sr := storedRequest{ID: s1, RequestedAt: at, ClientID: s2, RequestedScope: list(0), GrantedScope: list(2),
+			RequestedAud: list(4), GrantedAud: list(6)}
+		if bit(8) {
+			sr.Form = url.Values{}
+			if bit(9) {
+				sr.Form[s1], sr.Form["scope"] = list(10), list(12)
+			}
+		}
+		if bit(14) {
+			sr.Session = &session{}
+			if bit(15) {
+				sr.Session.ExpiresAt = map[fosite.TokenType]time.Time{}
+			}
+			if bit(16) {
+				sr.Session.ExpiresAt = map[fosite.TokenType]time.Time{fosite.TokenType(s2): at, fosite.AccessToken: at.Add(time.Hour)}
+			}
+			if bit(17) {
+				sr.Session.GrantedAt = at
+			}
+			sr.Session.Scopes = list(18)
+			if bit(20) {
+				sr.Session.Subject, sr.Session.TokenHash, sr.Session.RefreshJKT, sr.Session.AuthorizeJKT = s1, s2, s1, s2
+			}
+			if bit(21) {
+				sr.Session.StatusIdx = int64(offset) << 32
+			}
+			if bit(22) {
+				sr.Session.Act = map[string]any{"sub": s1}
+			}
+		}
+		if bit(23) {
+			sr.PKCE = &pkceChallenge{Challenge: s1, Method: s2}
+		}
+		if bit(24) {
+			sr.AccessSignature, sr.Parent = s2, s1
+		}
+		got, err := sr.marshal()
+		want, werr := json.Marshal(&sr)
+		if (err != nil) != (werr != nil) || !bytes.Equal(got, want) {
+			t.Fatalf("marshal\n%s (%v)\njson.Marshal\n%s (%v)", got, err, want, werr)
+		}
+	})
+}
+
+// FuzzMarshalTokenResponse checks marshalTokenResponse against
+// json.Marshal for any keys, strings and integers, and values of other
+// types that it leaves to encoding/json.
+func FuzzMarshalTokenResponse(f *testing.F) {
+	f.Add("scope", "mcp:tools", "refresh_token", "rt", int64(900), uint8(0))
+	f.Add("<&>", "\u2028", "\xff", "\x7f\x01", int64(-1<<63), uint8(7))
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string, n int64, kind uint8) {
+		m := map[string]any{"access_token": "a.b.c", "token_type": "bearer", k1: v1, k2: v2}
+		switch kind % 5 {
+		case 0:
+			m["expires_in"] = n
+		case 1:
+			m["expires_in"] = int(n)
+		case 2:
+			m["expires_in"] = int32(n)
+		case 3:
+			m["expires_in"] = float64(n)
+		case 4:
+			m["expires_in"] = []string{v1}
+		}
+		got, err := marshalTokenResponse(m)
+		want, werr := json.Marshal(m)
+		if (err != nil) != (werr != nil) || !bytes.Equal(got, want) {
+			t.Fatalf("marshalTokenResponse\n%s (%v)\njson.Marshal\n%s (%v)", got, err, want, werr)
+		}
+	})
+}
