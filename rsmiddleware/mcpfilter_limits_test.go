@@ -1,6 +1,7 @@
 package rsmiddleware
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -150,5 +151,34 @@ func TestMCPFilterLogsToItsLogger(t *testing.T) {
 	io.ReadAll(fx.post(t, fx.token("mcp:tools"), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).Body)
 	if !strings.Contains(logs.String(), "too large to filter") {
 		t.Fatalf("log %q; want the oversized answer named", logs.String())
+	}
+}
+
+// TestMCPFilterTrimsEachEntry: a hidden tool before a visible one, and a
+// tool with an empty name, are cut; the visible ones after them are kept.
+func TestMCPFilterTrimsEachEntry(t *testing.T) {
+	answer := `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"admin_stats"},{"name":""},{"name":"echo"}],"nextCursor":"c2"}}`
+	fx := newFilterFixture(t, fixedUpstream(answer), nil)
+	answers := rpcAnswers(t, fx.post(t, fx.token("mcp:tools mcp:read"), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if got := toolNames(t, answers[0]["result"]); len(got) != 1 || got[0] != "echo" {
+		t.Fatalf("tools = %q; want [echo]", got)
+	}
+}
+
+// TestTrimResultOfUnknownMethodAppliesEveryRule: an answer recognised by
+// its shape (no request known) is cut by every list rule, whichever
+// members come before: an absent one, or one that is not a list.
+func TestTrimResultOfUnknownMethodAppliesEveryRule(t *testing.T) {
+	f := NewMCPFilter(MCPFilterConfig{Scopes: filterScopes})
+	p := &Principal{Subject: "alice", Scopes: []string{"mcp:tools"}}
+	for in, want := range map[string]string{
+		`{"resources":[{"uri":"file:///a"}]}`:                  `{"resources":[]}`,
+		`{"tools":"x","resources":[{"uri":"file:///a"}]}`:      `{"resources":[],"tools":[]}`,
+		`{"tools":[{"name":"echo"}],"resourceTemplates":[{}]}`: `{"resourceTemplates":[],"tools":[{"name":"echo"}]}`,
+	} {
+		got, _ := f.trimResult("", json.RawMessage(in), p)
+		if string(got) != want {
+			t.Errorf("trimResult(%s) = %s; want %s", in, got, want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestSessionBinding(t *testing.T) {
@@ -96,5 +97,38 @@ func TestSessionBindingIsBounded(t *testing.T) {
 	}
 	if !b.check(strings.Repeat("s", 10), "alice\x00c") || b.check(strings.Repeat("s", 10), "bob\x00c") {
 		t.Fatal("most recent session lost or not bound")
+	}
+}
+
+// TestSessionBindingEvictionKeepsLiveSessions: when full, sessions idle
+// longer than IdleTimeout (24 h by default) go first, then the oldest; a
+// session idle exactly IdleTimeout is still live; with the default
+// MaxSessions two sessions are both kept. A forgotten session would be
+// open to another principal.
+func TestSessionBindingEvictionKeepsLiveSessions(t *testing.T) {
+	t0 := time.Now()
+	now := t0
+	clock := func() time.Time { return now }
+	at := func(d time.Duration) { now = t0.Add(d) }
+
+	b := SessionBinding{Now: clock}
+	b.bind("a", "alice")
+	at(23 * time.Hour)
+	b.bind("b", "bob")
+	if b.check("a", "mallory") || b.check("b", "mallory") {
+		t.Fatal("default bounds: a bound session was forgotten")
+	}
+
+	for _, idle := range []time.Duration{0, time.Hour} {
+		b := SessionBinding{Now: clock, MaxSessions: 2, IdleTimeout: idle}
+		at(0)
+		b.bind("a", "alice")
+		at(time.Hour)
+		b.bind("b", "bob")
+		at(2 * time.Hour)
+		b.bind("c", "carol") // full: a is idle over 1 h (or the oldest), b is not
+		if b.check("b", "mallory") || b.check("c", "mallory") {
+			t.Errorf("IdleTimeout %v: a live session was dropped", idle)
+		}
 	}
 }

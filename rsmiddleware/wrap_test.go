@@ -2,10 +2,12 @@ package rsmiddleware
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -123,5 +125,50 @@ func TestUnreadBody(t *testing.T) {
 	}
 	if _, ok := unreadBody(&http.Request{Body: io.NopCloser(strings.NewReader("abc"))}); ok {
 		t.Fatal("a plain body counts as a buffered one")
+	}
+}
+
+// TestMethodScopesAloneAreEnforced: scopes configured for methods only
+// (no per-tool scopes) are still read from the body and required.
+func TestMethodScopesAloneAreEnforced(t *testing.T) {
+	f := newRS(t, func(c *MiddlewareConfig) {
+		c.Scopes = Scopes{Methods: map[string][]string{"tools/call": {"mcp:write"}}}
+	})
+	resp, _ := f.do(t, "POST", "/mcp", map[string]string{"Authorization": "Bearer " + f.ks.mint(f.ks.claims())}, rpc("tools/call", map[string]any{"name": "x"}))
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("tools/call without mcp:write: status %d; want 403", resp.StatusCode)
+	}
+}
+
+// TestPrincipalFromAnEmptyContext: no principal, no panic.
+func TestPrincipalFromAnEmptyContext(t *testing.T) {
+	if p, ok := PrincipalFromContext(context.Background()); ok || p != nil {
+		t.Fatalf("PrincipalFromContext(empty) = %v, %v", p, ok)
+	}
+}
+
+// TestMountPRMAtTheRootOnlyWhenAsked: the root well-known path serves the
+// metadata only with root set, and a resource at the origin's root is
+// mounted once.
+func TestMountPRMAtTheRootOnlyWhenAsked(t *testing.T) {
+	doc, err := NewProtectedResourceMetadata(testResource, []string{"https://as.example.com"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	if err := MountPRM(mux, doc, false); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/.well-known/oauth-protected-resource", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Fatalf("root path without root: status %d; want 404", rec.Code)
+	}
+	rootDoc, err := NewProtectedResourceMetadata("https://mcp.example.com", []string{"https://as.example.com"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := MountPRM(http.NewServeMux(), rootDoc, true); err != nil {
+		t.Fatal(err)
 	}
 }
