@@ -59,6 +59,9 @@ type keyServer struct {
 	statusClaims func(map[string]any)
 	statusTyp    string
 	statusHits   atomic.Int32
+	// statusContentType and statusBody, when set, replace the list's
+	// content type and the whole answer.
+	statusContentType, statusBody string
 }
 
 func newKeyServer(t testing.TB) *keyServer { return newKeyServerAt(t, "") }

@@ -31,8 +31,17 @@ func (ks *keyServer) serveStatusList(w http.ResponseWriter, r *http.Request) {
 	if mod != nil {
 		mod(c)
 	}
-	w.Header().Set("Content-Type", "application/statuslist+jwt")
-	_, _ = w.Write([]byte(ks.mintWith(kid, typ, c)))
+	ks.mu.Lock()
+	ct, body := ks.statusContentType, ks.statusBody
+	ks.mu.Unlock()
+	if ct == "" {
+		ct = "application/statuslist+jwt"
+	}
+	if body == "" {
+		body = ks.mintWith(kid, typ, c)
+	}
+	w.Header().Set("Content-Type", ct)
+	_, _ = w.Write([]byte(body))
 }
 
 func (ks *keyServer) setStatus(idx int, revoked bool) {
@@ -180,6 +189,9 @@ func TestBadStatusListsAreRefused(t *testing.T) {
 		{"lst not zlib", func(ks *keyServer) {
 			ks.statusClaims = func(c map[string]any) { c["status_list"].(map[string]any)["lst"] = "AAAA" }
 		}},
+		{"ttl 0", func(ks *keyServer) { ks.statusClaims = func(c map[string]any) { c["ttl"] = 0 } }},
+		{"served as application/json", func(ks *keyServer) { ks.statusContentType = "application/json" }},
+		{"not a JWT", func(ks *keyServer) { ks.statusBody = "not a jwt" }},
 		{"signed by an unknown key", func(ks *keyServer) {
 			ks.rotate("k2")
 			ks.mu.Lock()
@@ -294,4 +306,29 @@ func FuzzParseStatusList(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStatusListEdges: entry 0 is an entry; a list without exp is used; a
+// list is used until exactly StatusMaxAge, then fetched again; while fresh,
+// one fetch serves every token.
+func TestStatusListEdges(t *testing.T) {
+	ks := newKeyServer(t)
+	ks.statusClaims = func(c map[string]any) { delete(c, "exp") }
+	clk := &testClock{t: time.Now()}
+	v := ks.verifier(t, func(c *Config) { c.Now = clk.Now; c.StatusMaxAge = 20 * time.Second; c.CacheSize = -1 })
+	ctx := context.Background()
+	tok := ks.statusToken(0)
+	for range 2 {
+		if _, err := v.Verify(ctx, tok); err != nil {
+			t.Fatalf("entry 0 of a list without exp: %v", err)
+		}
+	}
+	if got := ks.statusHits.Load(); got != 1 {
+		t.Fatalf("%d list fetches for two tokens within StatusMaxAge; want 1", got)
+	}
+	ks.setStatus(0, true)
+	clk.Advance(20 * time.Second)
+	if _, err := v.Verify(ctx, tok); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("revoked, at exactly StatusMaxAge: %v; want ErrInvalidToken", err)
+	}
 }
