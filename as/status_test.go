@@ -111,3 +111,40 @@ func TestStatusListIsFastDeflate(t *testing.T) {
 		t.Errorf("zlib header %#x %#x: want deflate at FLEVEL 0", raw[0], raw[1])
 	}
 }
+
+// TestStatusListAfterARevocationInATransaction: a grant revoked inside a
+// transaction (as fosite revokes a replayed refresh token's grant) is in
+// the list served right after the commit, even when a request rebuilt the
+// list between the revocation and the commit, which could not see it yet.
+// Fails if the list is invalidated only when the revocation is made.
+func TestStatusListAfterARevocationInATransaction(t *testing.T) {
+	store := openSQLite(t)
+	h := newHarness(t, func(c *Config) { c.Store = store })
+	ctx := context.Background()
+	_, tok := h.post("/token", url.Values{"grant_type": {"client_credentials"}}, "ci-bot", ciSecret)
+	idx := statusIdx(t, h, tok["access_token"].(string))
+	grants, err := h.as.ListGrants(ctx, GrantFilter{Client: "ci-bot"}, 0)
+	if err != nil || len(grants) != 1 {
+		t.Fatalf("ListGrants: %v %v", grants, err)
+	}
+
+	tctx, err := h.as.store.BeginTX(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.as.store.RevokeRefreshToken(tctx, grants[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.as.store.RevokeAccessToken(tctx, grants[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if bitOf(t, statusBits(t, h), idx) {
+		t.Fatal("the revocation is in the list before its commit")
+	}
+	if err := h.as.store.Commit(tctx); err != nil {
+		t.Fatal(err)
+	}
+	if !bitOf(t, statusBits(t, h), idx) {
+		t.Error("the list served right after the commit does not have the revocation")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ory/fosite"
@@ -272,7 +273,7 @@ func (s *tokenStore) revokeGrant(ctx context.Context, requestID string) {
 	if requestID == "" {
 		return
 	}
-	tctx, err := s.store.BeginTX(ctx)
+	tctx, err := s.BeginTX(ctx)
 	if err != nil {
 		s.log.error(ctx, "revoking a grant: begin", "err", err)
 		return
@@ -290,7 +291,7 @@ func (s *tokenStore) revokeGrant(ctx context.Context, requestID string) {
 		s.log.error(ctx, "revoking a grant", "err", err)
 		return
 	}
-	if err := s.store.Commit(tctx); err != nil {
+	if err := s.Commit(tctx); err != nil {
 		s.log.error(ctx, "revoking a grant: commit", "err", err)
 	}
 }
@@ -427,11 +428,17 @@ func (s *tokenStore) DeleteAccessTokenSession(ctx context.Context, sig string) e
 
 func (s *tokenStore) RevokeAccessToken(ctx context.Context, requestID string) error {
 	err := mapStoreErr(s.store.RevokeTokens(ctx, storage.KindAccessToken, requestID))
-	s.notifyRevoked()
+	s.notifyRevoked(ctx)
 	return err
 }
 
-func (s *tokenStore) notifyRevoked() {
+// notifyRevoked tells the status list that tokens were revoked. Inside a
+// transaction begun by BeginTX it is told again after the commit: a list
+// rebuilt between the revocation and the commit could not see it.
+func (s *tokenStore) notifyRevoked(ctx context.Context) {
+	if r, ok := ctx.Value(revokedInTx{}).(*atomic.Bool); ok {
+		r.Store(true)
+	}
 	if s.revoked != nil {
 		s.revoked()
 	}
@@ -560,7 +567,7 @@ func (s *tokenStore) refreshRaceLost(ctx context.Context, ar fosite.AccessReques
 // look for new ones); the second pass, a new statement, sees it. A rotation
 // that had not committed by then finds its token inactive and fails.
 func (s *tokenStore) RevokeRefreshToken(ctx context.Context, requestID string) error {
-	defer s.notifyRevoked()
+	defer s.notifyRevoked(ctx)
 	for range 2 {
 		if err := s.store.RevokeTokens(ctx, storage.KindRefreshToken, requestID); err != nil {
 			return mapStoreErr(err)
@@ -571,10 +578,29 @@ func (s *tokenStore) RevokeRefreshToken(ctx context.Context, requestID string) e
 
 // Transactions: fosite's storage.Transactional delegates to the store's.
 
+// revokedInTx is the context key of a transaction's mark (an
+// *atomic.Bool) that tokens were revoked in it.
+type revokedInTx struct{}
+
 func (s *tokenStore) BeginTX(ctx context.Context) (context.Context, error) {
 	c, err := s.store.BeginTX(ctx)
-	return c, mapStoreErr(err)
+	if err != nil {
+		return c, mapStoreErr(err)
+	}
+	if _, ok := c.Value(revokedInTx{}).(*atomic.Bool); !ok {
+		c = context.WithValue(c, revokedInTx{}, new(atomic.Bool))
+	}
+	return c, nil
 }
 
-func (s *tokenStore) Commit(ctx context.Context) error   { return mapStoreErr(s.store.Commit(ctx)) }
+// Commit commits the transaction in ctx, then tells the status list of
+// the revocations made in it.
+func (s *tokenStore) Commit(ctx context.Context) error {
+	err := mapStoreErr(s.store.Commit(ctx))
+	if r, ok := ctx.Value(revokedInTx{}).(*atomic.Bool); ok && r.Load() && s.revoked != nil {
+		s.revoked()
+	}
+	return err
+}
+
 func (s *tokenStore) Rollback(ctx context.Context) error { return mapStoreErr(s.store.Rollback(ctx)) }
