@@ -247,10 +247,12 @@ func sortedKeys[K ~string, V any](keys []K, m map[K]V) []K {
 // marshalTokenResponse, byte for byte what json.Marshal writes.
 func writeAccessResponse(w http.ResponseWriter, resp fosite.AccessResponder) {
 	h := w.Header()
-	if h.Get("Cache-Control") != "no-store" {
+	// fosite sets both whole; one that already holds just that value
+	// (noStore sets Cache-Control) is left as it is, without allocating.
+	if v := h["Cache-Control"]; len(v) != 1 || v[0] != "no-store" {
 		h.Set("Cache-Control", "no-store")
 	}
-	if h.Get("Pragma") != "no-cache" {
+	if v := h["Pragma"]; len(v) != 1 || v[0] != "no-cache" {
 		h.Set("Pragma", "no-cache")
 	}
 	js, err := marshalTokenResponse(resp.ToMap())

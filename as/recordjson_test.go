@@ -135,6 +135,15 @@ func TestWriteAccessResponseIsFosites(t *testing.T) {
 				return r
 			}
 			got, want := httptest.NewRecorder(), httptest.NewRecorder()
+			if i%2 == 1 {
+				// Headers set before, as a middleware may: replaced whole.
+				for _, rec := range []*httptest.ResponseRecorder{got, want} {
+					rec.Header().Add("Cache-Control", "no-store")
+					rec.Header().Add("Cache-Control", "max-age=60")
+					rec.Header().Add("Pragma", "no-cache")
+					rec.Header().Add("Pragma", "x")
+				}
+			}
 			writeAccessResponse(got, resp())
 			f.WriteAccessResponse(context.Background(), want, nil, resp())
 			if got.Code != want.Code || !reflect.DeepEqual(got.Header(), want.Header()) || got.Body.String() != want.Body.String() {
