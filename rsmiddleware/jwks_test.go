@@ -195,3 +195,42 @@ func TestUnknownKidRefreshesAreRateLimitedByDefault(t *testing.T) {
 		t.Fatalf("%d key set fetches for three tokens of an unknown kid; want at most 1", got)
 	}
 }
+
+// TestVerifierKeySetSizeLimit: a key set of exactly maxFetchBytes is read,
+// one byte more is refused.
+func TestVerifierKeySetSizeLimit(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k", Use: "sig"}}})
+	for _, tc := range []struct {
+		size int
+		ok   bool
+	}{{maxFetchBytes, true}, {maxFetchBytes + 1, false}} {
+		mux := http.NewServeMux()
+		srv := httptest.NewServer(mux)
+		mh, _ := metadata.Handler(metadata.AuthorizationServerMetadata{Issuer: srv.URL, JWKSURI: srv.URL + "/jwks", ResponseTypesSupported: []string{"code"}})
+		mux.Handle("/.well-known/oauth-authorization-server", mh)
+		body := string(set) + strings.Repeat(" ", tc.size-len(set))
+		mux.HandleFunc("/jwks", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, body)
+		})
+		s, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, (&jose.SignerOptions{}).WithType("at+jwt").WithHeader("kid", "k"))
+		now := time.Now()
+		p, _ := json.Marshal(map[string]any{"iss": srv.URL, "sub": "alice", "aud": testResource, "client_id": "c", "jti": "j",
+			"iat": now.Unix(), "exp": now.Add(time.Minute).Unix()})
+		j, _ := s.Sign(p)
+		tok, _ := j.CompactSerialize()
+		v, err := NewVerifier(Config{Issuer: srv.URL, Resource: testResource, CacheSize: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = v.Verify(context.Background(), tok)
+		srv.Close()
+		if tc.ok != (err == nil) {
+			t.Errorf("key set of %d bytes: %v", tc.size, err)
+		}
+	}
+}
