@@ -165,6 +165,9 @@ func TestClientErrorPageLinks(t *testing.T) {
 		{"http://127.0.0.1:7777/cb?error=x", `href="http://127.0.0.1:7777/cb?error=x"`},
 		{"javascript:alert(1)", ""},
 		{"data:text/html,hi", ""},
+		{"/cb?error=x", ""},
+		{"cb?error=x", ""},
+		{"%zz", ""},
 	} {
 		rec := httptest.NewRecorder()
 		h.ui.ClientErrorPage(rec, http.StatusBadRequest, "Error", "", tc.back)
