@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -330,5 +332,43 @@ func TestStatusListEdges(t *testing.T) {
 	clk.Advance(20 * time.Second)
 	if _, err := v.Verify(ctx, tok); !errors.Is(err, ErrInvalidToken) {
 		t.Fatalf("revoked, at exactly StatusMaxAge: %v; want ErrInvalidToken", err)
+	}
+}
+
+// TestStatusListBounds: a list of exactly maxStatusListBytes is used, one
+// byte more is refused; with 2 bits per entry the list has a quarter as
+// many entries as bits; at most maxStatusLists lists are followed.
+func TestStatusListBounds(t *testing.T) {
+	for _, tc := range []struct {
+		size int
+		ok   bool
+	}{{maxStatusListBytes, true}, {maxStatusListBytes + 1, false}} {
+		ks := newKeyServer(t)
+		ks.statusBits = make([]byte, tc.size)
+		v := ks.verifier(t, func(c *Config) { c.CacheSize = -1 })
+		if _, err := v.Verify(context.Background(), ks.statusToken(1)); tc.ok != (err == nil) {
+			t.Errorf("list of %d bytes: %v", tc.size, err)
+		}
+	}
+
+	ks := newKeyServer(t)
+	ks.statusClaims = func(c map[string]any) { c["status_list"].(map[string]any)["bits"] = 2 }
+	v := ks.verifier(t, func(c *Config) { c.CacheSize = -1 })
+	if _, err := v.Verify(context.Background(), ks.statusToken(255)); err != nil {
+		t.Fatalf("last entry of a 2-bit list of 64 bytes: %v", err)
+	}
+	if _, err := v.Verify(context.Background(), ks.statusToken(256)); !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), "beyond") {
+		t.Fatalf("entry 256 of a 2-bit list of 64 bytes: %v; want beyond the list", err)
+	}
+
+	ks = newKeyServer(t)
+	v = ks.verifier(t, func(c *Config) { c.CacheSize = -1 })
+	for i := range maxStatusLists + 1 {
+		c := ks.claims()
+		c["status"] = map[string]any{"status_list": map[string]any{"idx": 0, "uri": fmt.Sprintf("%s/statuslists/x%d", ks.issuer, i)}}
+		_, err := v.Verify(context.Background(), ks.mint(c))
+		if too := err != nil && strings.Contains(err.Error(), "too many status lists"); too != (i == maxStatusLists) {
+			t.Fatalf("list %d: %v", i+1, err)
+		}
 	}
 }
