@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -596,7 +597,23 @@ func (c *Config) defaults() {
 				cl.GrantTypes = []string{"client_credentials"}
 			}
 		}
+		// A client named by an enterprise IdP redeems its ID-JAGs with the
+		// jwt-bearer grant (RFC 7523 §2.1); naming a confidential client there
+		// grants it (a public one is refused by validateFederation).
+		if !cl.Public && idpClient(c.Enterprise.IdPs, cl.ID) && !slices.Contains(cl.GrantTypes, GrantJWTBearer) {
+			cl.GrantTypes = append(cl.GrantTypes, GrantJWTBearer)
+		}
 	}
+}
+
+// idpClient reports whether id is among the clients of one of idps.
+func idpClient(idps []EnterpriseIdP, id string) bool {
+	for _, x := range idps {
+		if slices.Contains(x.Clients, id) {
+			return true
+		}
+	}
+	return false
 }
 
 // Redacted is the YAML of the effective configuration with every secret

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -74,7 +75,6 @@ func TestParseRejectsBadFederation(t *testing.T) {
 		{"an http IdP", strings.Replace(federation, "issuer: https://idp.example.com", "issuer: http://idp.example.com", 1), "config: enterprise.idps[0].issuer: must be an https URL"},
 		{"an IdP without keys", strings.Replace(federation, "      jwks: {\"keys\"", "      x_jwks: {\"keys\"", 1), "config: enterprise.idps[0].x_jwks: unknown key"},
 		{"an IdP client that is not configured", strings.Replace(federation, "clients: [ci-bot]", "clients: [nobody]", 1), "config: enterprise.idps[0].clients[0]: \"nobody\" is not a configured confidential client"},
-		{"an IdP client without the jwt-bearer grant", federation, "config: enterprise.idps[0].clients[0]: \"ci-bot\" must list " + GrantJWTBearer + " in its grant_types"},
 		{"a public IdP client", strings.Replace(federation, "clients: [ci-bot]", "clients: [demo-app]", 1), "config: enterprise.idps[0].clients[0]: \"demo-app\" is not a configured confidential client"},
 		{"jwks that is not a mapping", strings.Replace(federation, "      jwks: {\"keys\"", "      jwks: \"x\"\n      x: {\"keys\"", 1), "config: enterprise.idps[0].jwks: expected a mapping"},
 		{"an http jwks_uri", strings.Replace(federation, "    - issuer: https://kubernetes.example.com\n", "    - issuer: https://kubernetes.example.com\n      jwks_uri: http://k8s/jwks\n", 1), "config: workload.issuers[0].jwks_uri: must be an https URL"},
@@ -88,11 +88,7 @@ func TestParseRejectsBadFederation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b := fedBase
-			if tc.name == "an IdP client without the jwt-bearer grant" {
-				b = base
-			}
-			_, err := Parse([]byte(b+tc.edit), envOf(nil))
+			_, err := Parse([]byte(fedBase+tc.edit), envOf(nil))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err %v; want %q", err, tc.want)
 			}
@@ -131,5 +127,40 @@ func TestParseJWTBearerGrantNeedsAConfidentialClient(t *testing.T) {
 	_, err := Parse([]byte(text), envOf(nil))
 	if want := "config: clients[1].grant_types[1]: a public client cannot use " + GrantJWTBearer; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("err %v; want %q", err, want)
+	}
+}
+
+// A client named by an enterprise IdP is given the jwt-bearer grant, so a
+// configuration that lists it only under enterprise.idps still starts and
+// its ID-JAGs are redeemed; other clients do not get the grant.
+func TestIdPClientsAreGivenTheJWTBearerGrant(t *testing.T) {
+	c, err := Parse([]byte(base+federation), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range c.Clients {
+		has := slices.Contains(cl.GrantTypes, GrantJWTBearer)
+		if want := cl.ID == "ci-bot"; has != want {
+			t.Errorf("client %s grant_types %v: jwt-bearer listed %t, want %t", cl.ID, cl.GrantTypes, has, want)
+		}
+		if cl.ID == "ci-bot" && !slices.Contains(cl.GrantTypes, "client_credentials") {
+			t.Errorf("ci-bot lost its configured grant: %v", cl.GrantTypes)
+		}
+	}
+	// Listed already: not listed twice.
+	c, err = Parse([]byte(fedBase+federation), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range c.Clients {
+		n := 0
+		for _, g := range cl.GrantTypes {
+			if g == GrantJWTBearer {
+				n++
+			}
+		}
+		if n > 1 {
+			t.Errorf("client %s lists jwt-bearer %d times", cl.ID, n)
+		}
 	}
 }

@@ -598,10 +598,9 @@ func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
 // validateFederation checks enterprise.idps (ID-JAG issuers) and
 // workload.issuers; as.New checks the key sets themselves.
 func (c *Config) validateFederation(byURI map[string]*Resource, ids map[string]bool) error {
-	public, bearer := map[string]bool{}, map[string]bool{}
+	public := map[string]bool{}
 	for _, cl := range c.Clients {
 		public[cl.ID] = cl.Public
-		bearer[cl.ID] = slices.Contains(cl.GrantTypes, GrantJWTBearer)
 	}
 	issuers := map[string]bool{}
 	keys := func(p string, jwks JWKS, uri string, discovery bool) error {
@@ -635,11 +634,6 @@ func (c *Config) validateFederation(byURI map[string]*Resource, ids map[string]b
 		for j, id := range d.Clients {
 			if !ids[id] || public[id] {
 				return errf(fmt.Sprintf("%s.clients[%d]", p, j), "%q is not a configured confidential client", id)
-			}
-			// The ID-JAG's client must have the grant (RFC 6749 §5.2),
-			// else every redemption is unauthorized_client.
-			if !bearer[id] {
-				return errf(fmt.Sprintf("%s.clients[%d]", p, j), "%q must list %s in its grant_types", id, GrantJWTBearer)
 			}
 		}
 	}
