@@ -372,3 +372,22 @@ func TestStatusListBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusListDecidesUntilExactlyStatusFailAfter: while the AS is down
+// the cached list decides until exactly StatusFailAfter after its fetch.
+func TestStatusListDecidesUntilExactlyStatusFailAfter(t *testing.T) {
+	ks := newKeyServer(t)
+	clk := &testClock{t: time.Now()}
+	v := ks.verifier(t, func(c *Config) {
+		c.Now, c.StatusMaxAge, c.StatusFailAfter, c.CacheSize = clk.Now, 10*time.Second, time.Minute, -1
+	})
+	tok := ks.statusToken(3)
+	if _, err := v.Verify(context.Background(), tok); err != nil {
+		t.Fatal(err)
+	}
+	ks.down.Store(true)
+	clk.Advance(time.Minute)
+	if _, err := v.Verify(context.Background(), tok); err != nil {
+		t.Fatalf("AS down, list exactly StatusFailAfter old: %v", err)
+	}
+}
