@@ -262,3 +262,18 @@ func TestObjectFieldsRefusesWhatIsNoObject(t *testing.T) {
 		}
 	}
 }
+
+// TestPeekJSONRPCReadsKeysAsTheDecoderDoes: member names with escapes are
+// decoded, whitespace around names and values is skipped, so the method
+// and tool an MCP server reads are the ones the scopes are chosen by.
+func TestPeekJSONRPCReadsKeysAsTheDecoderDoes(t *testing.T) {
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"m\u0065thod":"tools/call","p\u0061rams":{"n\u0061me":"deploy"}}`,
+		"{ \"jsonrpc\" : \"2.0\" ,\t\"id\" : 1 ,\r\n\"method\" : \"tools/call\" , \"params\" : { \"name\" : \"deploy\" } }",
+	} {
+		calls, err := peekJSONRPC([]byte(body))
+		if err != nil || len(calls) != 1 || calls[0].Method != "tools/call" || calls[0].Name != "deploy" {
+			t.Errorf("peekJSONRPC(%q) = %+v, %v; want tools/call of deploy", body, calls, err)
+		}
+	}
+}
