@@ -2,6 +2,7 @@ package as
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 
@@ -9,8 +10,8 @@ import (
 	"github.com/mcpauth/mcpauth/storage/memory"
 )
 
-// personReadCounter is a memory store that counts the person reads of
-// storage.TokenUserReader and of GetUser.
+// personReadCounter is a memory store that reads a token with its person
+// (storage.TokenUserReader) and counts those reads and those of GetUser.
 type personReadCounter struct {
 	*memory.Store
 	mu                 sync.Mutex
@@ -21,7 +22,15 @@ func (s *personReadCounter) GetTokenWithUser(ctx context.Context, kind storage.T
 	s.mu.Lock()
 	s.withUser++
 	s.mu.Unlock()
-	return s.Store.GetTokenWithUser(ctx, kind, sig)
+	t, err := s.Store.GetToken(ctx, kind, sig)
+	if err != nil || t.Subject == "" {
+		return t, nil, err
+	}
+	u, err := s.Store.GetUser(ctx, t.Subject)
+	if errors.Is(err, storage.ErrNotFound) {
+		return t, nil, nil
+	}
+	return t, u, err
 }
 
 func (s *personReadCounter) GetUser(ctx context.Context, subject string) (*storage.User, error) {
