@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -390,4 +391,41 @@ func TestStatusListDecidesUntilExactlyStatusFailAfter(t *testing.T) {
 	if _, err := v.Verify(context.Background(), tok); err != nil {
 		t.Fatalf("AS down, list exactly StatusFailAfter old: %v", err)
 	}
+}
+
+// TestStatusListRetryBackOff: while the AS is down a stale list is fetched
+// again at most once per statusRetry, and again as soon as it has passed.
+func TestStatusListRetryBackOff(t *testing.T) {
+	ks := newKeyServer(t)
+	var tries atomic.Int32
+	inner := ks.srv.Config.Handler
+	ks.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/statuslists/") {
+			tries.Add(1)
+		}
+		inner.ServeHTTP(w, r)
+	})
+	clk := &testClock{t: time.Now()}
+	v := ks.verifier(t, func(c *Config) {
+		c.Now, c.StatusMaxAge, c.StatusFailAfter, c.CacheSize = clk.Now, 10*time.Second, time.Hour, -1
+	})
+	tok := ks.statusToken(1)
+	verify := func(want int32) {
+		t.Helper()
+		if _, err := v.Verify(context.Background(), tok); err != nil {
+			t.Fatal(err)
+		}
+		if got := tries.Load(); got != want {
+			t.Fatalf("%d fetches of the list; want %d", got, want)
+		}
+	}
+	verify(1)
+	ks.down.Store(true)
+	clk.Advance(11 * time.Second)
+	verify(2) // stale: tried, failed, the cached list decides
+	verify(2) // at the same instant: not tried again
+	clk.Advance(statusRetry / 2)
+	verify(2)
+	clk.Advance(statusRetry / 2)
+	verify(3) // statusRetry after the last try
 }
