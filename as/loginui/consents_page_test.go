@@ -32,24 +32,29 @@ func TestTheConsentsPageSignsOutADisabledUpstreamPerson(t *testing.T) {
 }
 
 // TestTheConsentsPageListsOnlyLiveSessions: a session past its idle
-// lifetime is not listed, though its absolute lifetime has not ended.
+// lifetime is not listed, though its absolute lifetime has not ended, and
+// the live sessions after it in the list (older ones still in use) are.
 func TestTheConsentsPageListsOnlyLiveSessions(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.SessionIdleTTL = 30 * time.Minute; c.SessionTTL = 12 * time.Hour })
-	idle, busy := h.browser(), h.browser()
+	old, idle, current := h.browser(), h.browser(), h.browser()
+	old.login("/consents", "alice", alicePW)
+	h.clock.Advance(20 * time.Minute)
 	idle.login("/consents", "alice", alicePW)
-	h.clock.Advance(20 * time.Minute)
-	busy.login("/consents", "alice", alicePW)
-	h.clock.Advance(20 * time.Minute)
-	// 40 minutes after its last use the first session is idle-expired; the
-	// second was used 20 minutes ago.
-	page := busy.get("/consents")
+	h.clock.Advance(5 * time.Minute)
+	if !signedIn(old) {
+		t.Fatal("the oldest session ended after 25 idle minutes")
+	}
+	h.clock.Advance(29 * time.Minute)
+	// Now the second session was last used 34 minutes ago; the oldest 29.
+	current.login("/consents", "alice", alicePW)
+	page := current.get("/consents")
 	n := 0
 	for _, f := range page.forms() {
 		if f.Fields.Get(stepField) == "end_session" {
 			n++
 		}
 	}
-	if page.StatusCode != http.StatusOK || n != 1 || !strings.Contains(page.Body, "(this browser)") {
-		t.Fatalf("%d sessions listed, want only this browser's:\n%s", n, page.Body)
+	if page.StatusCode != http.StatusOK || n != 2 || !strings.Contains(page.Body, "(this browser)") {
+		t.Fatalf("%d sessions listed, want this browser's and the oldest:\n%s", n, page.Body)
 	}
 }
