@@ -12,7 +12,9 @@ import (
 func TestJWTBearerEdges(t *testing.T) {
 	w := newFedWorld(t, func(c *Config) {
 		c.WorkloadIssuers[0].Rules = append(c.WorkloadIssuers[0].Rules,
-			WorkloadRule{Subject: "other-only", ClientID: "wl-other", Resources: []string{otherURI}, Scopes: []string{"other:read"}})
+			WorkloadRule{Subject: "other-only", ClientID: "wl-other", Resources: []string{otherURI}, Scopes: []string{"other:read"}},
+			WorkloadRule{Subject: "twice", ClientID: "first-rule", Resources: []string{mcpURI}, Scopes: []string{"mcp:tools"}},
+			WorkloadRule{Subject: "tw*", ClientID: "second-rule", Resources: []string{mcpURI}, Scopes: []string{"mcp:tools"}})
 	})
 	desc := func(body map[string]any) string { d, _ := body["error_description"].(string); return d }
 
@@ -91,6 +93,28 @@ func TestJWTBearerEdges(t *testing.T) {
 			t.Errorf("claims %v", c)
 		}
 	})
+
+	// Fails if a later matching rule overrides the first.
+	t.Run("the first rule that matches and allows the resource decides", func(t *testing.T) {
+		resp, body := w.post("/token", jwtBearer(w.wlKey.mint(t, "", w.workloadJWT("twice"))), "", "")
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %v", resp.StatusCode, body)
+		}
+		if _, c := w.claims(body["access_token"].(string)); c["client_id"] != "first-rule" {
+			t.Errorf("client_id %v, want first-rule", c["client_id"])
+		}
+	})
+}
+
+// TestIDJAGWithoutScopeGetsTheDefaults: an ID-JAG without scope claim,
+// redeemed naming no scope, gets the resource's DefaultScopes, not every
+// scope the client may have.
+func TestIDJAGWithoutScopeGetsTheDefaults(t *testing.T) {
+	w := newFedWorld(t, func(c *Config) { c.Resources[0].DefaultScopes = []string{"mcp:tools"} })
+	resp, body := w.post("/token", jwtBearer(w.idpKey.mint(t, typIDJAG, w.idJAG())), "xaa-client", xaaSecret)
+	if resp.StatusCode != 200 || body["scope"] != "mcp:tools" {
+		t.Fatalf("%d %v; want scope mcp:tools", resp.StatusCode, body)
+	}
 }
 
 // TestJWTBearerWithOneIdPAndOneWorkloadIssuer: the grant is offered when

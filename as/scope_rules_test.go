@@ -84,3 +84,10 @@ func TestNamesScope(t *testing.T) {
 		}
 	}
 }
+
+// TestScopeCeilingOfAResourceWithoutScopes: nothing, and no panic.
+func TestScopeCeilingOfAResourceWithoutScopes(t *testing.T) {
+	if got := scopeCeiling(&client{scopes: []string{"mcp:tools"}}, &resource{URI: mcpURI}); len(got) != 0 {
+		t.Errorf("scopeCeiling = %q, want none", got)
+	}
+}
