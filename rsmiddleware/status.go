@@ -133,7 +133,7 @@ func (v *Verifier) checkStatus(ctx context.Context, ref *statusRef, now time.Tim
 		age := now.Sub(snap.fetchedAt)
 		if age < snap.maxAge && (snap.exp.IsZero() || now.Before(snap.exp)) {
 			if age >= snap.maxAge/4*3 {
-				v.refreshStatusBackground(ref.list)
+				v.refreshStatusBackground(ref.list, snap)
 			}
 			return entryStatus(snap, ref.idx)
 		}
@@ -177,6 +177,12 @@ func (v *Verifier) refreshStatus(ctx context.Context, l *statusList, now time.Ti
 	if snap := l.cur.Load(); snap != nil && now.Sub(snap.fetchedAt) < snap.maxAge {
 		return snap // fetched while we waited
 	}
+	return v.fetchStatusLocked(ctx, l, now)
+}
+
+// fetchStatusLocked fetches l unless its last try was within statusRetry
+// and returns the list then current (nil if none). l.mu is held.
+func (v *Verifier) fetchStatusLocked(ctx context.Context, l *statusList, now time.Time) *statusSnapshot {
 	if !l.lastTry.IsZero() && now.Sub(l.lastTry) >= 0 && now.Sub(l.lastTry) < statusRetry {
 		return l.cur.Load()
 	}
@@ -190,13 +196,23 @@ func (v *Verifier) refreshStatus(ctx context.Context, l *statusList, now time.Ti
 	return snap
 }
 
-func (v *Verifier) refreshStatusBackground(l *statusList) {
+// refreshStatusBackground fetches l again while snap, its current list, is
+// still fresh, so that tokens are not held up by a fetch when it runs out.
+// It does nothing when a fetch is under way or snap was replaced meanwhile.
+func (v *Verifier) refreshStatusBackground(l *statusList, snap *statusSnapshot) {
 	if !l.bg.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
 		defer l.bg.Store(false)
-		v.refreshStatus(context.Background(), l, v.now())
+		if !l.mu.TryLock() {
+			return
+		}
+		defer l.mu.Unlock()
+		if l.cur.Load() != snap {
+			return
+		}
+		v.fetchStatusLocked(context.Background(), l, v.now())
 	}()
 }
 
