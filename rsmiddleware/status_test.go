@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -428,4 +429,65 @@ func TestStatusListRetryBackOff(t *testing.T) {
 	verify(2)
 	clk.Advance(statusRetry / 2)
 	verify(3) // statusRetry after the last try
+}
+
+// TestStatusListResponseSizeLimitIsInclusive: a list token of exactly
+// maxFetchBytes is read whole and used; one byte more is refused.
+func TestStatusListResponseSizeLimitIsInclusive(t *testing.T) {
+	for _, tc := range []struct {
+		size int
+		ok   bool
+	}{{maxFetchBytes, true}, {maxFetchBytes + 1, false}} {
+		ks := newKeyServer(t)
+		ks.statusBody = ks.paddedStatusListToken(t, tc.size)
+		var logs lockedBuffer
+		v := ks.verifier(t, func(c *Config) { c.CacheSize, c.Logger = -1, slog.New(slog.NewTextHandler(&logs, nil)) })
+		_, err := v.Verify(context.Background(), ks.statusToken(1))
+		if tc.ok != (err == nil) {
+			t.Fatalf("list token of %d bytes: %v", tc.size, err)
+		}
+		if !tc.ok && !strings.Contains(logs.String(), "larger than") {
+			t.Fatalf("list token of %d bytes: log %q; want larger than the limit", tc.size, logs.String())
+		}
+	}
+}
+
+// paddedStatusListToken is the key server's list token, all entries VALID,
+// with a padding claim that makes it exactly size bytes long. Base64url
+// skips some lengths of a segment, so the key id's length varies too.
+func (ks *keyServer) paddedStatusListToken(t *testing.T, size int) string {
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	_, _ = zw.Write(make([]byte, 16))
+	_ = zw.Close()
+	now := time.Now()
+	mint := func(kid string, n int) string {
+		return ks.mintWith(kid, "statuslist+jwt", map[string]any{
+			"sub": ks.issuer + "/statuslists/1", "iss": ks.issuer, "iat": now.Unix(),
+			"exp": now.Add(time.Hour).Unix(), "ttl": 300, "pad": strings.Repeat("x", n),
+			"status_list": map[string]any{"bits": 1, "lst": base64.RawURLEncoding.EncodeToString(z.Bytes())},
+		})
+	}
+	ks.mu.Lock()
+	key := ks.keys[ks.current]
+	ks.mu.Unlock()
+	for _, kid := range []string{"p", "pp", "ppp", "pppp"} {
+		ks.mu.Lock()
+		ks.keys[kid] = key
+		ks.mu.Unlock()
+		n := (size - len(mint(kid, 0))) * 3 / 4
+		for range 8 {
+			tok := mint(kid, n)
+			if len(tok) == size {
+				return tok
+			}
+			if len(tok) < size {
+				n++
+			} else {
+				n--
+			}
+		}
+	}
+	t.Fatalf("no padding gives a list token of %d bytes", size)
+	return ""
 }
