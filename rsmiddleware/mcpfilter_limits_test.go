@@ -182,3 +182,68 @@ func TestTrimResultOfUnknownMethodAppliesEveryRule(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPFilterEventStreamWrites: an unfinished event of exactly
+// MaxResponseBytes is held and forwarded once complete, each Write of the
+// handler taking every byte; one byte more cuts the stream and the
+// handler's Write returns errTooLarge.
+func TestMCPFilterEventStreamWrites(t *testing.T) {
+	const head = `data: {"jsonrpc":"2.0","id":1,"result":{"content":[]}}`
+	type written struct {
+		n   int
+		err error
+	}
+	for _, tc := range []struct {
+		limit int64
+		ok    bool
+	}{{int64(len(head)), true}, {int64(len(head)) - 1, false}} {
+		got := make(chan []written, 1)
+		upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/event-stream")
+			var res []written
+			for _, p := range []string{head, "\n\n"} {
+				n, err := w.Write([]byte(p))
+				res = append(res, written{n, err})
+			}
+			got <- res
+		})
+		fx := newFilterFixture(t, upstream, func(c *MCPFilterConfig) { c.MaxResponseBytes = tc.limit })
+		resp := fx.post(t, fx.token("mcp:tools"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`)
+		body, _ := io.ReadAll(resp.Body)
+		res := <-got
+		if tc.ok {
+			if res[0] != (written{len(head), nil}) || res[1] != (written{2, nil}) || string(body) != head+"\n\n" {
+				t.Fatalf("limit %d: writes %v, body %q; want both taken whole and the event forwarded", tc.limit, res, body)
+			}
+			continue
+		}
+		if res[0] != (written{0, errTooLarge}) || res[1] != (written{0, errTooLarge}) || strings.Contains(string(body), `"id":1`) {
+			t.Fatalf("limit %d: writes %v, body %q; want errTooLarge and the event dropped", tc.limit, res, body)
+		}
+	}
+}
+
+// TestMCPFilterOversizedAnswerNamesOnlyASingleRequest: the JSON-RPC error
+// for an answer over MaxResponseBytes carries the id of a single request,
+// and null for a batch (JSON-RPC 2.0 §5: null when it cannot be told).
+func TestMCPFilterOversizedAnswerNamesOnlyASingleRequest(t *testing.T) {
+	answer := `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"` + strings.Repeat("x", 2000) + `"}]}}`
+	fx := newFilterFixture(t, fixedUpstream(answer), func(c *MCPFilterConfig) { c.MaxResponseBytes = 1000 })
+	for _, tc := range []struct{ body, id string }{
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, "7"},
+		{`[{"jsonrpc":"2.0","id":7,"method":"tools/list"},{"jsonrpc":"2.0","id":8,"method":"tools/list"}]`, "null"},
+	} {
+		resp := fx.postVersion(t, fx.token("mcp:tools"), "", tc.body)
+		b, _ := io.ReadAll(resp.Body)
+		var m struct {
+			ID    json.RawMessage `json:"id"`
+			Error struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if resp.StatusCode != http.StatusBadGateway || json.Unmarshal(b, &m) != nil || m.Error.Code != -32603 || string(m.ID) != tc.id {
+			t.Fatalf("%s: %d %s; want 502, -32603 and id %s", tc.body, resp.StatusCode, b, tc.id)
+		}
+	}
+}
