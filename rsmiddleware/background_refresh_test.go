@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -127,5 +129,55 @@ func TestDefaultClientTimesOutAfter10s(t *testing.T) {
 	v = ks.verifier(t, func(c *Config) { c.HTTPClient = &http.Client{Timeout: 3 * time.Second} })
 	if v.client.Timeout != 3*time.Second {
 		t.Fatalf("given client timeout %v; want 3s", v.client.Timeout)
+	}
+}
+
+// TestUnknownKidUsesTheKeysFetchedWhileItWaited: a token with a kid new to
+// the cached keys, whose lookup waits while another caller fetches the key
+// set, is verified with the fetched set, with no fetch of its own.
+func TestUnknownKidUsesTheKeysFetchedWhileItWaited(t *testing.T) {
+	ks := newKeyServer(t)
+	clk := &testClock{t: time.Now()}
+	v := ks.verifier(t, func(c *Config) { c.Now, c.CacheSize, c.RefreshInterval = clk.Now, -1, time.Minute })
+	if _, err := v.Verify(context.Background(), ks.mint(ks.claims())); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Minute) // past RefreshInterval: a waiter may fetch
+	ks.rotate("new")
+
+	v.refreshMu.Lock() // the other caller's fetch
+	done := make(chan error, 1)
+	go func() {
+		_, err := v.key(context.Background(), "new", "ES256", clk.Now())
+		done <- err
+	}()
+	waitUntilBlockedInKey(t)
+	if err := v.refreshLocked(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	v.lastTry = clk.Now()
+	hits := ks.jwksHits.Load()
+	v.refreshMu.Unlock()
+
+	if err := <-done; err != nil {
+		t.Fatalf("kid in the keys fetched while waiting: %v", err)
+	}
+	if got := ks.jwksHits.Load() - hits; got != 0 {
+		t.Fatalf("%d more key set fetches; want none", got)
+	}
+}
+
+// waitUntilBlockedInKey returns once a goroutine waits in Verifier.key for
+// the refresh lock (so it has read the cached keys before the refresh).
+func waitUntilBlockedInKey(t *testing.T) {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			if strings.Contains(g, "(*Verifier).key(") && strings.Contains(g, "Mutex") {
+				return
+			}
+		}
+		runtime.Gosched()
 	}
 }
