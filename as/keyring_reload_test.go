@@ -3,7 +3,6 @@ package as
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -26,6 +25,7 @@ type keyringWorld struct {
 	sealer *seal.Sealer
 	now    time.Time
 	kr     *keyring
+	logs   *logCapture
 }
 
 // listCountingStore counts ListKeys calls (keyring reloads).
@@ -56,9 +56,9 @@ func newKeyringWorld(t *testing.T) *keyringWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &keyringWorld{t: t, store: &listCountingStore{Store: memory.New()}, sealer: sealer, now: time.Unix(1_800_000_000, 0)}
+	w := &keyringWorld{t: t, store: &listCountingStore{Store: memory.New()}, sealer: sealer, now: time.Unix(1_800_000_000, 0), logs: &logCapture{}}
 	w.kr = &keyring{store: w.store, sealer: sealer, alg: "ES256", retention: testKeyRetention,
-		now: func() time.Time { return w.now }, log: logger{slog.New(slog.NewTextHandler(io.Discard, nil))}}
+		now: func() time.Time { return w.now }, log: logger{slog.New(slog.NewJSONHandler(w.logs, nil))}}
 	return w
 }
 
@@ -133,6 +133,9 @@ func TestKeyringReload(t *testing.T) {
 		w.reload()
 		if signing, published, stored := w.state(); signing != cur || !slices.Equal(published, []string{cur}) || !slices.Equal(stored, []string{cur}) {
 			t.Fatalf("after the retention: signing %s, published %q, stored %q; want only %s", signing, published, stored, cur)
+		}
+		if strings.Contains(w.logs.String(), "deleting retired signing key") {
+			t.Fatalf("a successful deletion logged an error:\n%s", w.logs)
 		}
 	})
 	t.Run("the newest key is kept and signs when every key is retired long ago", func(t *testing.T) {
@@ -234,5 +237,35 @@ func TestKeyringLookupReloadsAtMostOncePerSecond(t *testing.T) {
 	w.now = w.now.Add(time.Second)
 	if k := w.kr.lookup(ctx, third); k == nil || k.kid != third {
 		t.Fatalf("lookup of a key added by another instance: %v, want %s (second key %s)", k, third, second)
+	}
+}
+
+// TestKeyringEnsureAddsAKeyOnlyForAnotherAlgorithm: at start a keyring
+// keeps signing with the stored key of its algorithm, and adds (and signs
+// with) a new key when the configured algorithm changed.
+func TestKeyringEnsureAddsAKeyOnlyForAnotherAlgorithm(t *testing.T) {
+	w := newKeyringWorld(t)
+	ctx := context.Background()
+	if err := w.kr.ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first, _, stored := w.state()
+	if first == "" || len(stored) != 1 {
+		t.Fatalf("first start: signing %q, stored %q; want one new key", first, stored)
+	}
+	w.now = w.now.Add(time.Hour)
+	if err := w.kr.ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if signing, _, stored := w.state(); signing != first || len(stored) != 1 {
+		t.Fatalf("a restart with the same algorithm: signing %q, stored %q; want %s alone", signing, stored, first)
+	}
+	w.kr.alg = "EdDSA"
+	if err := w.kr.ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k, err := w.kr.signingKey()
+	if err != nil || k.alg != "EdDSA" || k.kid == first {
+		t.Fatalf("a restart with EdDSA configured: %+v, %v; want a new EdDSA key", k, err)
 	}
 }
