@@ -3,6 +3,7 @@ package as
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -33,12 +34,17 @@ type listCountingStore struct {
 	*memory.Store
 	mu    sync.Mutex
 	lists int
+	fail  error // answered by ListKeys when set
 }
 
 func (s *listCountingStore) ListKeys(ctx context.Context) ([]storage.SigningKey, error) {
 	s.mu.Lock()
 	s.lists++
+	fail := s.fail
 	s.mu.Unlock()
+	if fail != nil {
+		return nil, fail
+	}
 	return s.Store.ListKeys(ctx)
 }
 
@@ -165,6 +171,15 @@ func TestKeyringReload(t *testing.T) {
 			t.Fatalf("signing %s, published %q; want %s signing, both published", signing, published, unretired)
 		}
 	})
+	t.Run("of two unretired keys the newer signs", func(t *testing.T) {
+		w := newKeyringWorld(t)
+		older := w.add(w.now.Add(-2*time.Minute), time.Time{}, nil)
+		newer := w.add(w.now.Add(-time.Minute), time.Time{}, nil)
+		w.reload()
+		if signing, published, _ := w.state(); signing != newer || !slices.Equal(published, sorted(older, newer)) {
+			t.Fatalf("signing %s, published %q; want %s signing, both published", signing, published, newer)
+		}
+	})
 	t.Run("a deleted key does not stop the keys listed after it from loading", func(t *testing.T) {
 		w := newKeyringWorld(t)
 		// Listed newest first: the newest (retired), the pruned one, then
@@ -267,5 +282,43 @@ func TestKeyringEnsureAddsAKeyOnlyForAnotherAlgorithm(t *testing.T) {
 	k, err := w.kr.signingKey()
 	if err != nil || k.alg != "EdDSA" || k.kid == first {
 		t.Fatalf("a restart with EdDSA configured: %+v, %v; want a new EdDSA key", k, err)
+	}
+}
+
+// TestKeyringRunLogsOnlyFailedReloads: the periodic reload logs an error
+// when reading the keys fails, and nothing when it succeeds.
+func TestKeyringRunLogsOnlyFailedReloads(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fail    error
+		wantLog bool
+	}{
+		{"successful reloads", nil, false},
+		{"failed reloads", errors.New("connection refused"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newKeyringWorld(t)
+			w.add(w.now.Add(-time.Hour), time.Time{}, nil)
+			w.store.mu.Lock()
+			w.store.fail = tc.fail
+			w.store.mu.Unlock()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { w.kr.run(ctx, time.Millisecond); close(done) }()
+			// Wait for three reloads (they end when ListKeys returns; the
+			// third starts only after the first has been handled).
+			deadline := time.Now().Add(time.Minute)
+			for w.store.listed() < 3 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			<-done
+			if w.store.listed() < 3 {
+				t.Fatal("run did not reload")
+			}
+			if logged := strings.Contains(w.logs.String(), "reloading signing keys"); logged != tc.wantLog {
+				t.Fatalf("\"reloading signing keys\" logged = %v, want %v; log:\n%s", logged, tc.wantLog, w.logs)
+			}
+		})
 	}
 }
