@@ -3,6 +3,7 @@ package as
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -50,5 +51,40 @@ func TestMarshalClaimsEveryByte(t *testing.T) {
 		c = accessClaims{Issuer: s, Subject: s, Audience: s, ClientID: s, Scope: s, ID: s,
 			Status: &statusClaim{StatusList: statusRef{URI: s}}, Cnf: &cnfClaim{JKT: s}}
 		check("every member "+s, c)
+	}
+}
+
+// TestMarshalClaimsLongMembers: one member far longer than the others
+// (the buffer's size estimate adds every length) is encoded as
+// json.Marshal does.
+func TestMarshalClaimsLongMembers(t *testing.T) {
+	long := strings.Repeat("x", 5000)
+	for i := range 8 {
+		c := claimsCases()[2]
+		switch i {
+		case 0:
+			c.Issuer = long
+		case 1:
+			c.Subject = long
+		case 2:
+			c.Audience = long
+		case 3:
+			c.ClientID = long
+		case 4:
+			c.Scope = long
+		case 5:
+			c.ID = long
+		case 6:
+			c.Status.StatusList.URI = long
+		case 7:
+			c.Cnf.JKT = long
+		}
+		got, err := marshalClaims(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := json.Marshal(c); !bytes.Equal(got, want) {
+			t.Errorf("member %d long: marshalClaims differs from json.Marshal", i)
+		}
 	}
 }

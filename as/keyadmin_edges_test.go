@@ -136,3 +136,25 @@ func TestKeyRetention(t *testing.T) {
 		}
 	}
 }
+
+// TestRotateKeyWithANewerUnloadableKey: the secret opens the keys when it
+// opens any of them, also when a newer one was sealed under another
+// secret. Fails if the first key that does not unseal ends the check.
+func TestRotateKeyWithANewerUnloadableKey(t *testing.T) {
+	ctx := context.Background()
+	good := keyRecords(t, 1)[0]
+	src := memory.New()
+	if _, err := RotateKey(ctx, src, wrongSecret, "ES256"); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := src.ListKeys(ctx)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("ListKeys = %d, %v", len(recs), err)
+	}
+	bad := recs[0]
+	bad.CreatedAt, bad.RetiredAt = good.CreatedAt.Add(time.Hour), time.Time{}
+	s := storeOf(t, good, bad)
+	if _, err := RotateKey(ctx, s, rightSecret, "ES256"); err != nil {
+		t.Errorf("RotateKey with a newer key of another secret: %v", err)
+	}
+}
