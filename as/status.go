@@ -218,7 +218,6 @@ func encodeStatusBits(n int64, invalid []int64) (string, error) {
 }
 
 // encodeStatusBitsLevel is encodeStatusBits at a zlib level.
-
 func encodeStatusBitsLevel(n int64, invalid []int64, level int) (string, error) {
 	raw := make([]byte, (n+7)/8)
 	for _, idx := range invalid {
