@@ -118,8 +118,6 @@ func (s *tokenStore) create(ctx context.Context, kind storage.TokenKind, sig str
 	}))
 }
 
-// load reads a record and rebuilds its requester. The returned token is the
-// raw record (for Active and RotatedAt).
 // getToken reads a token record. Within a request that carries a memo
 // (withRedemption) and on a backend that can (storage.TokenUserReader), it
 // reads the record of the token's person in the same statement and
@@ -135,6 +133,8 @@ func (s *tokenStore) getToken(ctx context.Context, kind storage.TokenKind, sig s
 	return s.store.GetToken(ctx, kind, sig)
 }
 
+// load reads a record and rebuilds its requester. The returned token is the
+// raw record (for Active and RotatedAt).
 func (s *tokenStore) load(ctx context.Context, kind storage.TokenKind, sig string) (*storage.Token, *storedRequest, error) {
 	t, err := s.getToken(ctx, kind, sig)
 	if err != nil {
