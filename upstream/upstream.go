@@ -19,6 +19,9 @@
 //     nonce and PKCE verifier. It never carries what an OAuth client asked
 //     of this server (its resource, scopes or state): those belong to our
 //     own authorization request, not to the provider's.
+//   - CheckResponseIssuer compares the authorization response's iss
+//     parameter with the issuer (RFC 9207 §2.4), and refuses a response
+//     without one when discovery says the provider sends it.
 //   - Exchange redeems the code (client_secret_basic, client_secret_post or
 //     private_key_jwt, RFC 7523 §2.2) and validates the ID token (Core
 //     §3.1.3.7): an asymmetric signature by a key of the provider, iss, aud
@@ -89,6 +92,10 @@ var (
 	// ErrDenied: the allow rules do not admit the person; the error is a
 	// *DeniedError naming the rule.
 	ErrDenied = errors.New("upstream: person not allowed")
+	// ErrWrongIssuer: the authorization response names another issuer in
+	// its iss parameter, or lacks one the provider promised (RFC 9207
+	// §2.4): it may come from another provider (a mix-up attack).
+	ErrWrongIssuer = errors.New("upstream: authorization response of another issuer")
 )
 
 // DeniedError says which allow rule refused the person.
@@ -194,6 +201,9 @@ type metadata struct {
 	UserinfoEndpoint string   `json:"userinfo_endpoint"`
 	JWKSURI          string   `json:"jwks_uri"`
 	AuthMethods      []string `json:"token_endpoint_auth_methods_supported"`
+	// IssParameter is authorization_response_iss_parameter_supported
+	// (RFC 9207 §3).
+	IssParameter bool `json:"authorization_response_iss_parameter_supported"`
 }
 
 // New checks cfg; it makes no request (discovery happens on first use, so a
@@ -293,6 +303,29 @@ func (p *Provider) AuthCodeURL(ctx context.Context, state, nonce, verifier strin
 		opts = append(opts, oauth2.SetAuthURLParam(params[i], params[i+1]))
 	}
 	return p.oauth2Config(m).AuthCodeURL(state, opts...), nil
+}
+
+// CheckResponseIssuer applies RFC 9207 §2.4 to the iss parameter of an
+// authorization response (success or error; "" when absent): present, it
+// must equal the issuer byte for byte; absent, the provider must not have
+// said in discovery (authorization_response_iss_parameter_supported) that
+// it sends one. Call it before redeeming the code. A mismatch wraps
+// ErrWrongIssuer; a discovery failure, ErrUnavailable.
+func (p *Provider) CheckResponseIssuer(ctx context.Context, iss string) error {
+	if iss != "" {
+		if iss != p.cfg.Issuer {
+			return fmt.Errorf("%w: iss %q is not %q", ErrWrongIssuer, iss, p.cfg.Issuer)
+		}
+		return nil
+	}
+	m, err := p.metadata(ctx)
+	if err != nil {
+		return err
+	}
+	if m.IssParameter {
+		return fmt.Errorf("%w: no iss, which the provider's discovery promises", ErrWrongIssuer)
+	}
+	return nil
 }
 
 // Identity is what a verified sign-in says of the person.

@@ -543,6 +543,7 @@ func (p idOnly) ID() string { return string(p) }
 func (idOnly) AuthCodeURL(context.Context, string, string, string, ...string) (string, error) {
 	return "", errors.New("not used")
 }
+func (idOnly) CheckResponseIssuer(context.Context, string) error { return errors.New("not used") }
 func (idOnly) Exchange(context.Context, string, string, string) (*upstream.Identity, error) {
 	return nil, errors.New("not used")
 }

@@ -19,6 +19,9 @@ import (
 type UpstreamProvider interface {
 	ID() string
 	AuthCodeURL(ctx context.Context, state, nonce, verifier string, params ...string) (string, error)
+	// CheckResponseIssuer applies RFC 9207 §2.4 to the callback's iss
+	// parameter ("" when absent).
+	CheckResponseIssuer(ctx context.Context, iss string) error
 	Exchange(ctx context.Context, code, verifier, nonce string) (*upstream.Identity, error)
 	Check(id *upstream.Identity) error
 	Capped() bool
@@ -226,6 +229,13 @@ func (u *UI) serveCallback(w http.ResponseWriter, r *http.Request, id string) {
 		u.storageError(w, r, "using upstream state", err)
 		return
 	}
+	// Mix-up defence (RFC 9207 §2.4): an answer naming another issuer, or
+	// lacking the iss its provider promised, is neither redeemed nor
+	// believed, error answers included.
+	if err := up.Provider.CheckResponseIssuer(ctx, cb.Iss); err != nil {
+		u.upstreamFailure(w, r, up, err)
+		return
+	}
 	if cb.Error != "" {
 		// The person cancelled, or the provider refused them: nothing the
 		// OAuth client did. Offer to start over rather than bouncing an
@@ -295,6 +305,8 @@ func (u *UI) upstreamFailure(w http.ResponseWriter, r *http.Request, up *Upstrea
 	switch {
 	case errors.Is(err, upstream.ErrUnavailable):
 		reason, title, detail = "unavailable", "Sign-in provider unavailable", up.Name+" cannot be reached right now. Please try again in a moment."
+	case errors.Is(err, upstream.ErrWrongIssuer):
+		reason, status, detail = "wrong_issuer", http.StatusBadRequest, "This sign-in answer did not come from "+up.Name+" (its iss parameter names another issuer, or is missing). "+again
 	case errors.Is(err, upstream.ErrRefused):
 		reason, status, detail = "refused", http.StatusBadRequest, up.Name+" did not accept this sign-in. "+again
 	case errors.Is(err, upstream.ErrClockSkew):

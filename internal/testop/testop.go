@@ -66,6 +66,13 @@ type OP struct {
 	// (for tests of ID tokens the provider would not issue).
 	tamper   func(claims map[string]any) (map[string]any, *rsa.PrivateKey, string)
 	tamperMu sync.Mutex
+
+	// seen records what the provider received and issued, and sendIss
+	// whether it names itself in authorization responses.
+	seenMu        sync.Mutex
+	authRequests  []url.Values
+	refreshTokens []string
+	sendIss       bool
 }
 
 // Start runs a provider with people and clients until the test ends.
@@ -108,7 +115,7 @@ func Start(t testing.TB, people []Person, clients ...Client) *OP {
 	gs := &groupStorage{Storage: storage.NewStorageWithClients(us, cls), groups: groups, inToken: inToken, refused: map[string]bool{}, redirects: map[string][]string{}, keys: keys}
 	o := &OP{Issuer: issuer, store: gs}
 	router := exampleop.SetupServer(issuer, gs, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
-	srv.Config.Handler = o.tamperToken(router)
+	srv.Config.Handler = o.observe(o.tamperToken(router))
 	srv.Start()
 	o.Server = srv
 	t.Cleanup(srv.Close)
@@ -163,6 +170,87 @@ func NewKey() *rsa.PrivateKey {
 		panic(err)
 	}
 	return k
+}
+
+// SendIss makes the provider add its issuer as the iss parameter of every
+// authorization response and say so in discovery
+// (authorization_response_iss_parameter_supported, RFC 9207 §2, §3).
+func (o *OP) SendIss(on bool) {
+	o.seenMu.Lock()
+	defer o.seenMu.Unlock()
+	o.sendIss = on
+}
+
+// AuthRequests returns the query of every authorization request the
+// provider received, in order.
+func (o *OP) AuthRequests() []url.Values {
+	o.seenMu.Lock()
+	defer o.seenMu.Unlock()
+	out := make([]url.Values, len(o.authRequests))
+	for i, q := range o.authRequests {
+		out[i] = url.Values(http.Header(q).Clone())
+	}
+	return out
+}
+
+// RefreshTokens returns every refresh token the token endpoint issued, in
+// order.
+func (o *OP) RefreshTokens() []string {
+	o.seenMu.Lock()
+	defer o.seenMu.Unlock()
+	return slices.Clone(o.refreshTokens)
+}
+
+// observe records authorization requests and issued refresh tokens, and
+// adds iss to authorization responses and discovery when SendIss is on.
+func (o *OP) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o.seenMu.Lock()
+		sendIss := o.sendIss
+		if r.URL.Path == "/auth" {
+			o.authRequests = append(o.authRequests, r.URL.Query())
+		}
+		o.seenMu.Unlock()
+		if r.URL.Path != "/oauth/token" && r.URL.Path != "/.well-known/openid-configuration" && !sendIss {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		switch r.URL.Path {
+		case "/oauth/token":
+			var tr struct {
+				RefreshToken string `json:"refresh_token"`
+			}
+			if json.Unmarshal(body, &tr) == nil && tr.RefreshToken != "" {
+				o.seenMu.Lock()
+				o.refreshTokens = append(o.refreshTokens, tr.RefreshToken)
+				o.seenMu.Unlock()
+			}
+		case "/.well-known/openid-configuration":
+			var doc map[string]any
+			if sendIss && rec.Code == http.StatusOK && json.Unmarshal(body, &doc) == nil {
+				doc["authorization_response_iss_parameter_supported"] = true
+				body, _ = json.Marshal(doc)
+				rec.Header().Del("Content-Length")
+			}
+		}
+		if loc := rec.Header().Get("Location"); sendIss && rec.Code >= 300 && rec.Code < 400 && loc != "" {
+			base, _ := url.Parse(o.Issuer)
+			if u, err := base.Parse(loc); err == nil && u.Host != base.Host && u.Query().Has("state") {
+				q := u.Query()
+				q.Set("iss", o.Issuer)
+				u.RawQuery = q.Encode()
+				rec.Header().Set("Location", u.String())
+			}
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(body)
+	})
 }
 
 func (o *OP) tamperToken(next http.Handler) http.Handler {
