@@ -2,6 +2,8 @@ package rsmiddleware
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -21,14 +23,59 @@ const (
 	AuditHTTPError  = "http_error"  // the server answered the HTTP request with a failure status
 	AuditNoResponse = "no_response" // the exchange ended without a response for this id
 	AuditDenied     = "denied"      // refused with 403 insufficient_scope before reaching the server
+	// AuditUnauthorized: refused before a token was verified (no token,
+	// or an invalid, expired or wrong-audience one): 401, or 400 for a
+	// malformed Authorization header. The event has no subject.
+	AuditUnauthorized = "unauthorized"
+	// AuditUnavailable: the token could not be checked (503, the AS
+	// unreachable).
+	AuditUnavailable = "unavailable"
+	// AuditInvalid: a verified token, a body refused for its form (not
+	// JSON-RPC, headers that differ from it, too large).
+	AuditInvalid = "invalid"
 )
+
+// EventResponse is the Event of a JSON-RPC response the client sends (the
+// answer to a request of the server, JSON-RPC 2.0 §5): its Method is
+// empty, its RequestID the id of the server's request.
+const EventResponse = "response"
+
+// MaxAuditNameBytes bounds the text an event takes from the request: a
+// longer Method, Tool or Session is cut to this many bytes (at a UTF-8
+// boundary) and ends in "...", and a longer RequestID is replaced by the
+// JSON string "sha256:" and the hex SHA-256 of its JSON text. A client,
+// authenticated or not, cannot make an audit line much longer than this.
+const MaxAuditNameBytes = 128
+
+// bound applies MaxAuditNameBytes to the fields taken from the request.
+func (e *AuditEvent) bound() {
+	e.Event = cutName(e.Event)
+	e.Method = cutName(e.Method)
+	e.Tool = cutName(e.Tool)
+	e.Session = cutName(e.Session)
+	if len(e.RequestID) > MaxAuditNameBytes {
+		sum := sha256.Sum256([]byte(e.RequestID))
+		e.RequestID = `"sha256:` + hex.EncodeToString(sum[:]) + `"`
+	}
+}
+
+func cutName(s string) string {
+	if len(s) <= MaxAuditNameBytes {
+		return s
+	}
+	n := MaxAuditNameBytes - 3
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}
 
 // AuditEvent is one JSON-RPC request seen by MCPFilter. It names the call,
 // who made it (from the verified token, never from the arguments) and its
 // outcome; the arguments appear only as ArgsSHA256.
 type AuditEvent struct {
 	Time       time.Time     // when the request arrived
-	Event      string        // "tool.call" for tools/call, else the JSON-RPC method
+	Event      string        // "tool.call" for tools/call, EventResponse for a response, else the JSON-RPC method
 	Method     string        // JSON-RPC method
 	Tool       string        // params.name of a tools/call or prompts/get
 	RequestID  string        // the JSON-RPC id, as JSON text; empty for a notification

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -28,8 +29,9 @@ type MCPFilterConfig struct {
 	// Audit receives one AuditEvent per JSON-RPC request. Nil: no audit.
 	Audit AuditFunc
 	// TenantClaim names the access token claim copied into
-	// AuditEvent.Tenant (read from the verified JWT; introspected tokens
-	// carry no tenant). Empty: no tenant.
+	// AuditEvent.Tenant: a claim of the verified JWT, or a member of the
+	// RFC 7662 §2.2 introspection answer of an introspected token.
+	// Empty: no tenant.
 	TenantClaim string
 	// MaxBodyBytes bounds the request body. Larger bodies get 413.
 	// Zero value: 4 MiB.
@@ -181,11 +183,21 @@ func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
 		}); err != nil {
 			return err
 		}
+		var err error
 		if rawMethod == nil {
-			return nil // a response to a request of the server
+			// A response to a request of the server (JSON-RPC 2.0 §5, as
+			// an elicitation/create answer): one event, with the id it
+			// answers, never matched with the server's answer.
+			req := &rpcRequest{}
+			if rawID != nil && string(rawID) != "null" {
+				if req.id, err = idKey(rawID); err != nil {
+					return errPeek
+				}
+			}
+			out = append(out, req)
+			return nil
 		}
 		req := &rpcRequest{}
-		var err error
 		if req.method, err = jsonString(rawMethod); err != nil {
 			return errPeek
 		}
@@ -315,6 +327,10 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 				f.refuseBatch(w, r, p, start, "Invalid Request: a batch holds at most "+strconv.Itoa(MaxBatchRequests)+" messages")
 				return
 			case err != nil:
+				// JSON-RPC 2.0 §5.1: -32700 Parse error, id null. A body
+				// that is JSON but no JSON-RPC message is a parse error
+				// too here: its id cannot be told.
+				f.auditAlone(r, p, start, &rpcRequest{method: MethodUnknown}, AuditRPCError, -32700, http.StatusBadRequest)
 				writeRPCError(w, http.StatusBadRequest, "null", -32700, "Parse error")
 				return
 			case batchesRefused(r) && isBatch(body):
@@ -329,10 +345,7 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 			}
 		}
 		if f.audit != nil && len(reqs) > 0 {
-			fw.base = AuditEvent{Time: start, Session: r.Header.Get(SessionHeader), Subject: p.Subject, ClientID: p.ClientID}
-			if f.tenantClaim != "" {
-				fw.base.Tenant = claimOf(inboundToken(r.Context()), f.tenantClaim)
-			}
+			fw.base = f.baseEvent(r, p, inboundToken(r.Context()), start)
 		}
 		fw.inspect = len(fw.byID) > 0 && f.audit != nil || f.trims(p)
 		returned := false
@@ -356,15 +369,45 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 // method "batch", whatever the number of its messages.
 func (f *MCPFilter) refuseBatch(w http.ResponseWriter, r *http.Request, p *Principal, start time.Time, msg string) {
 	const code = -32600
-	if f.audit != nil {
-		fw := &filterWriter{f: f, start: start,
-			base: AuditEvent{Time: start, Session: r.Header.Get(SessionHeader), Subject: p.Subject, ClientID: p.ClientID}}
-		if f.tenantClaim != "" {
-			fw.base.Tenant = claimOf(inboundToken(r.Context()), f.tenantClaim)
-		}
-		fw.emit(&rpcRequest{method: "batch"}, AuditRPCError, code, false, http.StatusBadRequest)
-	}
+	f.auditAlone(r, p, start, &rpcRequest{method: MethodBatch}, AuditRPCError, code, http.StatusBadRequest)
 	writeRPCError(w, http.StatusBadRequest, "null", code, msg)
+}
+
+// Methods of audit events that stand for more or less than one request.
+const (
+	// MethodBatch: a JSON-RPC batch refused as a whole.
+	MethodBatch = "batch"
+	// MethodUnknown: a body whose messages could not be read (not
+	// JSON-RPC, or too large to be read for a refused request).
+	MethodUnknown = "unknown"
+)
+
+// baseEvent is what every event of r has: its arrival, session and
+// principal (nil: none was verified). token is the verified access token.
+func (f *MCPFilter) baseEvent(r *http.Request, p *Principal, token string, start time.Time) AuditEvent {
+	e := AuditEvent{Time: start, Session: r.Header.Get(SessionHeader)}
+	if p == nil {
+		return e
+	}
+	e.Subject, e.ClientID = p.Subject, p.ClientID
+	if f.tenantClaim != "" {
+		if p.introspected != nil {
+			e.Tenant = claimIn(p.introspected, f.tenantClaim)
+		} else {
+			e.Tenant = claimOf(token, f.tenantClaim)
+		}
+	}
+	return e
+}
+
+// auditAlone audits one event of a request answered without its messages
+// reaching the handler.
+func (f *MCPFilter) auditAlone(r *http.Request, p *Principal, start time.Time, q *rpcRequest, result string, code, status int) {
+	if f.audit == nil {
+		return
+	}
+	fw := &filterWriter{f: f, start: start, base: f.baseEvent(r, p, inboundToken(r.Context()), start)}
+	fw.emit(q, result, code, false, status)
 }
 
 // abandon audits the requests of an answer that was not completed as
@@ -385,22 +428,73 @@ func (f *MCPFilter) AuditDenied(r *http.Request, p *Principal, body []byte) {
 	if f.audit == nil {
 		return
 	}
+	tok := ""
+	if _, t, err := ParseAuthorizationScheme(r.Header.Get("Authorization")); err == nil {
+		tok = t
+	}
+	f.auditRequests(r, p, tok, body, AuditDenied, http.StatusForbidden)
+}
+
+// auditRequests writes one event per message of body with result and
+// status; a body that cannot be read is one event of MethodUnknown, a
+// batch too long one of MethodBatch.
+func (f *MCPFilter) auditRequests(r *http.Request, p *Principal, token string, body []byte, result string, status int) {
 	reqs, err := parseRequests(body, false)
 	if errors.Is(err, errBatchTooLong) {
-		reqs = []*rpcRequest{{method: "batch"}}
+		reqs = []*rpcRequest{{method: MethodBatch}}
 	} else if err != nil || len(reqs) == 0 {
-		reqs = []*rpcRequest{{method: "unknown"}}
+		reqs = []*rpcRequest{{method: MethodUnknown}}
 	}
-	base := AuditEvent{Time: f.now(), Session: r.Header.Get(SessionHeader), Subject: p.Subject, ClientID: p.ClientID}
-	if f.tenantClaim != "" {
-		if tok, err := ParseAuthorization(r.Header.Get("Authorization")); err == nil {
-			base.Tenant = claimOf(tok, f.tenantClaim)
+	start := f.now()
+	fw := &filterWriter{f: f, base: f.baseEvent(r, p, token, start), start: start}
+	for _, q := range reqs {
+		fw.emit(q, result, 0, false, status)
+	}
+}
+
+// MaxRefusedPeekBytes is the most of a refused request's body AuditRefused
+// reads to name its messages; a longer body is audited as one event of
+// MethodUnknown. Refused requests need no token, so what each may cost
+// the audit is bounded: this many bytes read, at most MaxBatchRequests
+// events, each of names cut to MaxAuditNameBytes.
+const MaxRefusedPeekBytes = 64 << 10
+
+// AuditRefused writes the audit events of a request the Middleware refuses
+// otherwise than for missing scopes: set it as MiddlewareConfig.OnRefused.
+// Each JSON-RPC message of a POST body gets an event with the status of
+// the answer and Result AuditUnauthorized (no verified token: 401, or
+// 400 for a malformed Authorization header), AuditUnavailable (503: the
+// token could not be checked) or AuditInvalid (a verified token, a body
+// refused for its form); the subject, client and tenant only when p is
+// not nil. Other methods carry no JSON-RPC message and get no event.
+func (f *MCPFilter) AuditRefused(r *http.Request, p *Principal, status int) {
+	if f.audit == nil || r.Method != http.MethodPost {
+		return
+	}
+	var body []byte
+	if bb, ok := unreadBody(r); ok {
+		body = bb.b
+	} else if r.Body != nil && r.Body != http.NoBody && r.ContentLength <= MaxRefusedPeekBytes {
+		// The request is refused: its body is read for the audit only.
+		b, err := io.ReadAll(io.LimitReader(r.Body, MaxRefusedPeekBytes+1))
+		if err == nil && len(b) <= MaxRefusedPeekBytes {
+			body = b
 		}
 	}
-	fw := &filterWriter{f: f, base: base, start: base.Time}
-	for _, q := range reqs {
-		fw.emit(q, AuditDenied, 0, false, http.StatusForbidden)
+	result := AuditInvalid
+	switch {
+	case status == http.StatusServiceUnavailable:
+		result = AuditUnavailable
+	case p == nil:
+		result = AuditUnauthorized
 	}
+	tok := ""
+	if p != nil {
+		if _, t, err := ParseAuthorizationScheme(r.Header.Get("Authorization")); err == nil {
+			tok = t
+		}
+	}
+	f.auditRequests(r, p, tok, body, result, status)
 }
 
 // trims reports whether some list answer may have to be cut for p.
@@ -421,6 +515,13 @@ func claimOf(token, claim string) string {
 	if err != nil {
 		return ""
 	}
+	return claimIn(payload, claim)
+}
+
+// claimIn reads the member claim of the JSON object payload (a JWT's
+// claims set or an introspection answer) as a string: a string as it is,
+// another value as its JSON text.
+func claimIn(payload []byte, claim string) string {
 	// The Verifier has parsed this payload: it is one valid JSON object. A
 	// scan of its members finds the claim without decoding the others; of
 	// repeated members the last counts, as in a map decode.
@@ -613,11 +714,15 @@ func (fw *filterWriter) emit(q *rpcRequest, result string, code int, isError boo
 	}
 	e := fw.base
 	e.Event = q.method
-	if q.method == "tools/call" {
+	switch q.method {
+	case "tools/call":
 		e.Event = "tool.call"
+	case "":
+		e.Event = EventResponse
 	}
 	e.Method, e.Tool, e.RequestID, e.ArgsSHA256 = q.method, q.tool, q.id, q.args
 	e.Result, e.ErrorCode, e.IsError, e.Status = result, code, isError, status
+	e.bound()
 	e.Latency = fw.f.now().Sub(fw.start)
 	fw.f.audit(e)
 }

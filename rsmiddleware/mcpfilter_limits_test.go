@@ -73,14 +73,20 @@ func TestMCPFilterAuditsEveryRequestOfABatch(t *testing.T) {
 }
 
 // TestAuditDeniedOfABodyWithoutRequests: a refused request whose body
-// holds no request is audited once, as method unknown.
+// holds no message is audited once, as method unknown; a refused response
+// of the client is audited as a response.
 func TestAuditDeniedOfABodyWithoutRequests(t *testing.T) {
 	var events []AuditEvent
 	f := NewMCPFilter(MCPFilterConfig{Scopes: filterScopes, Audit: func(e AuditEvent) { events = append(events, e) }})
 	r, _ := http.NewRequest(http.MethodPost, "https://mcp.example.com/mcp", nil)
-	f.AuditDenied(r, &Principal{Subject: "alice"}, []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
-	if len(events) != 1 || events[0].Method != "unknown" {
+	f.AuditDenied(r, &Principal{Subject: "alice"}, []byte(`[]`))
+	if len(events) != 1 || events[0].Method != MethodUnknown {
 		t.Fatalf("events %+v; want one of method unknown", events)
+	}
+	events = nil
+	f.AuditDenied(r, &Principal{Subject: "alice"}, []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	if len(events) != 1 || events[0].Event != EventResponse || events[0].Method != "" || events[0].RequestID != "1" || events[0].Result != AuditDenied {
+		t.Fatalf("events %+v; want one response, id 1, denied", events)
 	}
 }
 

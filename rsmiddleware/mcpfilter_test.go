@@ -47,7 +47,8 @@ func mcpUpstream(sse bool) http.Handler {
 			http.Error(w, "bad", 400)
 			return
 		}
-		if msg.ID == nil {
+		if msg.ID == nil || msg.Method == "" {
+			// A notification, or a response to a request of the server.
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
@@ -100,7 +101,7 @@ func newFilterFixture(t *testing.T, upstream http.Handler, mod func(*MCPFilterCo
 	f := NewMCPFilter(cfg)
 	prm, _ := ResourceMetadataURL(testResource)
 	mw, err := NewMiddleware(MiddlewareConfig{Verifier: ks.verifier(t, nil), ResourceMetadataURL: prm, Scopes: filterScopes,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnInsufficientScope: f.AuditDenied})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnInsufficientScope: f.AuditDenied, OnRefused: f.AuditRefused})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,17 @@ type MiddlewareConfig struct {
 	// scopes it needs, with the JSON-RPC body read to decide (nil when the
 	// scopes did not need it). MCPFilter.AuditDenied audits such requests.
 	OnInsufficientScope func(r *http.Request, p *Principal, body []byte)
+	// OnRefused, when set, is called before every other refusal the
+	// Middleware answers instead of passing the request on, with the
+	// status of the answer. p is nil for a request refused before a token
+	// was verified: no token, a malformed Authorization header, an
+	// invalid, expired or wrong-audience token or DPoP proof (401, or 400
+	// for RFC 6750 §3.1 invalid_request), or the AS unreachable (503).
+	// Otherwise the request was refused for its form (a body that is not
+	// JSON-RPC, mirrored headers that differ from it, a body too large);
+	// a body the Middleware read is readable again from r.Body.
+	// MCPFilter.AuditRefused audits such requests.
+	OnRefused func(r *http.Request, p *Principal, status int)
 	// DPoP, when set, accepts DPoP-bound tokens under the DPoP scheme
 	// (RFC 9449 §7) and adds a DPoP challenge beside the Bearer one. Nil:
 	// only Bearer; a DPoP-bound token is refused either way when it is
@@ -46,6 +57,7 @@ type Middleware struct {
 	maxBody int64
 	log     *slog.Logger
 	denied  func(*http.Request, *Principal, []byte)
+	refused func(*http.Request, *Principal, int)
 	dpop    *DPoP
 }
 
@@ -68,7 +80,7 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 		return nil, errors.New("rsmiddleware: MiddlewareConfig.ResourceMetadataURL is required")
 	}
 	m := &Middleware{v: cfg.Verifier, prmURL: cfg.ResourceMetadataURL, scopes: cfg.Scopes, maxBody: cfg.MaxBodyBytes, log: cfg.Logger,
-		denied: cfg.OnInsufficientScope, dpop: cfg.DPoP}
+		denied: cfg.OnInsufficientScope, refused: cfg.OnRefused, dpop: cfg.DPoP}
 	if m.maxBody <= 0 {
 		m.maxBody = 4 << 20
 	}
@@ -147,6 +159,7 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 		if err != nil {
 			if errors.Is(err, ErrUnavailable) {
 				m.log.Warn("rsmiddleware: cannot verify token", "err", err)
+				m.refuse(r, nil, http.StatusServiceUnavailable)
 				w.Header().Set("Retry-After", "5")
 				http.Error(w, "authorization server unavailable", http.StatusServiceUnavailable)
 				return
@@ -160,11 +173,14 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 		if m.scopes.needsBody() && r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
 			body, err = readBody(r, m.maxBody)
 			if err != nil {
+				m.refuse(r, p, bodyStatus(err))
 				bodyError(w, err)
 				return
 			}
 			calls, err := peekJSONRPC(body)
 			if err != nil {
+				r.Body = newBufferedBody(body, false, r.Body)
+				m.refuse(r, p, http.StatusBadRequest)
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusBadRequest)
 				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}` + "\n"))
@@ -174,6 +190,8 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 				// The scopes were read from the body; a request whose
 				// headers say otherwise could be routed or logged by an
 				// intermediary as something it is not.
+				r.Body = newBufferedBody(body, true, r.Body)
+				m.refuse(r, p, http.StatusBadRequest)
 				writeRPCError(w, http.StatusBadRequest, "null", ErrCodeHeaderMismatch, "Header mismatch: Mcp-Method and Mcp-Name must mirror the request body")
 				return
 			}
@@ -218,6 +236,13 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	return b, nil
 }
 
+// refuse tells OnRefused of a refusal.
+func (m *Middleware) refuse(r *http.Request, p *Principal, status int) {
+	if m.refused != nil {
+		m.refused(r, p, status)
+	}
+}
+
 // errBodyTooLarge: the request body is larger than allowed.
 var errBodyTooLarge = errors.New("rsmiddleware: request body too large")
 
@@ -229,6 +254,14 @@ func bodyError(w http.ResponseWriter, err error) {
 		return
 	}
 	http.Error(w, "cannot read request body", http.StatusBadRequest)
+}
+
+// bodyStatus is the status bodyError answers err with.
+func bodyStatus(err error) int {
+	if errors.Is(err, errBodyTooLarge) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
 }
 
 // bufferedBody serves a request body read whole by readBody and closes the
@@ -272,7 +305,13 @@ func (m *Middleware) forScheme(scheme string) schemed { return schemed{m, scheme
 // challenge answers with a Bearer challenge, and with DPoP configured a
 // DPoP one too (only the DPoP one when DPoP is required): the error, if
 // any, in the challenge of the scheme the request used, listed first.
+//
+// Every challenge but insufficient_scope (which OnInsufficientScope hears
+// of) refuses a request whose token was not verified: OnRefused hears of it.
 func (m schemed) challenge(w http.ResponseWriter, r *http.Request, scopes []string, code, desc string) {
+	if code != ErrCodeInsufficientScope {
+		m.refuse(r, nil, statusOf[code])
+	}
 	bearer := Challenge{ResourceMetadata: m.prmURL, Scopes: scopes}
 	if m.dpop == nil {
 		bearer.Error, bearer.Description = code, desc

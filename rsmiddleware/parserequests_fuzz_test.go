@@ -7,9 +7,10 @@ import (
 )
 
 // FuzzParseRequests checks the audit's reading of a request body against
-// encoding/json: whatever parseRequests accepts, each message with a method
-// is one request, in order, with the method and tool encoding/json reads,
-// and an id whose key is the canonical JSON of that id.
+// encoding/json: whatever parseRequests accepts, each message is one
+// request, in order; one with a method has the method and tool
+// encoding/json reads and an id whose key is the canonical JSON of that
+// id, one without (a response) no method, no key and that canonical id.
 func FuzzParseRequests(f *testing.F) {
 	for _, s := range []string{
 		toolCall("a"), `[` + toolCall("x") + `,{"jsonrpc":"2.0","id":"7","method":"ping"}]`,
@@ -53,14 +54,25 @@ func FuzzParseRequests(f *testing.F) {
 				} `json:"params"`
 			}
 			_ = json.Unmarshal(m, &std)
-			if std.Method == nil {
-				continue
-			}
 			if i >= len(reqs) {
 				t.Fatalf("%d requests for %d messages", len(reqs), len(msgs))
 			}
 			q := reqs[i]
 			i++
+			if std.Method == nil {
+				want := ""
+				if len(std.ID) > 0 && string(std.ID) != "null" {
+					c, err := CanonicalJSON(std.ID)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want = string(c)
+				}
+				if q.method != "" || q.key != "" || q.id != want {
+					t.Fatalf("response %s: %+v", m, *q)
+				}
+				continue
+			}
 			if q.method != *std.Method {
 				t.Fatalf("method %q, parseRequests saw %q", *std.Method, q.method)
 			}

@@ -31,6 +31,9 @@ type Principal struct {
 	DPoPThumbprint string
 
 	status *statusRef // the token's Token Status List entry, checked on every Verify
+	// introspected is the RFC 7662 §2.2 answer p was made from; nil for a
+	// JWT access token.
+	introspected []byte
 }
 
 // HasScopes reports whether p was granted every scope in want.

@@ -628,7 +628,11 @@ func (v *Verifier) introspectToken(ctx context.Context, token string) (*Principa
 		TokenType string `json:"token_type"`
 		claims
 	}
-	if err := decodeJSONResponse(resp, m.IntrospectionEndpoint, &ir); err != nil {
+	var raw json.RawMessage
+	if err := decodeJSONResponse(resp, m.IntrospectionEndpoint, &raw); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if err := json.Unmarshal(raw, &ir); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	if !ir.Active {
@@ -641,7 +645,14 @@ func (v *Verifier) introspectToken(ctx context.Context, token string) (*Principa
 	if ir.Issuer == "" { // RFC 7662 makes iss optional; the AS we asked is the issuer
 		ir.Issuer = v.issuer
 	}
-	return v.checkClaims(&ir.claims, v.now(), false)
+	p, err := v.checkClaims(&ir.claims, v.now(), false)
+	if err != nil {
+		return nil, err
+	}
+	// Kept for the claims the Principal has no field for (MCPFilter's
+	// tenant claim), as a JWT's payload is kept in the token itself.
+	p.introspected = raw
+	return p, nil
 }
 
 // postForm POSTs form to u with client (see noRedirects), authenticated by

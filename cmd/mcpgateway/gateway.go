@@ -107,7 +107,7 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	mw, err := rsmiddleware.NewMiddleware(rsmiddleware.MiddlewareConfig{
 		Verifier: verifier, ResourceMetadataURL: prmURL, Scopes: scopes,
 		MaxBodyBytes: cfg.Limits.MaxRequestBytes, Logger: o.Logger,
-		OnInsufficientScope: filter.AuditDenied, DPoP: dp,
+		OnInsufficientScope: filter.AuditDenied, OnRefused: filter.AuditRefused, DPoP: dp,
 	})
 	if err != nil {
 		return nil, err

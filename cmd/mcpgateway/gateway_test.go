@@ -393,3 +393,26 @@ func TestGatewayHidesTheUpstreamsChallenge(t *testing.T) {
 		t.Fatalf("%d id=%v code=%d %q", resp.StatusCode, id, code, msg)
 	}
 }
+
+// Requests refused at the door are audited too: one line per JSON-RPC
+// request, result unauthorized, no principal.
+func TestGatewayAuditsRequestsRefusedWithoutAToken(t *testing.T) {
+	s := newStack(t, false, baseConfig)
+	call := `{"jsonrpc":"2.0","id":"r-1","method":"tools/call","params":{"name":"admin_stats","arguments":{"q":"not-for-the-log"}}}`
+	for _, tok := range []string{"", "not-a-token"} {
+		if resp := rawPost(t, s, tok, "", call, nil); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("token %q: %d", tok, resp.StatusCode)
+		}
+	}
+	log := s.audit.String()
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	if len(lines) != 2 || strings.Contains(log, "not-for-the-log") || strings.Contains(log, `"sub"`) {
+		t.Fatalf("audit:\n%s", log)
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, `"event":"tool.call","method":"tools/call","tool":"admin_stats","id":"r-1"`) ||
+			!strings.Contains(l, `"result":"unauthorized"`) || !strings.Contains(l, `"status":401`) {
+			t.Errorf("line %s", l)
+		}
+	}
+}
