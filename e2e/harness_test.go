@@ -74,6 +74,8 @@ type stackOptions struct {
 	extraEnv   []string
 	editConfig func(string) string
 	mcpArgs    []string // extra examples/mcpserver flags
+	// logs, when set, collects the processes' output for the test to read.
+	logs *lockedBuffer
 }
 
 // lockedBuffer collects the processes' output for the test log.
@@ -92,7 +94,10 @@ func startStack(t testing.TB, so stackOptions) *launch.Stack {
 		}
 		addrs[i] = a
 	}
-	logs := &lockedBuffer{}
+	logs := so.logs
+	if logs == nil {
+		logs = &lockedBuffer{}
+	}
 	o := launch.Options{
 		Root:           moduleRoot,
 		BinDir:         bin,

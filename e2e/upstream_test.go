@@ -33,8 +33,15 @@ var orgPeople = []testop.Person{
 // groups map to the MCP server's scopes.
 func upstreamStack(t *testing.T, storage, extra string) (*launch.Stack, *testop.OP) {
 	t.Helper()
+	return upstreamStackLogged(t, storage, extra, nil)
+}
+
+// upstreamStackLogged is upstreamStack whose processes' output goes to
+// logs (when not nil).
+func upstreamStackLogged(t *testing.T, storage, extra string, logs *lockedBuffer) (*launch.Stack, *testop.OP) {
+	t.Helper()
 	op := testop.Start(t, orgPeople, testop.Client{ID: "mcpauth", Secret: "op-secret", ClaimsInIDToken: true})
-	s := startStack(t, stackOptions{storage: storage, editConfig: func(c string) string {
+	s := startStack(t, stackOptions{storage: storage, logs: logs, editConfig: func(c string) string {
 		i := strings.Index(c, "\nusers:")
 		if i < 0 {
 			t.Fatal("deploy/authserver.yaml has no users: section to replace")
