@@ -173,6 +173,11 @@ func TestWarnings(t *testing.T) {
 		{"a secret repeating a pattern", base + "secret: " + strings.Repeat("0123456789abcdef", 3) + "\n", "secret", "a 16-byte pattern repeated"},
 		{"a plain http issuer off loopback", strings.Replace(base, "https://auth.example.com", "http://auth.example.com", 1), "issuer", "plain http on a non-loopback host"},
 		{"a bcrypt cost below 10", strings.Replace(base, "$2b$10$", "$2b$04$", 1), "users[0].password_hash", "weak password hash for \"alice\""},
+		{"allowed_domains for Entra ID, which sends no email_verified", base + "upstreams:\n  - id: entra\n    issuer: https://login.microsoftonline.com/00000000-0000-0000-0000-000000000000/v2.0\n    client_id: c\n    client_secret: s\n    allowed_domains: [acme.example]\n",
+			"upstreams[0].allowed_domains", "admits nobody"},
+		{"Entra ID without allowed_domains", base + "upstreams:\n  - id: entra\n    issuer: https://login.microsoftonline.com/00000000-0000-0000-0000-000000000000/v2.0\n    client_id: c\n    client_secret: s\n", "", ""},
+		{"Google without allowed_domains", base + "upstreams:\n  - id: google\n    issuer: https://accounts.google.com\n    client_id: c\n    client_secret: s\n", "upstreams[0].allowed_domains", "every Google account"},
+		{"Google with allowed_domains", base + "upstreams:\n  - id: google\n    issuer: https://accounts.google.com\n    client_id: c\n    client_secret: s\n    allowed_domains: [acme.example]\n", "", ""},
 		{"argon2id below the floor", strings.Replace(base, "\""+strings.Replace(weakBcrypt, "$04$", "$10$", 1)+"\"", "\""+weakArgon+"\"", 1), "users[0].password_hash", "below the OWASP minimum"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"math"
+	"net/url"
+	"strings"
 
 	"github.com/mcpauth/mcpauth/internal/password"
 )
@@ -25,7 +27,10 @@ func (w Warning) String() string { return w.Path + ": " + w.Msg }
 //     OAuth 2.1 §1.5 ask for TLS), or a loopback issuer on another port than
 //     listen;
 //   - users[i].password_hash: bcrypt below cost 10, argon2id below the OWASP
-//     minimum (password.Weak).
+//     minimum (password.Weak);
+//   - upstreams[i].allowed_domains: set for Microsoft Entra ID, whose ID
+//     tokens carry no email_verified, so the rule admits nobody; absent for
+//     Google, whose issuer signs in every Google account.
 func (c *Config) Warnings() []Warning {
 	var out []Warning
 	if c.Secret != "" {
@@ -46,7 +51,25 @@ func (c *Config) Warnings() []Warning {
 					u.Username, password.MinBcryptCost)})
 		}
 	}
+	for i, u := range c.Upstreams {
+		p := fmt.Sprintf("upstreams[%d].allowed_domains", i)
+		switch host := upstreamHost(u.Issuer); {
+		case host == "login.microsoftonline.com" && len(u.AllowedDomains) > 0:
+			out = append(out, Warning{p, "Microsoft Entra ID sends no email_verified claim, so allowed_domains admits nobody: the tenant's issuer already limits sign-in to the tenant's people; use allowed_groups or claim_scopes"})
+		case host == "accounts.google.com" && len(u.AllowedDomains) == 0:
+			out = append(out, Warning{p, "not set: every Google account, Workspace or not, may sign in through " + u.Issuer + "; list the Workspace domains"})
+		}
+	}
 	return out
+}
+
+// upstreamHost is the lower-case host of an issuer URL, "" when it has none.
+func upstreamHost(issuer string) string {
+	u, err := url.Parse(issuer)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Hostname())
 }
 
 // Thresholds of weakSecret. A random 32-character hex string (128 bits)
