@@ -20,11 +20,12 @@ import (
 type MCPFilterConfig struct {
 	// Scopes are the Middleware's scopes. They decide what list answers
 	// show: a tools/list entry is kept when the caller holds
-	// Scopes.ForTool(name), the scopes a tools/call of it needs; the entries
-	// of resources/list and resources/templates/list when it holds the
-	// scopes of resources/read; those of prompts/list when it holds the
-	// scopes of prompts/get. A list whose method needs no scopes is not
-	// touched.
+	// Scopes.ForTool(name), the scopes a tools/call of it needs; a
+	// prompts/list entry when it holds Scopes.ForPrompt(name); a
+	// resources/list entry when it holds Scopes.ForResource(uri); a
+	// resources/templates/list entry when it holds
+	// Scopes.ForResourceTemplate(uriTemplate). A list whose entries need
+	// no scopes beyond the base is not touched.
 	Scopes Scopes
 	// Audit receives one AuditEvent per JSON-RPC request. Nil: no audit.
 	Audit AuditFunc
@@ -56,10 +57,11 @@ type MCPFilterConfig struct {
 //     POST answers and on GET streams (where a resumed stream may replay an
 //     earlier answer; an answer whose request is unknown is recognised by
 //     its "tools", "resources", "resourceTemplates" or "prompts" member).
-//     A tools/call of a hidden tool never reaches the handler: the
-//     Middleware answers it with the 403 insufficient_scope challenge
-//     naming the scopes it needs, so a hidden tool and a forbidden tool
-//     are one rule.
+//     A tools/call of a hidden tool, a prompts/get of a hidden prompt and
+//     a resources/read of a hidden resource never reach the handler: the
+//     Middleware answers them with the 403 insufficient_scope challenge
+//     naming the scopes they need, so a hidden entry and a forbidden one
+//     are one rule (Scopes).
 //   - One AuditEvent per JSON-RPC request message: method, tool, subject,
 //     client, tenant, the SHA-256 of the canonical arguments (never the
 //     arguments), the outcome and the latency.
@@ -73,9 +75,11 @@ type MCPFilter struct {
 	maxResp     int64
 	now         func() time.Time
 	log         *slog.Logger
-	// guarded lists every scope some tool needs beyond the base: a caller
-	// holding them all sees every tool, and tools/list answers are not parsed.
-	toolScopes []string
+	// toolScopes lists every scope some tool needs beyond the base: a
+	// caller holding them all sees every tool, and tools/list answers are
+	// not parsed. resourceScopes and promptScopes are the same for
+	// resources (and their templates) and prompts.
+	toolScopes, resourceScopes, promptScopes []string
 }
 
 // NewMCPFilter returns an MCPFilter for cfg.
@@ -94,17 +98,24 @@ func NewMCPFilter(cfg MCPFilterConfig) *MCPFilter {
 	if f.log == nil {
 		f.log = slog.Default()
 	}
-	add := func(list []string) {
-		for _, s := range list {
-			if !slices.Contains(f.toolScopes, s) {
-				f.toolScopes = append(f.toolScopes, s)
+	union := func(method string, per map[string][]string) []string {
+		var out []string
+		add := func(list []string) {
+			for _, s := range list {
+				if !slices.Contains(out, s) {
+					out = append(out, s)
+				}
 			}
 		}
+		add(cfg.Scopes.Methods[method])
+		for _, sc := range per {
+			add(sc)
+		}
+		return out
 	}
-	add(cfg.Scopes.Methods["tools/call"])
-	for _, sc := range cfg.Scopes.Tools {
-		add(sc)
-	}
+	f.toolScopes = union("tools/call", cfg.Scopes.Tools)
+	f.resourceScopes = union("resources/read", cfg.Scopes.Resources)
+	f.promptScopes = union("prompts/get", cfg.Scopes.Prompts)
 	return f
 }
 
@@ -500,8 +511,8 @@ func (f *MCPFilter) AuditRefused(r *http.Request, p *Principal, status int) {
 // trims reports whether some list answer may have to be cut for p.
 func (f *MCPFilter) trims(p *Principal) bool {
 	return len(p.MissingScopes(f.toolScopes)) > 0 ||
-		len(p.MissingScopes(f.scopes.Methods["resources/read"])) > 0 ||
-		len(p.MissingScopes(f.scopes.Methods["prompts/get"])) > 0
+		len(p.MissingScopes(f.resourceScopes)) > 0 ||
+		len(p.MissingScopes(f.promptScopes)) > 0
 }
 
 // claimOf reads a claim of a JWT the Verifier has already verified.

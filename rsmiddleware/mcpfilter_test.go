@@ -100,7 +100,7 @@ func newFilterFixture(t *testing.T, upstream http.Handler, mod func(*MCPFilterCo
 	}
 	f := NewMCPFilter(cfg)
 	prm, _ := ResourceMetadataURL(testResource)
-	mw, err := NewMiddleware(MiddlewareConfig{Verifier: ks.verifier(t, nil), ResourceMetadataURL: prm, Scopes: filterScopes,
+	mw, err := NewMiddleware(MiddlewareConfig{Verifier: ks.verifier(t, nil), ResourceMetadataURL: prm, Scopes: cfg.Scopes,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnInsufficientScope: f.AuditDenied, OnRefused: f.AuditRefused})
 	if err != nil {
 		t.Fatal(err)

@@ -99,7 +99,8 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 //   - No token: 401 with resource_metadata and scope (RFC 9728 §5.1).
 //   - Bad token: 401 error="invalid_token" (RFC 6750 §3.1).
 //   - AS unreachable and no cached key can decide: 503 with Retry-After.
-//   - Missing scopes for the request (base, method, tool; batch: union):
+//   - Missing scopes for the request (base, method, tool, prompt,
+//     resource; batch: union):
 //     403 error="insufficient_scope" with every scope the request needs,
 //     and only those, in one challenge.
 //   - A request of a stateless MCP revision (Stateless) whose scopes are

@@ -15,32 +15,37 @@ var listMembers = []struct{ method, member string }{
 }
 
 // visible returns the rule deciding which entries of a list member p may
-// see, or nil when p sees them all.
+// see, or nil when p sees them all: an entry is shown when p holds the
+// scopes a request for it needs (tools/call of its name, prompts/get of its
+// name, resources/read of its uri; a template, those of resources/read and
+// of its uriTemplate). An entry without that member cannot be checked and
+// is hidden.
 func (f *MCPFilter) visible(member string, p *Principal) func(entry map[string]json.RawMessage) bool {
+	var union []string
+	var key string
+	var need func(string) []string
 	switch member {
 	case "tools":
-		if len(p.MissingScopes(f.toolScopes)) == 0 {
-			return nil
-		}
-		return func(e map[string]json.RawMessage) bool {
-			var name string
-			if json.Unmarshal(e["name"], &name) != nil || name == "" {
-				return false // an entry without a name cannot be checked: hidden
-			}
-			return len(p.MissingScopes(f.scopes.ForTool(name))) == 0
-		}
-	case "resources", "resourceTemplates":
-		if len(p.MissingScopes(f.scopes.Methods["resources/read"])) == 0 {
-			return nil
-		}
-		return func(map[string]json.RawMessage) bool { return false }
+		union, key, need = f.toolScopes, "name", f.scopes.ForTool
+	case "resources":
+		union, key, need = f.resourceScopes, "uri", f.scopes.ForResource
+	case "resourceTemplates":
+		union, key, need = f.resourceScopes, "uriTemplate", f.scopes.ForResourceTemplate
 	case "prompts":
-		if len(p.MissingScopes(f.scopes.Methods["prompts/get"])) == 0 {
-			return nil
-		}
-		return func(map[string]json.RawMessage) bool { return false }
+		union, key, need = f.promptScopes, "name", f.scopes.ForPrompt
+	default:
+		return nil
 	}
-	return nil
+	if len(p.MissingScopes(union)) == 0 {
+		return nil
+	}
+	return func(e map[string]json.RawMessage) bool {
+		var name string
+		if json.Unmarshal(e[key], &name) != nil || name == "" {
+			return false
+		}
+		return len(p.MissingScopes(need(name))) == 0
+	}
 }
 
 // trimResult cuts the list result of method to the entries p may see. With

@@ -65,6 +65,18 @@ type ScopesConfig struct {
 	Base    []string            `yaml:"base"`
 	Tools   map[string][]string `yaml:"tools"`
 	Methods map[string][]string `yaml:"methods"`
+	// Prompts: prompt name -> scopes (prompts/get of it; prompts/list
+	// hides it without them).
+	Prompts map[string][]string `yaml:"prompts"`
+	// Resources: resource URI or RFC 6570 URI template -> scopes
+	// (resources/read of it; resources/list and resources/templates/list
+	// hide it without them).
+	Resources map[string][]string `yaml:"resources"`
+}
+
+// rs is the rsmiddleware form of s.
+func (s ScopesConfig) rs() rsmiddleware.Scopes {
+	return rsmiddleware.Scopes{Base: s.Base, Tools: s.Tools, Methods: s.Methods, Prompts: s.Prompts, Resources: s.Resources}
 }
 
 // UpstreamAuth holds exactly one way of obtaining the gateway's own token.
@@ -290,7 +302,7 @@ func (c *Config) check() error {
 	for _, m := range []struct {
 		path string
 		m    map[string][]string
-	}{{"scopes.tools", c.Scopes.Tools}, {"scopes.methods", c.Scopes.Methods}} {
+	}{{"scopes.tools", c.Scopes.Tools}, {"scopes.methods", c.Scopes.Methods}, {"scopes.prompts", c.Scopes.Prompts}, {"scopes.resources", c.Scopes.Resources}} {
 		for k, v := range m.m {
 			if k == "" {
 				return fmt.Errorf("%s: empty name", m.path)
@@ -390,7 +402,7 @@ func (c *Config) allScopes() []string {
 		}
 	}
 	add(c.Scopes.Base)
-	for _, m := range []map[string][]string{c.Scopes.Methods, c.Scopes.Tools} {
+	for _, m := range []map[string][]string{c.Scopes.Methods, c.Scopes.Tools, c.Scopes.Prompts, c.Scopes.Resources} {
 		keys := make([]string, 0, len(m))
 		for k := range m {
 			keys = append(keys, k)

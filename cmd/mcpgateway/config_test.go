@@ -27,6 +27,8 @@ scopes:
   base: [mcp:tools]                        # needed for every request
   tools: {admin_stats: [mcp:admin]}        # per tool
   methods: {resources/read: [mcp:read]}    # per JSON-RPC method
+  prompts: {incident_report: [mcp:ops]}    # per prompt (prompts/get; prompts/list hides it)
+  resources: {"db://{table}/rows": [mcp:db]}  # per resource URI or URI template
 tenant_claim: tenant                       # optional: where the tenant comes from (never from arguments)
 upstream_auth:                             # optional: how the gateway authenticates upstream
   exchange: {client_id: gw, client_secret: ${GW_SECRET}, resource: https://api.acme.example}
@@ -42,7 +44,8 @@ func TestParseConfigReadsEveryKey(t *testing.T) {
 		c.Upstream != "http://127.0.0.1:3001/mcp" || c.TenantClaim != "tenant" || c.Audit.Format != "json" {
 		t.Errorf("%+v", c)
 	}
-	if c.Scopes.Base[0] != "mcp:tools" || c.Scopes.Tools["admin_stats"][0] != "mcp:admin" || c.Scopes.Methods["resources/read"][0] != "mcp:read" {
+	if c.Scopes.Base[0] != "mcp:tools" || c.Scopes.Tools["admin_stats"][0] != "mcp:admin" || c.Scopes.Methods["resources/read"][0] != "mcp:read" ||
+		c.Scopes.Prompts["incident_report"][0] != "mcp:ops" || c.Scopes.Resources["db://{table}/rows"][0] != "mcp:db" {
 		t.Errorf("scopes %+v", c.Scopes)
 	}
 	ex := c.UpstreamAuth.Exchange
@@ -99,6 +102,8 @@ func TestParseConfigRefusesMistakes(t *testing.T) {
 		{"refuses an empty file", "", "empty"},
 		{"refuses an issuer_internal with a path", base + "issuer_internal: http://authserver:9000/x\n", "issuer_internal"},
 		{"refuses a list at the top", "- a\n", "config"},
+		{"refuses a bad scope of a prompt", base + "scopes: {prompts: {p: [\"a\\\\b\"]}}\n", "scopes.prompts.p"},
+		{"refuses a resource without a URI", base + "scopes: {resources: {\"\": [a]}}\n", "scopes.resources"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -74,7 +74,7 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	scopes := rsmiddleware.Scopes{Base: cfg.Scopes.Base, Tools: cfg.Scopes.Tools, Methods: cfg.Scopes.Methods}
+	scopes := cfg.Scopes.rs()
 	var audit rsmiddleware.AuditFunc
 	if cfg.Audit.Format != "off" {
 		w := o.AuditWriter

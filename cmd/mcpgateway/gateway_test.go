@@ -416,3 +416,78 @@ func TestGatewayAuditsRequestsRefusedWithoutAToken(t *testing.T) {
 		}
 	}
 }
+
+const entriesConfig = `
+listen: 127.0.0.1:0
+resource: RESOURCE
+issuer: ISSUER
+upstream: UPSTREAM
+scopes:
+  base: [mcp:tools]
+  prompts: {incident_report: [mcp:admin]}
+  resources: {"file:///etc/secrets": [mcp:admin], "db://{table}/rows": [mcp:admin]}
+audit: {format: json}
+`
+
+func TestGatewayTrimsPromptAndResourceListsAndStepsUpHiddenEntries(t *testing.T) {
+	s := newStack(t, false, entriesConfig)
+	ctx := context.Background()
+	names := func(cs *mcp.ClientSession) (prompts, resources, templates []string) {
+		t.Helper()
+		pr, err := cs.ListPrompts(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pr.Prompts {
+			prompts = append(prompts, p.Name)
+		}
+		rr, err := cs.ListResources(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rr.Resources {
+			resources = append(resources, r.URI)
+		}
+		tr, err := cs.ListResourceTemplates(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range tr.ResourceTemplates {
+			templates = append(templates, r.URITemplate)
+		}
+		slices.Sort(prompts)
+		slices.Sort(resources)
+		return
+	}
+	user := s.connect(t, s.token(t, "user-bot"))
+	if p, r, tm := names(user); !slices.Equal(p, []string{"greeting"}) || !slices.Equal(r, []string{"file:///readme"}) || len(tm) != 0 {
+		t.Errorf("mcp:tools sees prompts %v, resources %v, templates %v", p, r, tm)
+	}
+	if _, err := user.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greeting"}); err != nil {
+		t.Errorf("greeting: %v", err)
+	}
+	if _, err := user.ReadResource(ctx, &mcp.ReadResourceParams{URI: "file:///readme"}); err != nil {
+		t.Errorf("readme: %v", err)
+	}
+	if _, err := user.GetPrompt(ctx, &mcp.GetPromptParams{Name: "incident_report"}); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		t.Errorf("hidden prompt: %v", err)
+	}
+	for _, uri := range []string{"file:///etc/secrets", "db://orders/rows"} {
+		if _, err := user.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+			t.Errorf("hidden resource %s: %v", uri, err)
+		}
+	}
+	resp := rawPost(t, s, s.token(t, "user-bot"), "", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"db://orders/rows"}}`, nil)
+	if h := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusForbidden || !strings.Contains(h, `scope="mcp:tools mcp:admin"`) {
+		t.Errorf("step-up challenge: %d %q", resp.StatusCode, h)
+	}
+
+	admin := s.connect(t, s.token(t, "admin-bot"))
+	if p, r, tm := names(admin); !slices.Equal(p, []string{"greeting", "incident_report"}) ||
+		!slices.Equal(r, []string{"file:///etc/secrets", "file:///readme"}) || !slices.Equal(tm, []string{"db://{table}/rows"}) {
+		t.Errorf("mcp:admin sees prompts %v, resources %v, templates %v", p, r, tm)
+	}
+	if _, err := admin.ReadResource(ctx, &mcp.ReadResourceParams{URI: "db://orders/rows"}); err != nil {
+		t.Errorf("admin reading db://orders/rows: %v", err)
+	}
+}

@@ -69,7 +69,9 @@ func newUpstream(t testing.TB, jsonResponse bool) *upstream {
 }
 
 // goUpstreamHandler is a Streamable HTTP MCP server of the Go SDK with the
-// tools echo and admin_stats.
+// tools echo and admin_stats, the prompts greeting and incident_report, the
+// resources file:///readme and file:///etc/secrets and the resource
+// template db://{table}/rows.
 func goUpstreamHandler(jsonResponse bool) http.Handler {
 	server := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "0"}, nil)
 	type echoIn struct {
@@ -83,6 +85,17 @@ func goUpstreamHandler(jsonResponse bool) http.Handler {
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "42 sessions"}}}, nil, nil
 		})
+	prompt := func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: req.Params.Name}}}}, nil
+	}
+	server.AddPrompt(&mcp.Prompt{Name: "greeting"}, prompt)
+	server.AddPrompt(&mcp.Prompt{Name: "incident_report"}, prompt)
+	read := func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "contents"}}}, nil
+	}
+	server.AddResource(&mcp.Resource{URI: "file:///readme", Name: "readme"}, read)
+	server.AddResource(&mcp.Resource{URI: "file:///etc/secrets", Name: "secrets"}, read)
+	server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "db://{table}/rows", Name: "rows"}, read)
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
 		&mcp.StreamableHTTPOptions{JSONResponse: jsonResponse, Logger: slog.New(slog.DiscardHandler)})
 }
