@@ -491,3 +491,23 @@ func TestGatewayTrimsPromptAndResourceListsAndStepsUpHiddenEntries(t *testing.T)
 		t.Errorf("admin reading db://orders/rows: %v", err)
 	}
 }
+
+// With introspection, the tenant is a member of the AS's RFC 7662 answer.
+// token_type is one the answer has and the JWT's claims have not (a JWT's
+// type is in its header): the line's tenant can only come from the answer.
+func TestGatewayReadsTheTenantFromTheIntrospectionAnswer(t *testing.T) {
+	for _, c := range []struct{ claim, want string }{{"client_id", "user-bot"}, {"token_type", "Bearer"}} {
+		t.Run(c.claim, func(t *testing.T) {
+			s := newStack(t, false, strings.Replace(baseConfig, "tenant_claim: client_id", "tenant_claim: "+c.claim, 1)+
+				"introspection: {client_id: gw, client_secret: \"${GW_SECRET}\"}\n")
+			cs := s.connect(t, s.token(t, "user-bot"))
+			if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}); err != nil {
+				t.Fatal(err)
+			}
+			log := s.audit.String()
+			if !strings.Contains(log, `"event":"tool.call"`) || strings.Count(log, `"tenant":"`+c.want+`"`) != strings.Count(log, "\n") {
+				t.Errorf("every line should name tenant %q:\n%s", c.want, log)
+			}
+		})
+	}
+}

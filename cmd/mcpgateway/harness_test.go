@@ -120,7 +120,7 @@ func startAS(t testing.TB, resource, upRes string) string {
 	srv, err := as.New(ctx, as.Config{
 		Issuer: issuer,
 		Resources: []as.Resource{
-			{URI: resource, Scopes: []string{"mcp:tools", "mcp:admin", "mcp:read"}, Default: true},
+			{URI: resource, Scopes: []string{"mcp:tools", "mcp:admin", "mcp:read"}, Default: true, IntrospectionClients: []string{"gw"}},
 			{URI: upRes, Scopes: []string{"upstream:call"}},
 		},
 		Clients: []as.Client{
