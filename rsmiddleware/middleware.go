@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/mcpauth/mcpauth/metadata"
 )
@@ -107,6 +109,10 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 //     read from the body and whose Mcp-Method or Mcp-Name header is missing
 //     or differs from the body: 400 with JSON-RPC error -32020
 //     (ErrCodeHeaderMismatch).
+//   - A POST whose scopes are read from the body and whose body is not
+//     plain UTF-8 JSON (a charset other than UTF-8, a content coding,
+//     several or a malformed Content-Type): 415 with JSON-RPC error -32600,
+//     so that the server behind decodes the bytes that were authorized.
 //
 // On success the Principal (and, privately, the raw token for Exchanger) is
 // in the request context, the Authorization header is removed, and the body
@@ -172,6 +178,14 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 		need := m.scopes.Base
 		var body []byte
 		if m.scopes.needsBody() && r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
+			if msg := undecodedBody(r.Header); msg != "" {
+				// The scopes are read from these bytes as UTF-8 JSON; a
+				// server that decodes them otherwise (Express's JSON
+				// parser honours charset=utf-7 and inflates gzip) would
+				// execute another request than the one authorized.
+				writeRPCError(w, http.StatusUnsupportedMediaType, "null", -32600, msg)
+				return
+			}
 			body, err = readBody(r, m.maxBody)
 			if err != nil {
 				m.refuse(r, p, bodyStatus(err))
@@ -211,6 +225,36 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 		r.Header.Del("DPoP")
 		next.ServeHTTP(w, r)
 	})
+}
+
+// undecodedBody returns why the body of a request with header h may not
+// be read as the UTF-8 JSON text it is forwarded as, or "" when it may:
+// more than one Content-Type, one that does not parse, a charset other
+// than UTF-8 (RFC 8259 §8.1: JSON exchanged between systems is UTF-8;
+// application/json defines no charset parameter, RFC 8259 §11), or a
+// Content-Encoding other than identity (RFC 9110 §8.4; an MCP client sends
+// none).
+func undecodedBody(h http.Header) string {
+	switch cts := h.Values("Content-Type"); {
+	case len(cts) > 1:
+		return "Invalid Request: more than one Content-Type"
+	case len(cts) == 1:
+		_, params, err := mime.ParseMediaType(cts[0])
+		if err != nil {
+			return "Invalid Request: malformed Content-Type"
+		}
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			return "Invalid Request: JSON-RPC messages are UTF-8 (RFC 8259 §8.1)"
+		}
+	}
+	for _, v := range h.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return "Invalid Request: content codings are not accepted"
+			}
+		}
+	}
+	return ""
 }
 
 // readBody reads the body, in one allocation when the Content-Length is
