@@ -57,6 +57,9 @@ func (sw *statelessWriter) Unwrap() http.ResponseWriter { return sw.ResponseWrit
 // exactly as the MCP Streamable HTTP transport answers an unknown or
 // terminated session. 404 (rather than 403) does not confirm that the session
 // exists, and the legitimate client's reaction (start a new session) is right.
+// A request with more than one Mcp-Session-Id field is answered 400 Bad
+// Request (MCP Streamable HTTP: servers answer 400 to a request without a
+// valid session header).
 //
 // Requests of a stateless MCP revision (Stateless: MCP-Protocol-Version
 // 2026-07-28 or later) are not bound: their Mcp-Session-Id is removed
@@ -113,6 +116,12 @@ func (b *SessionBinding) Wrap(next http.Handler) http.Handler {
 			// subject instead (StateKey).
 			r.Header.Del(SessionHeader)
 			next.ServeHTTP(&statelessWriter{ResponseWriter: w}, r)
+			return
+		}
+		if len(r.Header.Values(SessionHeader)) > 1 {
+			// One value is checked; a server reading another (the last,
+			// or the joined list) would serve a session not checked.
+			http.Error(w, "more than one Mcp-Session-Id", http.StatusBadRequest)
 			return
 		}
 		me := ownerKey(p)

@@ -132,3 +132,72 @@ func TestSessionBindingEvictionKeepsLiveSessions(t *testing.T) {
 		}
 	}
 }
+
+// A request carrying Mcp-Session-Id more than once is refused before the
+// handler: the binding checks one value, and a server that reads another
+// (the last, or each of a joined list) would serve another user's session.
+func TestSessionBindingRefusesSeveralSessionIDs(t *testing.T) {
+	ks := newKeyServer(t)
+	prm, _ := ResourceMetadataURL(testResource)
+	mw, err := NewMiddleware(MiddlewareConfig{Verifier: ks.verifier(t, nil), ResourceMetadataURL: prm, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	var seen atomic.Value
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(strings.Join(r.Header.Values(SessionHeader), ","))
+		if r.Header.Get(SessionHeader) == "" {
+			w.Header().Set(SessionHeader, "session-"+string(rune('a'+n.Add(1))))
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	var b SessionBinding
+	srv := httptest.NewServer(mw.Wrap(b.Wrap(handler)))
+	defer srv.Close()
+	token := func(sub string) string {
+		c := ks.claims()
+		c["sub"] = sub
+		return ks.mint(c)
+	}
+	alice, bob := token("alice"), token("bob")
+	do := func(tok string, sessions ...string) *http.Response {
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(rpc("tools/list", nil)))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		for _, s := range sessions {
+			req.Header.Add(SessionHeader, s)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	aliceSID := do(alice).Header.Get(SessionHeader)
+	bobSID := do(bob).Header.Get(SessionHeader)
+	if aliceSID == "" || bobSID == "" || aliceSID == bobSID {
+		t.Fatalf("sessions %q %q", aliceSID, bobSID)
+	}
+	for _, tc := range []struct {
+		name     string
+		sessions []string
+	}{
+		{"refuses bob's session followed by alice's", []string{bobSID, aliceSID}},
+		{"refuses an empty value followed by alice's session", []string{"", aliceSID}},
+		{"refuses bob's session twice", []string{bobSID, bobSID}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seen.Store("")
+			if got := do(bob, tc.sessions...).StatusCode; got != http.StatusBadRequest {
+				t.Errorf("status %d, want 400", got)
+			}
+			if s := seen.Load().(string); s != "" {
+				t.Errorf("the handler was reached with Mcp-Session-Id %q", s)
+			}
+		})
+	}
+	if got := do(bob, bobSID).StatusCode; got != http.StatusOK {
+		t.Errorf("bob's own session: %d, want 200", got)
+	}
+}
