@@ -79,6 +79,16 @@ type foreignResult struct {
 	RefreshedRefreshToken string
 	Scopes                []string
 	DPoP                  *dpopResult `json:"dpop"`
+	// gateway.mjs
+	ToolsBefore, ToolsAfter []string
+	Echo, AdminText         string
+	Requests                []foreignRequest
+}
+
+// foreignRequest is one HTTP exchange a client script made.
+type foreignRequest struct {
+	Method, URL string
+	Status      int
 }
 
 type whoamiResult struct {
@@ -100,6 +110,21 @@ type browserVisit struct {
 // back to the script.
 func runForeign(t *testing.T, dir string, s *launch.Stack, script string) (foreignResult, []browserVisit) {
 	t.Helper()
+	return runForeignAt(t, dir, foreignTarget{mcpURL: s.MCPURL, user: "alice", password: "alice-demo-password"}, script)
+}
+
+// foreignTarget is what a client script is run against, and who signs in
+// at the browser.
+type foreignTarget struct {
+	mcpURL         string   // MCP_URL of the script
+	user, password string   // the login form's (ours or the upstream provider's)
+	env            []string // more NAME=value for the script
+}
+
+// runForeignAt is runForeign against the MCP endpoint of target, signing in
+// as its user.
+func runForeignAt(t *testing.T, dir string, target foreignTarget, script string) (foreignResult, []browserVisit) {
+	t.Helper()
 	cbAddr, err := launch.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +134,7 @@ func runForeign(t *testing.T, dir string, s *launch.Stack, script string) (forei
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "MCP_URL="+s.MCPURL, "REDIRECT_URI="+redirectURI, "NO_COLOR=1")
+	cmd.Env = append(append(os.Environ(), "MCP_URL="+target.mcpURL, "REDIRECT_URI="+redirectURI, "NO_COLOR=1"), target.env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
@@ -123,7 +148,7 @@ func runForeign(t *testing.T, dir string, s *launch.Stack, script string) (forei
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	browser := newFormLogin("alice", "alice-demo-password", redirectURI)
+	browser := newFormLogin(target.user, target.password, redirectURI)
 	var (
 		visits []browserVisit
 		result *foreignResult
