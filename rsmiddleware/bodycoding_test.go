@@ -57,7 +57,7 @@ func TestMiddlewareRefusesBodiesDecodedOtherwise(t *testing.T) {
 		{"refuses a content coding after identity", plain, []string{"Content-Type", "application/json", "Content-Encoding", "identity, br"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := reached.Load()
+			before, mark := reached.Load(), len(fx.audit.String())
 			resp := send(tc.body, tc.header...)
 			var m struct {
 				ID    json.RawMessage `json:"id"`
@@ -69,6 +69,9 @@ func TestMiddlewareRefusesBodiesDecodedOtherwise(t *testing.T) {
 			}
 			if reached.Load() != before {
 				t.Errorf("the request reached the server")
+			}
+			if lines := auditLines(t, fx.audit.String()[mark:]); len(lines) != 1 || lines[0].Status != http.StatusUnsupportedMediaType || lines[0].Sub != "alice" {
+				t.Errorf("audit %+v, want one event of the 415 refusal", lines)
 			}
 		})
 	}

@@ -40,7 +40,7 @@ type MiddlewareConfig struct {
 	// invalid, expired or wrong-audience token or DPoP proof (401, or 400
 	// for RFC 6750 §3.1 invalid_request), or the AS unreachable (503).
 	// Otherwise the request was refused for its form (a body that is not
-	// JSON-RPC, mirrored headers that differ from it, a body too large);
+	// JSON-RPC or not plain UTF-8 JSON, mirrored headers that differ from it, a body too large);
 	// a body the Middleware read is readable again from r.Body.
 	// MCPFilter.AuditRefused audits such requests.
 	OnRefused func(r *http.Request, p *Principal, status int)
@@ -183,6 +183,7 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 				// server that decodes them otherwise (Express's JSON
 				// parser honours charset=utf-7 and inflates gzip) would
 				// execute another request than the one authorized.
+				m.refuse(r, p, http.StatusUnsupportedMediaType)
 				writeRPCError(w, http.StatusUnsupportedMediaType, "null", -32600, msg)
 				return
 			}
