@@ -146,3 +146,82 @@ func TestTheCallbackChecksTheIssParameter(t *testing.T) {
 		}
 	})
 }
+
+// TestAProviderFailingAtTheCallbackIsOurPage: after the person signed in
+// at the provider, a code its token endpoint refuses, and the provider
+// going down before the code is redeemed, are pages of ours that say so
+// (400, 502); nothing is issued, recorded or signed in.
+func TestAProviderFailingAtTheCallbackIsOurPage(t *testing.T) {
+	e := newUpstreamEnv(t, false, "")
+	t.Run("a code the provider refuses", func(t *testing.T) {
+		b := e.browser()
+		cb := e.signIn(b, authorizePath(), "alice")
+		u := *cb
+		q := u.Query()
+		q.Set("code", "not-a-code-of-the-provider")
+		u.RawQuery = q.Encode()
+		n := len(e.results)
+		if p := b.open(&u); p.StatusCode != http.StatusBadRequest || !strings.Contains(p.Body, "Acme SSO did not accept this sign-in") {
+			t.Fatalf("status %d:\n%s", p.StatusCode, p.Body)
+		}
+		assertNothingDone(t, e, b, n, "corp:u-alice")
+	})
+	t.Run("the provider down before the code is redeemed", func(t *testing.T) {
+		b := e.browser()
+		cb := e.signIn(b, authorizePath(), "alice")
+		e.op.Server.Close()
+		n := len(e.results)
+		p := b.open(cb)
+		if p.StatusCode != http.StatusBadGateway || !strings.Contains(p.Body, "Acme SSO cannot be reached") || strings.Contains(p.Body, e.op.Server.Listener.Addr().String()) {
+			t.Fatalf("status %d:\n%s", p.StatusCode, p.Body)
+		}
+		assertNothingDone(t, e, b, n, "corp:u-alice")
+	})
+}
+
+// FuzzUpstreamCallback sends the callback arbitrary answers, with a state
+// this browser really started (or an arbitrary one) and arbitrary code,
+// error and iss parameters, to the running pages and the real provider: the
+// answer is always a page of ours, never a 5xx or a redirect (to the OAuth
+// client or anywhere), and nothing is issued or recorded.
+func FuzzUpstreamCallback(f *testing.F) {
+	f.Add(true, "", "code", "", "")
+	f.Add(true, "", "", "access_denied", "")
+	f.Add(true, "", "c", "", "http://127.0.0.1:1/")
+	f.Add(true, "&state=again", "c", "", "")
+	f.Add(false, "forged", "c", "", "")
+	f.Add(true, "", "c", "login_required\x00", "")
+	f.Add(false, "", "", "", "")
+	e := newUpstreamEnv(f, false, "")
+	f.Fuzz(func(t *testing.T, realState bool, state, code, errCode, iss string) {
+		e.t = t // the harness's helpers report to this input's test
+		b := e.browser()
+		q := url.Values{}
+		if realState {
+			at := e.toProvider(b, authorizePath())
+			q.Set("state", at.Query().Get("state"))
+			if state != "" {
+				q.Add("state", state)
+			}
+		} else if state != "" {
+			q.Set("state", state)
+		}
+		for name, v := range map[string]string{"code": code, "error": errCode, "iss": iss} {
+			if v != "" {
+				q.Set(name, v)
+			}
+		}
+		n := len(e.results)
+		u, _ := url.Parse(e.srv.URL + "/upstream/corp/callback?" + q.Encode())
+		p := b.open(u)
+		if p.StatusCode >= 500 && p.StatusCode != http.StatusBadGateway || p.StatusCode < 400 {
+			t.Fatalf("%s: status %d (Location %q):\n%s", q.Encode(), p.StatusCode, p.Header.Get("Location"), p.Body)
+		}
+		if len(e.results) != n || signedIn(b) {
+			t.Fatalf("%s: an authorization result or a session came of it", q.Encode())
+		}
+		if rec := e.record("corp:u-alice"); rec != nil {
+			t.Fatalf("%s: recorded %+v", q.Encode(), rec)
+		}
+	})
+}

@@ -57,13 +57,13 @@ func (e *upstreamEnv) skew(d time.Duration) {
 
 // newUpstreamEnv starts the provider and the pages; localUsers keeps the
 // password accounts, issuer (when set) replaces the provider's address.
-func newUpstreamEnv(t *testing.T, localUsers bool, issuer string) *upstreamEnv {
+func newUpstreamEnv(t testing.TB, localUsers bool, issuer string) *upstreamEnv {
 	t.Helper()
 	return newUpstreamEnvScopes(t, localUsers, issuer, []string{"openid", "email", "profile", "groups", "offline_access"})
 }
 
 // newUpstreamEnvScopes is newUpstreamEnv asking the provider for scopes.
-func newUpstreamEnvScopes(t *testing.T, localUsers bool, issuer string, scopes []string) *upstreamEnv {
+func newUpstreamEnvScopes(t testing.TB, localUsers bool, issuer string, scopes []string) *upstreamEnv {
 	t.Helper()
 	e := &upstreamEnv{op: testop.Start(t, opPeople, testop.Client{ID: "mcpauth", Secret: "op-secret", ClaimsInIDToken: true})}
 	if issuer == "" {
