@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -16,12 +15,10 @@ import (
 
 	"github.com/mcpauth/mcpauth/dpop"
 	"github.com/mcpauth/mcpauth/internal/envvar"
+	"github.com/mcpauth/mcpauth/internal/yamlenv"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/rsmiddleware"
 )
-
-// maxConfigSize bounds the configuration file.
-const maxConfigSize = 1 << 20
 
 // Config is the gateway's configuration file. The keys are public interface;
 // README.md documents each.
@@ -139,34 +136,24 @@ type Lookup = envvar.Lookup
 
 // ParseConfig reads a configuration file: YAML, `${NAME}` in values replaced
 // by the environment variable NAME or the content of the file named by
-// NAME_FILE (envvar.Get; a variable set in neither form is an error), unknown
-// keys refused, then checked and completed with defaults.
-//
-// A variable's value is never read as YAML: every `${NAME}` is first
-// replaced by a placeholder that is a plain scalar anywhere (so that
-// `{client_secret: ${GW_SECRET}}` is valid flow YAML), the file is parsed,
-// and the placeholders in scalar values are then replaced by the values.
+// NAME_FILE (yamlenv: a variable set in neither form is an error, and its
+// value is never read as YAML, so `{client_secret: ${GW_SECRET}}` is valid
+// flow YAML), unknown keys refused, then checked and completed with
+// defaults.
 func ParseConfig(data []byte, env Lookup) (*Config, error) {
-	if len(data) > maxConfigSize {
-		return nil, errors.New("config: file larger than 1 MiB")
+	root, err := yamlenv.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	if bytes.Contains(data, []byte(placeholderPrefix)) {
-		return nil, errors.New("config: the file contains the reserved text " + placeholderPrefix)
-	}
-	data = varRef.ReplaceAll(data, []byte(placeholderPrefix+"${1}"+placeholderSuffix))
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	if root.Kind == 0 || len(root.Content) == 0 {
+	if root == nil {
 		return nil, errors.New("config: empty file")
 	}
 	visits := 0
-	if err := expandNode(root.Content[0], env, &visits); err != nil {
+	if err := expandNode(root, env, &visits); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	var buf bytes.Buffer
-	if err := yaml.NewEncoder(&buf).Encode(root.Content[0]); err != nil {
+	if err := yaml.NewEncoder(&buf).Encode(root); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	c := &Config{}
@@ -181,43 +168,20 @@ func ParseConfig(data []byte, env Lookup) (*Config, error) {
 	return c, nil
 }
 
-// maxNodes bounds the walk, so aliases of aliases cannot blow it up.
+// maxNodes bounds the walk.
 const maxNodes = 100000
 
-// Placeholders of `${NAME}` references while the YAML is parsed.
-const (
-	placeholderPrefix = "__mcpgateway_env_"
-	placeholderSuffix = "_end__"
-)
-
-var (
-	varRef         = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-	varPlaceholder = regexp.MustCompile(placeholderPrefix + `([A-Za-z_][A-Za-z0-9_]*?)` + placeholderSuffix)
-)
-
-// expandNode replaces `${NAME}` in every scalar value (never in keys).
+// expandNode replaces `${NAME}` in every scalar value (never in keys),
+// naming the key of a failure.
 func expandNode(n *yaml.Node, env Lookup, visits *int) error {
 	if *visits++; *visits > maxNodes {
-		return errors.New("document too large once aliases are expanded")
+		return errors.New("document too large")
 	}
 	switch n.Kind {
 	case yaml.AliasNode:
 		return errors.New("aliases are not supported")
 	case yaml.ScalarNode:
-		if strings.Contains(n.Value, "${") {
-			return errors.New("malformed ${NAME} reference")
-		}
-		if !strings.Contains(n.Value, placeholderPrefix) {
-			return nil
-		}
-		v, err := expand(n.Value, env)
-		if err != nil {
-			return err
-		}
-		n.Value = v
-		if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle|yaml.TaggedStyle) == 0 {
-			n.Tag = "" // a plain scalar: let YAML resolve the expanded value
-		}
+		return yamlenv.Expand(n, env)
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			if k := n.Content[i]; k.Kind != yaml.ScalarNode || k.Value == "<<" {
@@ -235,24 +199,6 @@ func expandNode(n *yaml.Node, env Lookup, visits *int) error {
 		}
 	}
 	return nil
-}
-
-// expand replaces every placeholder of s by its variable's value, read as
-// envvar.Get reads it (NAME, or else the file named by NAME_FILE).
-func expand(s string, env Lookup) (string, error) {
-	var firstErr error
-	out := varPlaceholder.ReplaceAllStringFunc(s, func(m string) string {
-		if firstErr != nil {
-			return ""
-		}
-		v, err := envvar.Require(env, varPlaceholder.FindStringSubmatch(m)[1])
-		firstErr = err
-		return v
-	})
-	if firstErr != nil {
-		return "", firstErr
-	}
-	return out, nil
 }
 
 // check validates c and fills in defaults.

@@ -10,44 +10,23 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/mcpauth/mcpauth/internal/envvar"
+	"github.com/mcpauth/mcpauth/internal/yamlenv"
 )
 
-// maxFileSize bounds the configuration file; a larger one is a mistake.
-const maxFileSize = 1 << 20
-
-// decode parses data into a Config. Before decoding it walks the YAML tree
-// next to the Go type, so that `${VAR}` expansion, unknown keys and type
-// mismatches are reported with the field path rather than a line number.
+// decode parses data (yamlenv.Parse) into a Config. Before decoding it
+// walks the YAML tree next to the Go type, so that `${VAR}` expansion,
+// unknown keys and type mismatches are reported with the field path rather
+// than a line number.
 func decode(data []byte, env Lookup) (*Config, error) {
-	if len(data) > maxFileSize {
-		return nil, errors.New("config: file larger than 1 MiB")
-	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		if line := flowReference(data); line > 0 {
-			_, yamlMsg, _ := strings.Cut(msg, ": ")
-			if !strings.HasPrefix(msg, "line ") {
-				yamlMsg = msg
-			}
-			msg = fmt.Sprintf("line %d: a ${VAR} inside a [flow, list] or {flow: mapping} must be quoted, as in [a, \"${X}\"] "+
-				"(YAML reads a bare \"{\" there as the start of a mapping), or write the list as lines starting with \"- \"; the YAML parser says: %s", line, yamlMsg)
-		}
-		return nil, fmt.Errorf("config: %s", msg)
+	doc, err := yamlenv.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	c := &Config{}
-	if root.Kind == 0 { // empty file
+	if doc == nil { // empty file
 		return c, nil
 	}
 	w := walker{env: env, seen: map[*yaml.Node]bool{}, set: map[string]bool{}}
-	doc := &root
-	if doc.Kind == yaml.DocumentNode {
-		if len(doc.Content) == 0 {
-			return c, nil
-		}
-		doc = doc.Content[0]
-	}
 	if err := w.walk("", doc, reflect.TypeOf(Config{})); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -244,74 +223,16 @@ func checkScalar(path string, n *yaml.Node, t reflect.Type) error {
 }
 
 // expand replaces `${NAME}` in a scalar with the value of the environment
-// variable NAME. An unset variable is an error naming it; `$` not followed by
+// variable NAME (yamlenv.Expand), once for a node reached by several
+// aliases. An unset variable is an error naming it; `$` not followed by
 // `{` is kept as is.
 func (w *walker) expand(path string, n *yaml.Node) error {
-	if w.seen[n] || !strings.Contains(n.Value, "${") {
+	if w.seen[n] {
 		return nil
 	}
 	w.seen[n] = true
-	out, err := envvar.Expand(n.Value, w.env)
-	if err != nil {
+	if err := yamlenv.Expand(n, w.env); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	n.Value = out
-	if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
-		// A plain scalar: let YAML resolve the expanded value (so
-		// `${PORT}` can fill an integer), unless it was tagged.
-		if n.Style&yaml.TaggedStyle == 0 {
-			n.Tag = ""
-		}
-	}
 	return nil
-}
-
-// flowReference returns the 1-based number of the first line with an
-// unquoted `${` inside a flow collection ([...] or {...}), or 0. There `{`
-// opens a mapping, so `[a, ${X}]` does not parse; decode adds a hint.
-func flowReference(data []byte) int {
-	depth, line := 0, 1
-	var quote byte
-	for i := 0; i < len(data); i++ {
-		b := data[i]
-		switch {
-		case b == '\n':
-			line++
-			if quote == '\'' || quote == '"' {
-				continue // quoted scalars may span lines
-			}
-		case quote != 0:
-			if b == quote {
-				quote = 0
-			} else if b == '\\' && quote == '"' {
-				i++
-			}
-		case b == '#' && (i == 0 || data[i-1] == ' ' || data[i-1] == '\t' || data[i-1] == '\n'):
-			for i+1 < len(data) && data[i+1] != '\n' {
-				i++
-			}
-		case (b == '\'' || b == '"') && depth > 0:
-			quote = b
-		case b == '[' || b == '{':
-			if b == '{' && depth > 0 && i > 0 && data[i-1] == '$' {
-				return line
-			}
-			if depth > 0 || i == 0 || isFlowStart(data[:i]) {
-				depth++
-			}
-		case (b == ']' || b == '}') && depth > 0:
-			depth--
-		}
-	}
-	return 0
-}
-
-// isFlowStart reports whether a '[' or '{' after prefix opens a flow
-// collection: it follows "key: ", "- " or the start of a line.
-func isFlowStart(prefix []byte) bool {
-	j := len(prefix) - 1
-	for j >= 0 && (prefix[j] == ' ' || prefix[j] == '\t') {
-		j--
-	}
-	return j < 0 || prefix[j] == ':' || prefix[j] == '-' || prefix[j] == '\n'
 }
