@@ -1,0 +1,366 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// h1Transport is an HTTP/1.1 client (RFC 9112) for a plain-http upstream:
+// keep-alive connections in a pool, each request written and its answer
+// read on the calling goroutine. net/http's Transport runs a read loop and
+// a write loop goroutine per connection and hands every request and answer
+// between them and the caller; here the caller writes the request
+// (Request.Write), parses the answer (http.ReadResponse) and reads its body
+// from the connection itself, so a call costs no goroutine hand-offs and no
+// background read of an idle connection.
+//
+//   - A connection goes back to the pool when its answer's body has been
+//     read to the end (Content-Length or chunked framing, RFC 9112 §6) and
+//     neither side asked to close it (RFC 9112 §9.6); a body closed early,
+//     a close-delimited body or a failure closes it.
+//   - The request's context closes the connection when it is done, which
+//     ends a blocked write or read (a client that went away ends its event
+//     stream to the upstream).
+//   - ResponseHeaderTimeout bounds the wait for the answer's header, and
+//     MaxResponseHeaderBytes its size.
+//   - Before a pooled connection is used it is checked for a close (or
+//     stray bytes) that the upstream sent while it was idle; a request
+//     whose answer then did not start on a reused connection (the upstream
+//     closed it as it was sent) is sent once more on a new connection when
+//     it can be replayed (RFC 9110 §9.2.2: idempotent methods, or a
+//     request none of which was written).
+//   - 1xx interim answers (RFC 9110 §15.2) are skipped; the request never
+//     asks for 100-continue and the transport never upgrades.
+type h1Transport struct {
+	// Dial opens a connection to addr (host:port).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// ResponseHeaderTimeout bounds the wait for an answer's header once
+	// the request is written. Zero: no bound.
+	ResponseHeaderTimeout time.Duration
+	// MaxResponseHeaderBytes bounds an answer's header. Zero: 1 MiB.
+	MaxResponseHeaderBytes int64
+	// MaxIdleConns is how many idle connections the pool keeps. Zero: 256.
+	MaxIdleConns int
+	// IdleConnTimeout closes a connection idle for longer. Zero: 90 s.
+	IdleConnTimeout time.Duration
+
+	mu   sync.Mutex
+	idle []*h1Conn // most recently used last
+}
+
+// h1Conn is a connection of the pool with its buffers.
+type h1Conn struct {
+	t      *h1Transport
+	conn   net.Conn
+	lr     limitReader // under br: bounds the answer's header
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	addr   string
+	idleAt time.Time
+	reused bool
+}
+
+// limitReader reads from r at most n bytes before it fails, as
+// http.Transport bounds an answer's header.
+type limitReader struct {
+	r   io.Reader
+	n   int64
+	max int64
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, fmt.Errorf("mcpgateway: upstream answer header larger than %d bytes", l.max)
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+const (
+	defaultMaxResponseHeaderBytes = 1 << 20
+	defaultMaxIdleConns           = 256
+	defaultIdleConnTimeout        = 90 * time.Second
+)
+
+// errUpstreamClosed is a reused connection's end before the answer began.
+var errUpstreamClosed = errors.New("mcpgateway: upstream closed the connection before answering")
+
+// RoundTrip implements http.RoundTripper for http URLs.
+func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "http" {
+		closeBody(req)
+		return nil, fmt.Errorf("mcpgateway: unsupported scheme %q for the HTTP/1.1 upstream transport", req.URL.Scheme)
+	}
+	ctx := req.Context()
+	addr := req.URL.Host
+	if req.URL.Port() == "" {
+		addr = net.JoinHostPort(req.URL.Hostname(), "80")
+	}
+	for retried := false; ; retried = true {
+		c, err := t.get(ctx, addr, retried)
+		if err != nil {
+			closeBody(req)
+			return nil, err
+		}
+		res, written, err := c.roundTrip(req)
+		if err == nil {
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			closeBody(req)
+			return nil, ctx.Err()
+		}
+		if retried || !c.reused || !errors.Is(err, errUpstreamClosed) || !replayable(req, written) {
+			closeBody(req)
+			return nil, err
+		}
+		if written && req.GetBody != nil {
+			body, gerr := req.GetBody()
+			if gerr != nil {
+				return nil, err
+			}
+			req = req.Clone(ctx)
+			req.Body = body
+		}
+	}
+}
+
+// replayable reports whether req may be sent again after a reused
+// connection closed under it: when nothing of it was written, if its body
+// (if any) can be had again; otherwise only an idempotent method (RFC 9110
+// §9.2.2) with such a body.
+func replayable(req *http.Request, written bool) bool {
+	rewind := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	if !rewind {
+		return false
+	}
+	if !written {
+		return true
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return req.Header["Idempotency-Key"] != nil || req.Header["X-Idempotency-Key"] != nil
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// get returns an idle connection to addr that the upstream has not closed,
+// or a new one (always a new one when fresh is set).
+func (t *h1Transport) get(ctx context.Context, addr string, fresh bool) (*h1Conn, error) {
+	timeout := t.IdleConnTimeout
+	if timeout == 0 {
+		timeout = defaultIdleConnTimeout
+	}
+	for !fresh {
+		t.mu.Lock()
+		var c *h1Conn
+		for i := len(t.idle) - 1; i >= 0; i-- {
+			if t.idle[i].addr == addr {
+				c = t.idle[i]
+				t.idle = append(t.idle[:i], t.idle[i+1:]...)
+				break
+			}
+		}
+		t.mu.Unlock()
+		if c == nil {
+			break
+		}
+		if time.Since(c.idleAt) > timeout || !alive(c.conn) {
+			_ = c.conn.Close()
+			continue
+		}
+		c.reused = true
+		return c, nil
+	}
+	conn, err := t.Dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &h1Conn{t: t, conn: conn, addr: addr}
+	c.lr.r = conn
+	c.br = bufio.NewReaderSize(&c.lr, 4<<10)
+	c.bw = bufio.NewWriterSize(conn, 4<<10)
+	return c, nil
+}
+
+// put returns c to the pool, or closes it when the pool is full.
+func (t *h1Transport) put(c *h1Conn) {
+	max := t.MaxIdleConns
+	if max == 0 {
+		max = defaultMaxIdleConns
+	}
+	c.idleAt = time.Now()
+	t.mu.Lock()
+	if len(t.idle) < max {
+		t.idle = append(t.idle, c)
+		c = nil
+	}
+	t.mu.Unlock()
+	if c != nil {
+		_ = c.conn.Close()
+	}
+}
+
+// CloseIdleConnections closes the connections of the pool.
+func (t *h1Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	t.mu.Unlock()
+	for _, c := range idle {
+		_ = c.conn.Close()
+	}
+}
+
+// roundTrip sends req on c and reads the answer's header; written reports
+// whether any of the request may have reached the upstream.
+func (c *h1Conn) roundTrip(req *http.Request) (res *http.Response, written bool, err error) {
+	// The context closes the connection: a blocked write or read ends.
+	stop := context.AfterFunc(req.Context(), func() { _ = c.conn.Close() })
+	fail := func(err error) (*http.Response, bool, error) {
+		stop()
+		_ = c.conn.Close()
+		return nil, written, err
+	}
+	if err := req.Write(c.bw); err != nil {
+		// Request.Write reports a failing body as it is; what reached the
+		// connection is unknown.
+		written = true
+		return fail(c.ended(err))
+	}
+	written = true
+	if err := c.bw.Flush(); err != nil {
+		return fail(c.ended(err))
+	}
+	max := c.t.MaxResponseHeaderBytes
+	if max == 0 {
+		max = defaultMaxResponseHeaderBytes
+	}
+	if d := c.t.ResponseHeaderTimeout; d > 0 {
+		if err := c.conn.SetReadDeadline(time.Now().Add(d)); err != nil {
+			return fail(err)
+		}
+	}
+	c.lr.n, c.lr.max = max, max
+	for {
+		res, err = http.ReadResponse(c.br, req)
+		if err != nil {
+			return fail(c.ended(err))
+		}
+		// 1xx interim answers (RFC 9110 §15.2) have no body; the final
+		// answer follows. 101 would switch protocols, never asked for.
+		if res.StatusCode >= 200 || res.StatusCode < 100 {
+			break
+		}
+		if res.StatusCode == http.StatusSwitchingProtocols {
+			return fail(errors.New("mcpgateway: upstream switched protocols unasked"))
+		}
+		c.lr.n = max
+	}
+	c.lr.n = math.MaxInt64
+	if c.t.ResponseHeaderTimeout > 0 {
+		if err := c.conn.SetReadDeadline(time.Time{}); err != nil {
+			res.Body.Close()
+			return fail(err)
+		}
+	}
+	keep := !res.Close && !req.Close && (res.ContentLength >= 0 || isChunked(res) || res.Body == http.NoBody)
+	b := &h1Body{c: c, ctx: req.Context(), rc: res.Body, stop: stop, keep: keep}
+	if res.Body == http.NoBody {
+		b.release(true)
+		return res, written, nil
+	}
+	res.Body = b
+	return res, written, nil
+}
+
+// ended turns the end of a reused connection before any of the answer
+// (EOF, reset, broken pipe) into errUpstreamClosed.
+func (c *h1Conn) ended(err error) error {
+	if !c.reused || c.br.Buffered() > 0 {
+		return err
+	}
+	var ne net.Error
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isConnReset(err) || (errors.As(err, &ne) && !ne.Timeout() && !errors.Is(err, net.ErrClosed)) {
+		return fmt.Errorf("%w: %v", errUpstreamClosed, err)
+	}
+	return err
+}
+
+func isChunked(res *http.Response) bool {
+	return len(res.TransferEncoding) > 0 && res.TransferEncoding[0] == "chunked"
+}
+
+// h1Body is an answer's body: at its end the connection goes back to the
+// pool (or is closed); closed before its end, the connection is closed.
+type h1Body struct {
+	c    *h1Conn
+	ctx  context.Context
+	rc   io.ReadCloser
+	stop func() bool
+	keep bool
+	done bool
+	err  error
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	if b.done {
+		if b.err != nil {
+			return 0, b.err
+		}
+		return 0, io.EOF
+	}
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.release(b.keep)
+		return n, io.EOF
+	}
+	if err != nil {
+		// What ended the body, unless the request's context did.
+		if ctxErr := b.ctx.Err(); ctxErr != nil {
+			err = ctxErr
+		}
+		b.release(false)
+		b.err = err
+	}
+	return n, err
+}
+
+func (b *h1Body) Close() error {
+	if !b.done {
+		b.release(false)
+	}
+	return nil
+}
+
+// release ends the exchange: the connection goes back to the pool when
+// keep is set, the body ended cleanly, nothing follows it in the buffer
+// and the request's context has not closed it.
+func (b *h1Body) release(keep bool) {
+	b.done = true
+	stopped := b.stop()
+	if keep && stopped && b.c.br.Buffered() == 0 {
+		b.c.reused = false
+		b.c.t.put(b.c)
+		return
+	}
+	_ = b.c.conn.Close()
+}

@@ -1,0 +1,471 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func newH1Transport(t *testing.T) *h1Transport {
+	tr := &h1Transport{Dial: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
+}
+
+// countingServer is an httptest server that counts the connections it
+// accepted.
+func countingServer(t *testing.T, h http.Handler) (*httptest.Server, *atomic.Int32) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &conns
+}
+
+func get(t *testing.T, tr http.RoundTripper, url string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		t.Fatalf("body: %v", err)
+	}
+	return res, string(b)
+}
+
+// Content-Length and chunked bodies (RFC 9112 §6) end the answer and keep
+// the connection; a close-delimited body (an answer with neither) ends with
+// the connection, which is not used again.
+func TestH1TransportReadsEveryFramingAndReusesWhatItCan(t *testing.T) {
+	srv, conns := countingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/length":
+			w.Header().Set("Content-Length", "5")
+			io.WriteString(w, "fixed")
+		case "/chunked":
+			for _, s := range []string{"chu", "nk", "ed"} {
+				io.WriteString(w, s)
+				w.(http.Flusher).Flush()
+			}
+		case "/trailer":
+			w.Header().Set("Trailer", "X-Sum")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "body")
+			w.Header().Set("X-Sum", "42")
+		case "/close":
+			// HTTP/1.0-style: no length, no chunking, the end is the close.
+			conn, bw, _ := w.(http.Hijacker).Hijack()
+			bw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end")
+			bw.Flush()
+			conn.Close()
+		}
+	}))
+	tr := newH1Transport(t)
+	for i := range 3 {
+		for _, c := range []struct{ path, want string }{{"/length", "fixed"}, {"/chunked", "chunked"}} {
+			if _, got := get(t, tr, srv.URL+c.path); got != c.want {
+				t.Fatalf("round %d %s: %q", i, c.path, got)
+			}
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("six answers with a length or chunks took %d connections, want 1", n)
+	}
+	res, got := get(t, tr, srv.URL+"/trailer")
+	if got != "body" || res.Trailer.Get("X-Sum") != "42" {
+		t.Errorf("trailer answer: %q, trailer %v", got, res.Trailer)
+	}
+	if _, got := get(t, tr, srv.URL+"/close"); got != "until the end" {
+		t.Errorf("close-delimited body: %q", got)
+	}
+	before := conns.Load()
+	get(t, tr, srv.URL+"/length")
+	if n := conns.Load(); n != before+1 {
+		t.Errorf("after a close-delimited body: %d connections, want %d (a new one)", n, before+1)
+	}
+}
+
+// rawUpstream accepts connections and hands each to serve.
+func rawUpstream(t *testing.T, serve func(n int, c net.Conn)) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close() // connections the transport keeps idle
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := 0; ; n++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() { defer wg.Done(); defer c.Close(); serve(n, c) }()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// readRequest reads one request and its body from br.
+func readRequest(br *bufio.Reader) (*http.Request, string, error) {
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := io.ReadAll(req.Body)
+	return req, string(b), err
+}
+
+const okAnswer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+func post(t *testing.T, tr http.RoundTripper, url, body string, header http.Header) (*http.Response, error) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if header != nil {
+		req.Header = header
+	}
+	return tr.RoundTrip(req)
+}
+
+// An upstream that closes an idle keep-alive connection (as Node's server
+// does after 5 s) costs no request: the pooled connection is found closed
+// before it is used, and the request goes on a new one.
+func TestH1TransportReplacesAConnectionTheUpstreamClosedWhileIdle(t *testing.T) {
+	closed := make(chan struct{}, 4)
+	var bodies sync.Map
+	url := rawUpstream(t, func(n int, c net.Conn) {
+		br := bufio.NewReader(c)
+		_, body, err := readRequest(br)
+		if err != nil {
+			return
+		}
+		bodies.Store(n, body)
+		io.WriteString(c, okAnswer)
+		c.Close() // while the gateway thinks it idle
+		closed <- struct{}{}
+	})
+	tr := newH1Transport(t)
+	for i := range 3 {
+		res, err := post(t, tr, url, fmt.Sprintf(`{"n":%d}`, i), nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if b, _ := io.ReadAll(res.Body); string(b) != "ok" {
+			t.Fatalf("request %d: %q", i, b)
+		}
+		res.Body.Close()
+		<-closed
+	}
+	for i := range 3 {
+		if b, _ := bodies.Load(i); b != fmt.Sprintf(`{"n":%d}`, i) {
+			t.Errorf("connection %d got %q", i, b)
+		}
+	}
+}
+
+// A reused connection that the upstream closes as a request is sent (the
+// race the idle check cannot see) gets an idempotent request sent once more
+// on a new connection; a POST that may have been received is not sent
+// twice, and the error says so.
+func TestH1TransportRetriesOnlyReplayableRequestsOnAStaleConnection(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	url := rawUpstream(t, func(n int, c net.Conn) {
+		br := bufio.NewReader(c)
+		// Every connection answers one request, then reads the next and
+		// closes without an answer.
+		for i := 0; ; i++ {
+			req, body, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			got = append(got, fmt.Sprintf("conn %d: %s %s", n, req.Method, body))
+			mu.Unlock()
+			if i == 1 {
+				return
+			}
+			io.WriteString(c, okAnswer)
+		}
+	})
+	tr := newH1Transport(t)
+	first := func() {
+		t.Helper()
+		_, body := get(t, tr, url+"/first")
+		if body != "ok" {
+			t.Fatalf("first answer %q", body)
+		}
+	}
+	first()
+	_, body := get(t, tr, url+"/again")
+	if body != "ok" {
+		t.Fatalf("the GET on a stale connection: %q", body)
+	}
+	// The retried GET's connection is now the pooled one, and is dropped
+	// by its next request in the same way.
+	res, err := post(t, tr, url, `{"call":1}`, nil)
+	if err == nil {
+		res.Body.Close()
+		t.Fatal("a POST on a connection closed under it succeeded; want an error, not a second send")
+	}
+	if !errors.Is(err, errUpstreamClosed) {
+		t.Errorf("error %v, want errUpstreamClosed", err)
+	}
+	// A new connection answers; its next request, with an Idempotency-Key,
+	// is sent once more.
+	for i, h := range []http.Header{nil, {"Idempotency-Key": {"k3"}}} {
+		res, err = post(t, tr, url, fmt.Sprintf(`{"call":%d}`, i+2), h)
+		if err != nil {
+			t.Fatalf("POST %d: %v", i+2, err)
+		}
+		if b, _ := io.ReadAll(res.Body); string(b) != "ok" {
+			t.Fatalf("POST %d: %q", i+2, b)
+		}
+		res.Body.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{
+		"conn 0: GET ", "conn 0: GET ", "conn 1: GET ",
+		`conn 1: POST {"call":1}`,
+		`conn 2: POST {"call":2}`, `conn 2: POST {"call":3}`, `conn 3: POST {"call":3}`,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the upstream saw\n%q\nwant\n%q", got, want)
+	}
+}
+
+// An answer that ends before its declared length is an error to the
+// reader, and its connection is not used again.
+func TestH1TransportReportsAnUpstreamClosingMidBody(t *testing.T) {
+	var conns atomic.Int32
+	url := rawUpstream(t, func(n int, c net.Conn) {
+		conns.Add(1)
+		br := bufio.NewReader(c)
+		for {
+			req, _, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			if req.URL.Path == "/short" {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten..")
+				return
+			}
+			if req.URL.Path == "/chunks" {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+				return
+			}
+			io.WriteString(c, okAnswer)
+		}
+	})
+	tr := newH1Transport(t)
+	for _, path := range []string{"/short", "/chunks"} {
+		req, _ := http.NewRequest(http.MethodGet, url+path, nil)
+		res, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("%s: read %q, error %v; want io.ErrUnexpectedEOF", path, b, err)
+		}
+	}
+	before := conns.Load()
+	get(t, tr, url+"/ok")
+	if n := conns.Load(); n != before+1 {
+		t.Errorf("after broken bodies: %d connections, want %d", n, before+1)
+	}
+}
+
+// A client that stops reading an endless event stream (its context ends)
+// ends the upstream's request: the connection is closed, the upstream's
+// handler sees its context done, and the reader gets the context's error.
+func TestH1TransportEndsAnEventStreamTheClientCancels(t *testing.T) {
+	ended := make(chan struct{})
+	srv, _ := countingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; ; i++ {
+			if _, err := fmt.Fprintf(w, "data: %d\n\n", i); err != nil {
+				break
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				close(ended)
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		close(ended)
+	}))
+	tr := newH1Transport(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(res.Body)
+	for range 3 {
+		if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") && line != "\n" {
+			t.Fatalf("stream: %q %v", line, err)
+		}
+	}
+	cancel()
+	if _, err := io.Copy(io.Discard, br); !errors.Is(err, context.Canceled) {
+		t.Errorf("reading after the cancel: %v, want context.Canceled", err)
+	}
+	res.Body.Close()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream's handler still runs 10 s after the client cancelled")
+	}
+}
+
+// A body closed before its end closes the connection (what is left of it
+// would be read as the next answer), as does an answer with Connection:
+// close (RFC 9112 §9.6); 1xx interim answers are skipped; an
+// oversized header and a missing header (ResponseHeaderTimeout) are errors.
+func TestH1TransportEdges(t *testing.T) {
+	var conns atomic.Int32
+	url := rawUpstream(t, func(n int, c net.Conn) {
+		conns.Add(1)
+		br := bufio.NewReader(c)
+		for {
+			req, _, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			switch req.URL.Path {
+			case "/big":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789")
+			case "/closing":
+				// Says it closes, and does not (yet).
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
+			case "/early":
+				io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"+okAnswer)
+			case "/huge":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Pad: "+strings.Repeat("a", 8<<10)+"\r\n\r\n")
+			case "/hang":
+				io.Copy(io.Discard, c)
+				return
+			default:
+				io.WriteString(c, okAnswer)
+			}
+		}
+	})
+	tr := newH1Transport(t)
+	tr.MaxResponseHeaderBytes = 4 << 10
+	tr.ResponseHeaderTimeout = 50 * time.Millisecond
+
+	req, _ := http.NewRequest(http.MethodGet, url+"/big", nil)
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 3)
+	io.ReadFull(res.Body, b)
+	res.Body.Close()
+	before := conns.Load()
+	if _, body := get(t, tr, url+"/"); body != "ok" {
+		t.Errorf("after a body closed early: %q", body)
+	}
+	if n := conns.Load(); n != before+1 {
+		t.Errorf("a body closed early left its connection in the pool (%d connections, want %d)", n, before+1)
+	}
+
+	get(t, tr, url+"/closing")
+	before = conns.Load()
+	get(t, tr, url+"/")
+	if n := conns.Load(); n != before+1 {
+		t.Errorf("an answer with Connection: close left its connection in the pool (%d connections, want %d)", n, before+1)
+	}
+
+	if res, body := get(t, tr, url+"/early"); res.StatusCode != 200 || body != "ok" {
+		t.Errorf("after a 103: %d %q", res.StatusCode, body)
+	}
+
+	req, _ = http.NewRequest(http.MethodGet, url+"/huge", nil)
+	if res, err := tr.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "larger than") {
+		if res != nil {
+			res.Body.Close()
+		}
+		t.Errorf("an 8 KiB header under a 4 KiB limit: %v", err)
+	}
+
+	req, _ = http.NewRequest(http.MethodGet, url+"/hang", nil)
+	var ne net.Error
+	if res, err := tr.RoundTrip(req); !errors.As(err, &ne) || !ne.Timeout() {
+		if res != nil {
+			res.Body.Close()
+		}
+		t.Errorf("an upstream that never answers: %v, want a timeout", err)
+	}
+}
+
+// The request on the wire is what net/http writes: the header as given (no
+// Accept-Encoding or User-Agent of the transport's own), the body with its
+// length.
+func TestH1TransportWritesTheRequestAsGiven(t *testing.T) {
+	got := make(chan string, 1)
+	url := rawUpstream(t, func(n int, c net.Conn) {
+		br := bufio.NewReader(c)
+		var buf bytes.Buffer
+		tp := io.TeeReader(br, &buf)
+		req, err := http.ReadRequest(bufio.NewReader(tp))
+		if err != nil {
+			return
+		}
+		io.ReadAll(req.Body)
+		got <- buf.String()
+		io.WriteString(c, okAnswer)
+	})
+	tr := newH1Transport(t)
+	res, err := post(t, tr, url+"/mcp?a=1", `{"x":1}`, http.Header{"User-Agent": {""}, "Mcp-Session-Id": {"s1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	host := strings.TrimPrefix(url, "http://")
+	want := "POST /mcp?a=1 HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: 7\r\nMcp-Session-Id: s1\r\n\r\n{\"x\":1}"
+	if s := <-got; s != want {
+		t.Errorf("on the wire:\n%q\nwant\n%q", s, want)
+	}
+}
