@@ -117,9 +117,18 @@ func (s *tsServer) seen(t *testing.T) []seenRequest {
 	return out
 }
 
+// calls returns the name of every tool the server ran, in order.
+func (s *tsServer) calls(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	getJSON(t, strings.TrimSuffix(s.url, "/mcp")+"/_calls", &out)
+	return out
+}
+
 // startTSServer starts the TypeScript server on addr; jsonResponse makes it
-// answer POSTs with application/json instead of an event stream.
-func startTSServer(t *testing.T, logs *lockedBuffer, addr string, jsonResponse bool) *tsServer {
+// answer POSTs with application/json instead of an event stream. env adds
+// to its environment (EXPRESS=1: the SDK's Express app).
+func startTSServer(t *testing.T, logs *lockedBuffer, addr string, jsonResponse bool, env ...string) *tsServer {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -129,7 +138,7 @@ func startTSServer(t *testing.T, logs *lockedBuffer, addr string, jsonResponse b
 		requireCI(t, "the TypeScript MCP SDK is not installed: (cd e2e/testdata/tsserver && npm ci)")
 	}
 	_, port, _ := strings.Cut(addr, ":")
-	env := []string{"PORT=" + port, "JSON_RESPONSE=0"}
+	env = append([]string{"PORT=" + port, "JSON_RESPONSE=0"}, env...)
 	if jsonResponse {
 		env[1] = "JSON_RESPONSE=1"
 	}
@@ -173,14 +182,15 @@ func startGateway(t *testing.T, s *launch.Stack, logs *lockedBuffer, configPath,
 // startGatewayStack starts the TypeScript MCP server (answering in JSON
 // when withUpstreamAuth, else in event streams), the stack, and the gateway
 // of deploy/mcpgateway.yaml in front of the server, each on a reserved
-// address, with upstream_auth only when withUpstreamAuth. It returns the
+// address, with upstream_auth only when withUpstreamAuth and serverEnv in
+// the server's environment. It returns the
 // stack, the server, the gateway's audit file and its resource URL; the
 // gateway's and the server's output is logged when t fails.
-func startGatewayStack(t *testing.T, withUpstreamAuth bool) (*launch.Stack, *tsServer, string, string) {
+func startGatewayStack(t *testing.T, withUpstreamAuth bool, serverEnv ...string) (*launch.Stack, *tsServer, string, string) {
 	t.Helper()
 	logs := &lockedBuffer{}
 	gw, ts := freeport.Addr(t), freeport.Addr(t)
-	upstream := startTSServer(t, logs, ts, withUpstreamAuth)
+	upstream := startTSServer(t, logs, ts, withUpstreamAuth, serverEnv...)
 	s := startStack(t, stackOptions{editConfig: func(c string) string {
 		return strings.NewReplacer(gatewayAddr, gw, tsServerAddr, ts).Replace(c)
 	}})

@@ -1,18 +1,23 @@
 // An MCP server written with the TypeScript SDK and nothing of OAuth: the
 // upstream of the mcpgateway end-to-end tests (e2e/gateway_test.go).
 //
-//   PORT=0 JSON_RESPONSE=0 node server.mjs
+//   PORT=0 JSON_RESPONSE=0 EXPRESS=0 node server.mjs
 //
 // It prints "listening on 127.0.0.1:PORT" once it accepts connections. It
 // serves Streamable HTTP at /mcp (stateful sessions, an in-memory event
 // store replaying in the order stored, so that streams can be resumed with
 // Last-Event-ID) and, for the test, GET /_seen: the method, session and
-// Authorization header of every request /mcp received.
+// Authorization header of every request /mcp received, and GET /_calls:
+// the name of every tool it ran, in order. With EXPRESS=1 it is the SDK's
+// createMcpExpressApp (Express and its JSON body parser, which decodes the
+// body in the charset its Content-Type names), as the SDK's examples are;
+// otherwise plain node:http reading the body as UTF-8.
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
+import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 
@@ -40,6 +45,7 @@ class OrderedEventStore extends InMemoryEventStore {
 
 const jsonResponse = process.env.JSON_RESPONSE === '1';
 const seen = [];
+const calls = [];
 const transports = new Map();
 
 function newServer() {
@@ -47,14 +53,21 @@ function newServer() {
   server.registerTool('echo', {
     description: 'Echoes its text.',
     inputSchema: { text: z.string() },
-  }, async ({ text }) => ({ content: [{ type: 'text', text }] }));
+  }, async ({ text }) => {
+    calls.push('echo');
+    return { content: [{ type: 'text', text }] };
+  });
   server.registerTool('admin_stats', {
     description: 'Statistics for administrators.',
-  }, async () => ({ content: [{ type: 'text', text: `sessions: ${transports.size}` }] }));
+  }, async () => {
+    calls.push('admin_stats');
+    return { content: [{ type: 'text', text: `sessions: ${transports.size}` }] };
+  });
   server.registerTool('countdown', {
     description: 'Sends n log messages on the answer stream, then answers.',
     inputSchema: { n: z.number().int().min(1).max(20) },
   }, async ({ n }, extra) => {
+    calls.push('countdown');
     for (let i = n; i > 0; i--) {
       await extra.sendNotification({ method: 'notifications/message', params: { level: 'info', data: `tick ${i}` } });
       await new Promise((r) => setTimeout(r, 20));
@@ -71,21 +84,13 @@ async function readBody(req) {
   return text === '' ? undefined : JSON.parse(text);
 }
 
-const http = createServer(async (req, res) => {
-  const url = new URL(req.url, 'http://localhost');
-  if (url.pathname === '/_seen') {
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify(seen));
-    return;
-  }
-  if (url.pathname !== '/mcp') {
-    res.writeHead(404).end();
-    return;
-  }
+// handleMCP serves /mcp; parsed is the body an Express parser decoded
+// (undefined: read it here, as UTF-8).
+async function handleMCP(req, res, parsed) {
   const session = req.headers['mcp-session-id'];
   seen.push({ method: req.method, session: session ?? '', authorization: req.headers['authorization'] ?? '' });
   try {
-    const body = req.method === 'POST' ? await readBody(req) : undefined;
+    const body = req.method !== 'POST' ? undefined : parsed !== undefined ? parsed : await readBody(req);
     let transport = session ? transports.get(session) : undefined;
     if (!transport && req.method === 'POST' && !session && isInitializeRequest(body)) {
       transport = new StreamableHTTPServerTransport({
@@ -109,7 +114,32 @@ const http = createServer(async (req, res) => {
       res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32700, message: String(err) } }));
     }
   }
-});
+}
+
+function serveRecords(res, records) {
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(records));
+}
+
+let http;
+if (process.env.EXPRESS === '1') {
+  const app = createMcpExpressApp();
+  app.get('/_seen', (req, res) => serveRecords(res, seen));
+  app.get('/_calls', (req, res) => serveRecords(res, calls));
+  app.all('/mcp', (req, res) => handleMCP(req, res, req.body));
+  http = createServer(app);
+} else {
+  http = createServer(async (req, res) => {
+    const url = new URL(req.url, 'http://localhost');
+    if (url.pathname === '/_seen') return serveRecords(res, seen);
+    if (url.pathname === '/_calls') return serveRecords(res, calls);
+    if (url.pathname !== '/mcp') {
+      res.writeHead(404).end();
+      return;
+    }
+    await handleMCP(req, res, undefined);
+  });
+}
 
 http.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
   const { address, port } = http.address();
