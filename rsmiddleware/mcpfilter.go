@@ -329,7 +329,7 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 				r.Body = newBufferedBody(body, false, r.Body)
 			}
 			if int64(len(body)) > f.maxBody {
-				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				WriteBodyTooLarge(w)
 				return
 			}
 			var err error

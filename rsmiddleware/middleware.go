@@ -293,13 +293,23 @@ func (m *Middleware) refuse(r *http.Request, p *Principal, status int) {
 var errBodyTooLarge = errors.New("rsmiddleware: request body too large")
 
 // bodyError answers a request whose body readBody could not return: 413
-// when it is too large (RFC 9110 §15.5.14), 400 otherwise.
+// when it is too large (RFC 9110 §15.5.14), 400 otherwise, each with a
+// JSON-RPC error of id null (JSON-RPC 2.0 §5.1: the id cannot be read):
+// -32600 Invalid Request for a body too large, -32700 Parse error for one
+// that could not be read.
 func bodyError(w http.ResponseWriter, err error) {
 	if errors.Is(err, errBodyTooLarge) {
-		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		WriteBodyTooLarge(w)
 		return
 	}
-	http.Error(w, "cannot read request body", http.StatusBadRequest)
+	writeRPCError(w, http.StatusBadRequest, "null", -32700, "Parse error: the request body could not be read")
+}
+
+// WriteBodyTooLarge answers 413 (RFC 9110 §15.5.14) with the JSON-RPC error
+// -32600 Invalid Request, id null, as the Middleware and MCPFilter answer
+// a request body larger than their MaxBodyBytes.
+func WriteBodyTooLarge(w http.ResponseWriter) {
+	writeRPCError(w, http.StatusRequestEntityTooLarge, "null", -32600, "Invalid Request: the request body is larger than the server accepts")
 }
 
 // bodyStatus is the status bodyError answers err with.

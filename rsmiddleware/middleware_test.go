@@ -232,7 +232,8 @@ func TestMiddlewareRefusesOddRequests(t *testing.T) {
 		status     int
 		want       string // the answer's body
 	}{
-		{"refuses a body larger than the bound", `{"jsonrpc":"2.0","id":1,"method":"x","params":{"p":"` + strings.Repeat("a", 2000) + `"}}`, 413, "request body too large"},
+		{"refuses a body larger than the bound", `{"jsonrpc":"2.0","id":1,"method":"x","params":{"p":"` + strings.Repeat("a", 2000) + `"}}`, 413,
+			`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the request body is larger than the server accepts"}}`},
 		{"refuses a body that is not JSON", `{"jsonrpc":`, 400, parseError},
 		{"refuses a duplicated method key", `{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"x"}}`, 400, parseError},
 		{"refuses a method key differing only by case", `{"jsonrpc":"2.0","id":1,"method":"tools/list","Method":"tools/call"}`, 400, parseError},

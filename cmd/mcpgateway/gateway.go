@@ -142,7 +142,7 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	limit := cfg.Limits.MaxRequestBytes
 	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
-			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			rsmiddleware.WriteBodyTooLarge(w)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)

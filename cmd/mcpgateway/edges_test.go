@@ -1,0 +1,153 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// do sends one request to url with the headers and returns the status and
+// the body.
+func do(t *testing.T, method, url, body string, header map[string]string) (int, http.Header, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// openSession initializes a session of token at the gateway.
+func openSession(t *testing.T, s *stack, token string) string {
+	t.Helper()
+	resp := rawPost(t, s, token, "", initialize, nil)
+	io.ReadAll(resp.Body)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || session == "" {
+		t.Fatalf("initialize: %d %q", resp.StatusCode, session)
+	}
+	if resp := rawPost(t, s, token, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, map[string]string{"Mcp-Protocol-Version": "2025-06-18"}); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("initialized: %d", resp.StatusCode)
+	}
+	return session
+}
+
+// What the MCP transport leaves to the server, the gateway leaves to the
+// upstream: a GET that does not accept text/event-stream (MCP 2025-06-18
+// and 2025-11-25 basic/transports: 405 when the server offers no stream)
+// and a MCP-Protocol-Version the server does not support (400) get the
+// upstream's answer, as a client calling the upstream itself would.
+func TestGatewayLeavesTransportRefusalsToTheUpstream(t *testing.T) {
+	s := newStack(t, false, baseConfig)
+	tok := s.token(t, "user-bot")
+	gwSession := openSession(t, s, tok)
+	// The same exchange straight with the upstream, for the answer to compare.
+	direct := func(method, body string, header map[string]string) int {
+		st, h, _ := do(t, http.MethodPost, s.up.srv.URL, initialize, map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+		if st != http.StatusOK {
+			t.Fatalf("direct initialize: %d", st)
+		}
+		header["Mcp-Session-Id"] = h.Get("Mcp-Session-Id")
+		st, _, _ = do(t, method, s.up.srv.URL, body, header)
+		return st
+	}
+	for _, c := range []struct {
+		name, method, body string
+		header             map[string]string
+	}{
+		{"a GET accepting only JSON", http.MethodGet, "", map[string]string{"Accept": "application/json", "Mcp-Protocol-Version": "2025-06-18"}},
+		{"a GET accepting nothing said", http.MethodGet, "", map[string]string{"Mcp-Protocol-Version": "2025-06-18"}},
+		{"an unknown MCP-Protocol-Version", http.MethodPost, `{"jsonrpc":"2.0","id":"v-1","method":"tools/list"}`,
+			map[string]string{"Mcp-Protocol-Version": "1999-01-01", "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}},
+		{"a MCP-Protocol-Version that is no date", http.MethodPost, `{"jsonrpc":"2.0","id":"v-2","method":"tools/list"}`,
+			map[string]string{"Mcp-Protocol-Version": "latest", "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := map[string]string{}
+			for k, v := range c.header {
+				h[k] = v
+			}
+			want := direct(c.method, c.body, h)
+			if want/100 == 2 {
+				t.Fatalf("the upstream accepts it (%d): not an edge", want)
+			}
+			h["Mcp-Session-Id"] = gwSession
+			h["Authorization"] = "Bearer " + tok
+			if got, _, body := do(t, c.method, s.resource, c.body, h); got != want {
+				t.Errorf("gateway %d %q, upstream %d", got, body, want)
+			}
+		})
+	}
+}
+
+// A JSON-RPC response the client POSTs (the answer to a request of the
+// server, such as elicitation/create or roots/list) reaches the upstream
+// and is audited as one response line with the id it answers.
+func TestGatewayForwardsAndAuditsResponsesOfTheClient(t *testing.T) {
+	s := newStack(t, false, baseConfig)
+	tok := s.token(t, "user-bot")
+	session := openSession(t, s, tok)
+	before := len(s.up.seen())
+	resp := rawPost(t, s, tok, session, `{"jsonrpc":"2.0","id":"srv-1","result":{"roots":[]}}`, map[string]string{"Mcp-Protocol-Version": "2025-06-18"})
+	io.ReadAll(resp.Body)
+	if resp.StatusCode/100 == 5 || len(s.up.seen()) != before+1 {
+		t.Fatalf("response: %d, upstream saw %d more", resp.StatusCode, len(s.up.seen())-before)
+	}
+	var last map[string]any
+	lines := strings.Split(strings.TrimSpace(s.audit.String()), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
+		t.Fatal(err)
+	}
+	if last["event"] != "response" || last["method"] != "" || last["id"] != "srv-1" || last["sub"] != "user-bot" || last["status"] != float64(resp.StatusCode) {
+		t.Errorf("audit line %v", last)
+	}
+}
+
+// Bodies that are not JSON-RPC get a JSON-RPC error (JSON-RPC 2.0 §5.1,
+// id null: it cannot be told), never a 500, and never reach the upstream;
+// an error answered for a request whose id is a string carries that id.
+func TestGatewayAnswersMalformedAndOversizedBodiesWithJSONRPCErrors(t *testing.T) {
+	s := newStack(t, true, baseConfig+"limits: {max_request_bytes: 2000, max_response_bytes: 1000}\n")
+	tok := s.token(t, "user-bot")
+	session := openSession(t, s, tok)
+	seen := len(s.up.seen())
+	v := map[string]string{"Mcp-Protocol-Version": "2025-06-18"}
+	for _, c := range []struct {
+		name, body   string
+		status, code int
+	}{
+		{"not JSON", `{"jsonrpc":"2.0","id":"x-1","method":`, http.StatusBadRequest, -32700},
+		{"JSON of a duplicated method", `{"jsonrpc":"2.0","id":"x-2","method":"ping","method":"tools/call"}`, http.StatusBadRequest, -32700},
+		{"larger than max_request_bytes", `{"jsonrpc":"2.0","id":"x-3","method":"ping","params":{"pad":"` + strings.Repeat("a", 3000) + `"}}`, http.StatusRequestEntityTooLarge, -32600},
+		{"a batch of 2025-06-18", `[{"jsonrpc":"2.0","id":"x-4","method":"ping"}]`, http.StatusBadRequest, -32600},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp := rawPost(t, s, tok, session, c.body, v)
+			id, code, _ := rpcError(t, resp)
+			if resp.StatusCode != c.status || code != c.code || id != nil {
+				t.Errorf("%d code %d id %v, want %d code %d id null", resp.StatusCode, code, id, c.status, c.code)
+			}
+		})
+	}
+	if n := len(s.up.seen()); n != seen {
+		t.Errorf("the upstream saw %d of the refused bodies", n-seen)
+	}
+	// An answer too large to filter is replaced by an error with the id.
+	resp := rawPost(t, s, tok, session, `{"jsonrpc":"2.0","id":"big-\u0031","method":"tools/call","params":{"name":"echo","arguments":{"text":"`+strings.Repeat("b", 1500)+`"}}}`,
+		map[string]string{"Mcp-Protocol-Version": "2025-06-18"})
+	if id, code, _ := rpcError(t, resp); resp.StatusCode != http.StatusBadGateway || id != "big-1" || code != -32603 {
+		t.Errorf("oversized answer: %d id %v code %d", resp.StatusCode, id, code)
+	}
+}
