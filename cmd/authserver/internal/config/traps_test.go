@@ -176,8 +176,9 @@ func TestWarnings(t *testing.T) {
 		{"allowed_domains for Entra ID, which sends no email_verified", base + "upstreams:\n  - id: entra\n    issuer: https://login.microsoftonline.com/00000000-0000-0000-0000-000000000000/v2.0\n    client_id: c\n    client_secret: s\n    allowed_domains: [acme.example]\n",
 			"upstreams[0].allowed_domains", "admits nobody"},
 		{"Entra ID without allowed_domains", base + "upstreams:\n  - id: entra\n    issuer: https://login.microsoftonline.com/00000000-0000-0000-0000-000000000000/v2.0\n    client_id: c\n    client_secret: s\n", "", ""},
-		{"Google without allowed_domains", base + "upstreams:\n  - id: google\n    issuer: https://accounts.google.com\n    client_id: c\n    client_secret: s\n", "upstreams[0].allowed_domains", "every Google account"},
-		{"Google with allowed_domains", base + "upstreams:\n  - id: google\n    issuer: https://accounts.google.com\n    client_id: c\n    client_secret: s\n    allowed_domains: [acme.example]\n", "", ""},
+		{"Google without a rule", base + "upstreams:\n  - id: google\n    issuer: https://accounts.google.com\n    client_id: c\n    client_secret: s\n", "upstreams[0].claim_scopes", "every Google account"},
+		{"Google with allowed_domains only", base + "upstreams:\n  - id: google\n    issuer: https://accounts.google.com\n    client_id: c\n    client_secret: s\n    allowed_domains: [acme.example]\n", "upstreams[0].claim_scopes", "a personal Google account"},
+		{"Google with an hd mapping", base + "upstreams:\n  - id: google\n    issuer: https://accounts.google.com\n    client_id: c\n    client_secret: s\n    allowed_domains: [acme.example]\n    claim_scopes:\n      hd:\n        acme.example: [mcp:tools]\n", "", ""},
 		{"argon2id below the floor", strings.Replace(base, "\""+strings.Replace(weakBcrypt, "$04$", "$10$", 1)+"\"", "\""+weakArgon+"\"", 1), "users[0].password_hash", "below the OWASP minimum"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

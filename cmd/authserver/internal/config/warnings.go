@@ -29,8 +29,10 @@ func (w Warning) String() string { return w.Path + ": " + w.Msg }
 //   - users[i].password_hash: bcrypt below cost 10, argon2id below the OWASP
 //     minimum (password.Weak);
 //   - upstreams[i].allowed_domains: set for Microsoft Entra ID, whose ID
-//     tokens carry no email_verified, so the rule admits nobody; absent for
-//     Google, whose issuer signs in every Google account.
+//     tokens carry no email_verified, so the rule admits nobody;
+//   - upstreams[i].claim_scopes: no hd mapping for Google, whose issuer
+//     signs in every Google account (the hd claim alone says that an
+//     account belongs to a Workspace).
 func (c *Config) Warnings() []Warning {
 	var out []Warning
 	if c.Secret != "" {
@@ -56,8 +58,12 @@ func (c *Config) Warnings() []Warning {
 		switch host := upstreamHost(u.Issuer); {
 		case host == "login.microsoftonline.com" && len(u.AllowedDomains) > 0:
 			out = append(out, Warning{p, "Microsoft Entra ID sends no email_verified claim, so allowed_domains admits nobody: the tenant's issuer already limits sign-in to the tenant's people; use allowed_groups or claim_scopes"})
-		case host == "accounts.google.com" && len(u.AllowedDomains) == 0:
-			out = append(out, Warning{p, "not set: every Google account, Workspace or not, may sign in through " + u.Issuer + "; list the Workspace domains"})
+		case host == "accounts.google.com" && u.ClaimScopes["hd"] == nil:
+			msg := "every Google account, of a Workspace or not, may sign in"
+			if len(u.AllowedDomains) > 0 {
+				msg = "a personal Google account whose verified email is at one of the domains may sign in"
+			}
+			out = append(out, Warning{fmt.Sprintf("upstreams[%d].claim_scopes", i), "no hd mapping: " + msg + "; Google asks relying parties to check the hd claim (the Workspace domain), so map it: claim_scopes: {hd: {example.com: [scopes]}}"})
 		}
 	}
 	return out
