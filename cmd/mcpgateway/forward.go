@@ -23,6 +23,10 @@ import (
 //     Proxy-Authorization, TE, Trailer, Transfer-Encoding, Upgrade) are
 //     removed in both directions; "TE: trailers" is passed on when the
 //     client sent it. Protocol upgrades are not proxied.
+//   - Fields whose names hold an underscore are dropped, as nginx does by
+//     default: CGI and WSGI servers read "Mcp_Session_Id" as
+//     Mcp-Session-Id (both become HTTP_MCP_SESSION_ID), a field the
+//     gateway checks under its own name only.
 //   - Authorization and DPoP never reach the upstream; Forwarded and the
 //     client's X-Forwarded-* are replaced by X-Forwarded-For (the prior
 //     list and the client's address), X-Forwarded-Host and
@@ -68,7 +72,7 @@ func outHeader(r *http.Request) http.Header {
 	in := r.Header
 	h := make(http.Header, len(in)+3)
 	for k, v := range in {
-		if !isHop(k) && !dropped[k] {
+		if !isHop(k) && !dropped[k] && !strings.Contains(k, "_") {
 			h[k] = v
 		}
 	}
