@@ -175,9 +175,10 @@ func parseCallback(q url.Values) (callbackParams, error) {
 
 // serveCallback is /upstream/{id}/callback: it checks the state (sealed by
 // us, for this provider, this browser session, not expired, not used
-// before), redeems the code, validates the ID token, applies the allow
-// rules, records the person and signs them in, then returns to the
-// authorization request, which shows our consent page. Every failure is a
+// before) and the iss parameter (RFC 9207 §2.4), redeems the code,
+// validates the ID token, applies the allow rules, records the person and
+// signs them in, then returns to the authorization request, which shows
+// our consent page. Every failure is a
 // page of ours: the OAuth client did not cause it and is not sent an error.
 func (u *UI) serveCallback(w http.ResponseWriter, r *http.Request, id string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
