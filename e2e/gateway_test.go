@@ -294,6 +294,42 @@ func TestGatewayInFrontOfATypeScriptServer(t *testing.T) {
 			t.Errorf("tools = %v, want [countdown echo]", got)
 		}
 	})
+	// entries lists the prompts, resources and resource templates shown.
+	entries := func() (prompts, resources, templates []string) {
+		pr, err := session.ListPrompts(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pr.Prompts {
+			prompts = append(prompts, p.Name)
+		}
+		rr, err := session.ListResources(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rr.Resources {
+			resources = append(resources, r.URI)
+		}
+		tr, err := session.ListResourceTemplates(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range tr.ResourceTemplates {
+			templates = append(templates, r.URITemplate)
+		}
+		slices.Sort(prompts)
+		slices.Sort(resources)
+		return
+	}
+	t.Run("prompts and resources are listed by their own scopes", func(t *testing.T) {
+		p, r, tm := entries()
+		if !slices.Equal(p, []string{"greeting"}) || !slices.Equal(r, []string{"file:///readme"}) || len(tm) != 0 {
+			t.Errorf("prompts %v, resources %v, templates %v; want [greeting] [file:///readme] []", p, r, tm)
+		}
+		if res, err := session.ReadResource(ctx, &mcp.ReadResourceParams{URI: "file:///readme"}); err != nil || res.Contents[0].Text != "contents of readme" {
+			t.Errorf("readme: %v", err)
+		}
+	})
 
 	t.Run("calling the hidden tool steps up, then it is listed", func(t *testing.T) {
 		before := len(rec.exchanges())
@@ -313,6 +349,14 @@ func TestGatewayInFrontOfATypeScriptServer(t *testing.T) {
 		}
 		if got := names(); !slices.Equal(got, []string{"admin_stats", "countdown", "echo"}) {
 			t.Errorf("tools after step-up = %v", got)
+		}
+		p, r, tm := entries()
+		if !slices.Equal(p, []string{"greeting", "incident_report"}) || !slices.Equal(r, []string{"file:///readme", "file:///var/log/audit"}) ||
+			!slices.Equal(tm, []string{"file:///var/log/{name}"}) {
+			t.Errorf("after step-up: prompts %v, resources %v, templates %v", p, r, tm)
+		}
+		if _, err := session.GetPrompt(ctx, &mcp.GetPromptParams{Name: "incident_report"}); err != nil {
+			t.Errorf("incident_report after step-up: %v", err)
 		}
 	})
 

@@ -14,7 +14,7 @@
 // otherwise plain node:http reading the body as UTF-8.
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
 import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
@@ -74,6 +74,20 @@ function newServer() {
     }
     return { content: [{ type: 'text', text: 'liftoff' }] };
   });
+  // Prompts and resources, one of each guarded by the gateway's
+  // scopes.prompts and scopes.resources (deploy/mcpgateway.yaml).
+  for (const name of ['greeting', 'incident_report']) {
+    server.registerPrompt(name, { description: `The ${name} prompt.` }, async () => ({
+      messages: [{ role: 'user', content: { type: 'text', text: name } }],
+    }));
+  }
+  for (const [name, uri] of [['readme', 'file:///readme'], ['audit', 'file:///var/log/audit']]) {
+    server.registerResource(name, uri, { mimeType: 'text/plain' }, async (u) => ({
+      contents: [{ uri: u.href, text: `contents of ${name}` }],
+    }));
+  }
+  server.registerResource('logs', new ResourceTemplate('file:///var/log/{name}', { list: undefined }), { mimeType: 'text/plain' },
+    async (u) => ({ contents: [{ uri: u.href, text: 'a log' }] }));
   return server;
 }
 
