@@ -12,13 +12,21 @@ type rpcCall struct {
 	Method string
 	Tool   string // params.name of a tools/call
 	// Name is what the Mcp-Name header mirrors: params.name of tools/call
-	// and prompts/get, params.uri of resources/read; "" otherwise.
+	// and prompts/get, params.uri of resources/read; and params.uri of
+	// resources/subscribe, which Mcp-Name does not mirror but whose scopes
+	// are those of the resource; "" otherwise.
 	Name string
 }
 
 // namedParam is the params member Mcp-Name mirrors, by method
 // (MCP 2026-07-28 Streamable HTTP, standard request headers).
 var namedParam = map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+// scopedParam is the params member whose value decides a request's scopes
+// (Scopes), by method: namedParam's, and the uri of resources/subscribe
+// (MCP server/resources, "Subscriptions"), so that a resource hidden from
+// resources/list cannot be watched either.
+var scopedParam = map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "resources/subscribe": "uri"}
 
 var errPeek = errors.New("rsmiddleware: unreadable JSON-RPC message")
 
@@ -92,7 +100,7 @@ func peekMessage(msg []byte) (rpcCall, error) {
 			return c, errPeek
 		}
 	}
-	member, named := namedParam[c.Method]
+	member, named := scopedParam[c.Method]
 	if !named {
 		return c, nil
 	}

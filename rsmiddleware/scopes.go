@@ -8,8 +8,8 @@ import (
 // Scopes maps MCP requests to the OAuth scopes they need. A request needs the
 // union of Base, Methods[its JSON-RPC method] and, for tools/call,
 // Tools[params.name], for prompts/get, Prompts[params.name], for
-// resources/read, Resources of params.uri; a batch needs the union over its
-// messages. MCPFilter shows a list entry only to a caller holding what a
+// resources/read and resources/subscribe, Resources of params.uri; a batch
+// needs the union over its messages. MCPFilter shows a list entry only to a caller holding what a
 // request for it needs, so that a hidden entry and a forbidden one are one
 // rule.
 type Scopes struct {
@@ -50,7 +50,7 @@ func (s Scopes) required(calls []rpcCall) []string {
 			add(s.Tools[c.Tool])
 		case "prompts/get":
 			add(s.Prompts[c.Name])
-		case "resources/read":
+		case "resources/read", "resources/subscribe":
 			s.forURI(c.Name, add)
 		}
 	}

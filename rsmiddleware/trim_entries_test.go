@@ -96,6 +96,7 @@ func TestMiddlewareStepsUpReadsOfHiddenPromptsAndResources(t *testing.T) {
 		{"a hidden prompt", "mcp:tools", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"incident_report"}}`, "mcp:tools mcp:ops"},
 		{"a hidden resource", "mcp:tools mcp:read", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///etc/secrets"}}`, "mcp:tools mcp:read mcp:admin"},
 		{"a resource of a hidden template", "mcp:tools mcp:read", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"db://orders/rows?limit=5"}}`, "mcp:tools mcp:read mcp:db"},
+		{"a subscription to a hidden resource", "mcp:tools mcp:read", `{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///etc/secrets"}}`, "mcp:tools mcp:admin"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			resp := fx.post(t, fx.token(c.scope), c.body)
