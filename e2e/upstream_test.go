@@ -1,8 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"html"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -270,5 +276,86 @@ func TestUpstreamPersonDisabledByTheCLI(t *testing.T) {
 	var re *oauth2.RetrieveError
 	if !errors.As(err, &re) || re.ErrorCode != "invalid_grant" {
 		t.Fatalf("refresh after disable: %v", err)
+	}
+}
+
+// TestUpstreamSignInStartsOnlyForAValidClientRequest: with one provider
+// and no local users, our /authorize validates the OAuth client's request
+// before anything goes to the provider: an unknown client or an
+// unregistered redirect URI is a page of ours, and so is a bad resource or
+// a missing or plain PKCE challenge of a registered client, with a link
+// back to it carrying the error (RFC 9700 §4.11.2); only a valid request is
+// sent on to the provider, which has received nothing before.
+func TestUpstreamSignInStartsOnlyForAValidClientRequest(t *testing.T) {
+	s, op := upstreamStack(t, "", "")
+	redirect := loopbackRedirect(t)
+	reg, err := json.Marshal(map[string]any{
+		"client_name": "mcpauth e2e upstream validation", "redirect_uris": []string{redirect},
+		"token_endpoint_auth_method": "none", "grant_types": []string{"authorization_code"}, "response_types": []string{"code"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(s.Issuer+"/register", "application/json", bytes.NewReader(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var client struct {
+		ClientID string `json:"client_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&client); err != nil || resp.StatusCode != http.StatusCreated || client.ClientID == "" {
+		t.Fatalf("registration: %d %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	good := url.Values{
+		"response_type": {"code"}, "client_id": {client.ClientID}, "redirect_uri": {redirect},
+		"scope": {"mcp:tools"}, "resource": {s.MCPURL}, "state": {"client-state"},
+		"code_challenge": {"E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"}, "code_challenge_method": {"S256"},
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	authorize := func(edit func(q url.Values)) (int, *url.URL, string) {
+		t.Helper()
+		q := url.Values{}
+		for k, v := range good {
+			q[k] = slices.Clone(v)
+		}
+		edit(q)
+		resp, err := noFollow.Get(s.Issuer + "/authorize?" + q.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		loc, _ := url.Parse(resp.Header.Get("Location"))
+		return resp.StatusCode, loc, string(body)
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(q url.Values)
+		error string // the error of the link back to the client; "" for none
+	}{
+		{"an unknown client", func(q url.Values) { q.Set("client_id", "no-such-client") }, ""},
+		{"an unregistered redirect URI", func(q url.Values) { q.Set("redirect_uri", "http://127.0.0.1:1/elsewhere") }, ""},
+		{"a resource this server does not serve", func(q url.Values) { q.Set("resource", "https://other.example/mcp") }, "invalid_target"},
+		{"no PKCE challenge", func(q url.Values) { q.Del("code_challenge"); q.Del("code_challenge_method") }, "invalid_request"},
+		{"plain PKCE", func(q url.Values) { q.Set("code_challenge_method", "plain") }, "invalid_request"},
+	} {
+		status, loc, body := authorize(tc.edit)
+		back := strings.Contains(body, html.EscapeString(redirect+"?"))
+		switch {
+		case status != http.StatusBadRequest || loc.String() != "":
+			t.Errorf("%s: status %d Location %q, want a page of ours", tc.name, status, loc)
+		case tc.error == "" && back:
+			t.Errorf("%s: the page links back to the client:\n%s", tc.name, body)
+		case tc.error != "" && (!back || !strings.Contains(body, "error="+tc.error) || !strings.Contains(body, "state=client-state")):
+			t.Errorf("%s: the page has no link back to the client with error %s:\n%s", tc.name, tc.error, body)
+		}
+	}
+	if n := len(op.AuthRequests()); n != 0 {
+		t.Fatalf("the provider received %d authorization requests for invalid client requests", n)
+	}
+	status, loc, _ := authorize(func(url.Values) {})
+	if status != http.StatusSeeOther || !strings.HasPrefix(loc.String(), op.Issuer) || loc.Query().Has("resource") || loc.Query().Get("state") == "client-state" {
+		t.Fatalf("a valid request: status %d Location %q, want 303 to the provider with a request of our own", status, loc)
 	}
 }
