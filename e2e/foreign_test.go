@@ -102,6 +102,7 @@ type whoamiResult struct {
 type browserVisit struct {
 	URL      *url.URL // the authorization request
 	Redirect *url.URL // where the AS sent the browser at the end
+	Pages    []page   // the login and consent pages walked on the way
 }
 
 // runForeign runs one client script against the stack, playing the person at
@@ -173,7 +174,13 @@ func runForeignAt(t *testing.T, dir string, target foreignTarget, script string)
 				t.Errorf("%s: authorization URL %q: %v", script, msg.URL, err)
 			}
 			answer := map[string]string{}
+			browser.mu.Lock()
+			walked := len(browser.pages)
+			browser.mu.Unlock()
 			target, err := browser.authorize(ctx, msg.URL)
+			browser.mu.Lock()
+			v.Pages = slices.Clone(browser.pages[walked:])
+			browser.mu.Unlock()
 			if err != nil {
 				answer["error"] = err.Error()
 				t.Errorf("%s: authorization %s: %v", script, msg.URL, err)
