@@ -14,7 +14,14 @@ import (
 // postHeader sends body with the Authorization header auth ("" for none).
 func (fx *filterFixture) postHeader(t *testing.T, auth, body string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, fx.srv.URL, strings.NewReader(body))
+	return postAuth(t, fx.srv.URL, auth, body)
+}
+
+// postAuth POSTs the JSON-RPC body to url with the Authorization header auth
+// ("" for none), reads the answer and returns it.
+func postAuth(t *testing.T, url, auth, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,16 +50,7 @@ func TestMCPFilterReadsTheTenantOfAnIntrospectedToken(t *testing.T) {
 		{"opaque-user", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"admin_stats"}}`},
 		{"opaque-user", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","name":"x"}}`},
 	} {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(c.body))
-		req.Header.Set("Authorization", "Bearer "+c.token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		postAuth(t, srv.URL, "Bearer "+c.token, c.body)
 	}
 	lines := auditLines(t, audit.String())
 	want := []string{AuditOK, AuditDenied, AuditInvalid}
