@@ -116,15 +116,25 @@ func TestMCPFilterAuditOfRefusedRequestsIsBounded(t *testing.T) {
 // with -32700 wherever it is read (by the Middleware, when the scopes depend
 // on it, or by the filter), and audited with the principal.
 func TestMCPFilterAuditsAuthenticatedRequestsRefusedForTheirForm(t *testing.T) {
-	fx := newFilterFixture(t, mcpUpstream(false), nil)
-	resp := fx.post(t, fx.token("mcp:tools"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","name":"admin_stats"}}`)
-	if _, code := rpcErrorOf(t, resp); resp.StatusCode != http.StatusBadRequest || code != -32700 {
-		t.Fatalf("duplicate names: %d %d", resp.StatusCode, code)
-	}
-	lines := auditLines(t, fx.audit.String())
-	if len(lines) != 1 || lines[0].Method != MethodUnknown || lines[0].Result != AuditInvalid || lines[0].Status != http.StatusBadRequest ||
-		lines[0].Sub != "alice" || lines[0].Tenant != "acme" {
-		t.Errorf("audit: %+v", lines)
+	for _, c := range []struct {
+		name   string
+		scopes Scopes
+	}{
+		{"read by the Middleware", filterScopes},
+		{"read by the filter", Scopes{Base: []string{"mcp:tools"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fx := newFilterFixture(t, mcpUpstream(false), func(cfg *MCPFilterConfig) { cfg.Scopes = c.scopes })
+			resp := fx.post(t, fx.token("mcp:tools"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","name":"admin_stats"}}`)
+			if _, code := rpcErrorOf(t, resp); resp.StatusCode != http.StatusBadRequest || code != -32700 {
+				t.Fatalf("duplicate names: %d %d", resp.StatusCode, code)
+			}
+			lines := auditLines(t, fx.audit.String())
+			if len(lines) != 1 || lines[0].Method != MethodUnknown || lines[0].Result != AuditInvalid || lines[0].Status != http.StatusBadRequest ||
+				lines[0].Sub != "alice" || lines[0].Tenant != "acme" {
+				t.Errorf("audit: %+v", lines)
+			}
+		})
 	}
 }
 

@@ -341,7 +341,8 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 				// JSON-RPC 2.0 §5.1: -32700 Parse error, id null. A body
 				// that is JSON but no JSON-RPC message is a parse error
 				// too here: its id cannot be told.
-				f.auditAlone(r, p, start, &rpcRequest{method: MethodUnknown}, AuditRPCError, -32700, http.StatusBadRequest)
+				// Audited as the Middleware's refusal of such a body is.
+				f.auditAlone(r, p, start, &rpcRequest{method: MethodUnknown}, AuditInvalid, 0, http.StatusBadRequest)
 				writeRPCError(w, http.StatusBadRequest, "null", -32700, "Parse error")
 				return
 			case batchesRefused(r) && isBatch(body):
