@@ -228,7 +228,10 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // pauses: after a read, what was written is flushed if the next read has
 // brought nothing within flushDelay, and is otherwise sent with what it
 // brought. So an answer's last event goes out with the end of the stream
-// in one write instead of two, and the header with the first event.
+// in one write instead of two, and the header with the first event. When
+// src tells when it is about to wait for the network (netWaiter), the
+// timer is armed only then: an answer already read whole (the header, the
+// events and the end in one segment) needs none.
 func copyAnswer(w http.ResponseWriter, src io.Reader, buf []byte, stream, headerNow bool) error {
 	if !stream {
 		_, err := io.CopyBuffer(writerOnly{w}, src, buf)
@@ -241,7 +244,12 @@ func copyAnswer(w http.ResponseWriter, src io.Reader, buf []byte, stream, header
 		}
 	}
 	df := &delayedFlush{rc: rc, pending: !headerNow}
-	df.t = time.AfterFunc(flushDelay, df.fire)
+	if nw, ok := src.(netWaiter); ok {
+		df.lazy = true
+		nw.beforeNetRead(df.arm)
+	} else {
+		df.arm()
+	}
 	defer df.stop()
 	for {
 		n, rerr := src.Read(buf)
@@ -261,6 +269,10 @@ func copyAnswer(w http.ResponseWriter, src io.Reader, buf []byte, stream, header
 	}
 }
 
+// netWaiter is a body that calls f before each read from the network
+// (not for what it has buffered).
+type netWaiter interface{ beforeNetRead(f func()) }
+
 // flushDelay is how long a stream's written but unsent bytes (its header,
 // an event) wait for more before they are sent alone.
 const flushDelay = 2 * time.Millisecond
@@ -270,22 +282,44 @@ const flushDelay = 2 * time.Millisecond
 type delayedFlush struct {
 	mu      sync.Mutex
 	rc      *http.ResponseController
-	t       *time.Timer
-	pending bool // written and not flushed
-	done    bool // the handler is finishing: the timer touches nothing
+	t       *time.Timer // nil until first armed
+	lazy    bool        // armed by the body before it waits, not by write
+	pending bool        // written and not flushed
+	armed   bool        // the timer will fire
+	done    bool        // the handler is finishing: the timer touches nothing
 	err     error
 }
 
 func (df *delayedFlush) fire() {
 	df.mu.Lock()
 	defer df.mu.Unlock()
+	df.armed = false
 	if df.pending && !df.done {
 		df.pending = false
 		df.err = df.rc.Flush()
 	}
 }
 
-// write writes b and arms the timer for it.
+// arm starts the timer for what is pending, unless it runs already.
+func (df *delayedFlush) arm() {
+	df.mu.Lock()
+	df.armLocked()
+	df.mu.Unlock()
+}
+
+func (df *delayedFlush) armLocked() {
+	if !df.pending || df.armed || df.done {
+		return
+	}
+	df.armed = true
+	if df.t == nil {
+		df.t = time.AfterFunc(flushDelay, df.fire)
+	} else {
+		df.t.Reset(flushDelay)
+	}
+}
+
+// write writes b and, unless the body arms it, arms the timer for it.
 func (df *delayedFlush) write(w io.Writer, b []byte) error {
 	df.mu.Lock()
 	defer df.mu.Unlock()
@@ -295,9 +329,9 @@ func (df *delayedFlush) write(w io.Writer, b []byte) error {
 	if _, err := w.Write(b); err != nil {
 		return err
 	}
-	if !df.pending {
-		df.pending = true
-		df.t.Reset(flushDelay)
+	df.pending = true
+	if !df.lazy {
+		df.armLocked()
 	}
 	return nil
 }
@@ -307,8 +341,11 @@ func (df *delayedFlush) write(w io.Writer, b []byte) error {
 func (df *delayedFlush) stop() {
 	df.mu.Lock()
 	df.done = true
+	t := df.t
 	df.mu.Unlock()
-	df.t.Stop()
+	if t != nil {
+		t.Stop()
+	}
 }
 
 // writerOnly hides the ReaderFrom of a ResponseWriter from io.CopyBuffer,

@@ -71,12 +71,16 @@ type h1Conn struct {
 // limitReader reads from r at most n bytes before it fails, as
 // http.Transport bounds an answer's header.
 type limitReader struct {
-	r   io.Reader
-	n   int64
-	max int64
+	r      io.Reader
+	n      int64
+	max    int64
+	before func() // called before each read, if set
 }
 
 func (l *limitReader) Read(p []byte) (int, error) {
+	if l.before != nil {
+		l.before()
+	}
 	if l.n <= 0 {
 		return 0, fmt.Errorf("mcpgateway: upstream answer header larger than %d bytes", l.max)
 	}
@@ -344,6 +348,14 @@ func (b *h1Body) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// beforeNetRead has f called before each read of the body from the
+// connection (reads from what is buffered do not call it).
+func (b *h1Body) beforeNetRead(f func()) {
+	if !b.done {
+		b.c.lr.before = f
+	}
+}
+
 func (b *h1Body) Close() error {
 	if !b.done {
 		b.release(false)
@@ -356,6 +368,7 @@ func (b *h1Body) Close() error {
 // and the request's context has not closed it.
 func (b *h1Body) release(keep bool) {
 	b.done = true
+	b.c.lr.before = nil
 	stopped := b.stop()
 	if keep && stopped && b.c.br.Buffered() == 0 {
 		b.c.reused = false

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -467,5 +468,66 @@ func TestH1TransportWritesTheRequestAsGiven(t *testing.T) {
 	want := "POST /mcp?a=1 HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: 7\r\nMcp-Session-Id: s1\r\n\r\n{\"x\":1}"
 	if s := <-got; s != want {
 		t.Errorf("on the wire:\n%q\nwant\n%q", s, want)
+	}
+}
+
+// Through either transport (h1Transport arms the flush timer only before
+// it waits for the network, http.Transport's bodies arm it at every
+// write), what a stream has sent reaches the client while the upstream
+// pauses: the header alone, and an event before the next.
+func TestForwarderFlushesWhatArrivedWhileTheUpstreamPauses(t *testing.T) {
+	release := make(chan struct{}, 2)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		for i := 1; i <= 2; i++ {
+			select {
+			case <-release:
+			case <-time.After(10 * time.Second):
+				return // the client is stuck: it sees the stream end early
+			}
+			fmt.Fprintf(w, "id: %d\ndata: {}\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(up.Close)
+	target, _ := url.Parse(up.URL)
+	h1 := newH1Transport(t)
+	std := &http.Transport{}
+	t.Cleanup(std.CloseIdleConnections)
+	for name, tr := range map[string]http.RoundTripper{"h1Transport": h1, "http.Transport": std} {
+		t.Run(name, func(t *testing.T) {
+			f := &forwarder{target: target, transport: tr, onError: func(w http.ResponseWriter, _ *http.Request, _ []byte, err error) {
+				t.Errorf("upstream: %v", err)
+				w.WriteHeader(http.StatusBadGateway)
+			}}
+			gw := httptest.NewServer(f)
+			t.Cleanup(gw.Close)
+			res, err := http.Post(gw.URL, "application/json", strings.NewReader(`{}`))
+			if err != nil {
+				t.Fatal(err) // no header while the first event is pending
+			}
+			defer res.Body.Close()
+			br := bufio.NewReader(res.Body)
+			for i := 1; i <= 2; i++ {
+				release <- struct{}{}
+				var ev strings.Builder
+				for !strings.HasSuffix(ev.String(), "\n\n") {
+					line, err := br.ReadString('\n')
+					if err != nil {
+						t.Fatalf("event %d: %q %v", i, ev.String(), err)
+					}
+					ev.WriteString(line)
+				}
+				if want := fmt.Sprintf("id: %d\ndata: {}\n\n", i); ev.String() != want {
+					t.Fatalf("event %d: %q, want %q", i, ev.String(), want)
+				}
+			}
+			if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+				t.Errorf("after the events: %q %v", rest, err)
+			}
+		})
 	}
 }
