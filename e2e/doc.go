@@ -7,6 +7,15 @@
 // forms, headless chromium through the Chrome DevTools Protocol, and the
 // examples/client binary.
 //
+// Clients written by others run too: the TypeScript MCP SDK 1.x and v2
+// clients and oauth4webapi from npm (testdata/foreign, pinned by its lock
+// file), in front of which mcpgateway is tested with the TypeScript SDK's
+// server (testdata/tsserver), and mcp-go (github.com/mark3labs/mcp-go), a
+// Go MCP implementation independent of the official SDK, imported by these
+// tests only: a second Go client with its own OAuth discovery,
+// registration and token handling finds interoperability faults that one
+// written here, sharing our reading of the RFCs, would not.
+//
 // Run them with
 //
 //	go test ./e2e/
