@@ -141,6 +141,24 @@ func TestGatewayHostileInput(t *testing.T) {
 		})
 	}
 
+	// A batch of MCP 2025-03-26 with tools/list and another request under
+	// one id: the answers cannot be told apart, and the tools/list answer
+	// must not be passed on untrimmed as the other request's.
+	for _, batch := range []string{
+		`[{"jsonrpc":"2.0","id":20,"method":"tools/list"},{"jsonrpc":"2.0","id":20,"method":"ping"}]`,
+		`[{"jsonrpc":"2.0","id":21,"method":"ping"},{"jsonrpc":"2.0","id":21.0,"method":"tools/list"}]`,
+	} {
+		t.Run("never shows admin_stats to a batch reusing an id: "+batch, func(t *testing.T) {
+			resp, body := post([]byte(batch), "Mcp-Session-Id", sid)
+			if strings.Contains(body, "admin_stats") {
+				t.Errorf("%d: the answer lists admin_stats: %s", resp.StatusCode, body)
+			}
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("%d %s, want 400", resp.StatusCode, body)
+			}
+		})
+	}
+
 	t.Run("refuses two Mcp-Session-Id fields", func(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, resource, strings.NewReader(`{"jsonrpc":"2.0","id":13,"method":"tools/list"}`))
 		req.Header.Set("Authorization", "Bearer "+tok)

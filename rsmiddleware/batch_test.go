@@ -107,3 +107,38 @@ func TestMCPFilterBoundsBatches(t *testing.T) {
 		t.Fatalf("a long batch of hidden tool calls: audit %+v", lines)
 	}
 }
+
+// A batch with two requests under one id (1 and 1.0 are one id to a
+// JavaScript server) never reaches the server: the tools/list answer could
+// otherwise be taken for the answer of the other request, which is not
+// trimmed, and show a hidden tool. Answered 400 -32600, audited as one
+// batch event; distinct ids pass.
+func TestMCPFilterRefusesBatchesReusingAnID(t *testing.T) {
+	var reached atomic.Int32
+	fx := newFilterFixture(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `[{"jsonrpc":"2.0","id":1,"result":`+toolsResult+`},{"jsonrpc":"2.0","id":2,"result":{}}]`)
+	}), nil)
+	tok := fx.token("mcp:tools")
+	for _, body := range []string{
+		`[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1.0,"method":"tools/list"}]`,
+		`[{"jsonrpc":"2.0","id":"a","method":"ping"},{"jsonrpc":"2.0","id":"\u0061","method":"tools/list"}]`,
+	} {
+		mark := len(fx.audit.String())
+		wantInvalidRequest(t, body, fx.postVersion(t, tok, "", body))
+		if reached.Load() != 0 {
+			t.Fatalf("%s reached the server", body)
+		}
+		if lines := auditLines(t, fx.audit.String()[mark:]); len(lines) != 1 || lines[0].Method != "batch" || lines[0].Status != http.StatusBadRequest {
+			t.Fatalf("%s: audit %+v, want one batch event", body, lines)
+		}
+	}
+	resp := fx.postVersion(t, tok, "", `[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`)
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || reached.Load() != 1 || strings.Contains(string(b), "admin_stats") || !strings.Contains(string(b), `"echo"`) {
+		t.Fatalf("distinct ids: %d %s", resp.StatusCode, b)
+	}
+}

@@ -136,7 +136,8 @@ type rpcRequest struct {
 // lines. A longer batch is refused as a whole, 400 with the JSON-RPC error
 // -32600 Invalid Request, and audited as one event (method "batch").
 // Batches exist only in MCP 2025-03-26 (2025-06-18 removed them), so no
-// MCP client sends one this long.
+// MCP client sends one this long. A batch holding two requests under one
+// id is refused the same way: their answers could not be told apart.
 const MaxBatchRequests = 100
 
 // BatchesVersion is the first MCP revision without JSON-RPC batches
@@ -247,6 +248,26 @@ func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
 	return out, nil
 }
 
+// sharedID reports whether two of reqs are requests under one id (ids
+// compared in canonical form, so 1 and 1.0 are one id, as they are to a
+// JavaScript server).
+func sharedID(reqs []*rpcRequest) bool {
+	if len(reqs) < 2 {
+		return false
+	}
+	seen := make(map[string]bool, len(reqs))
+	for _, q := range reqs {
+		if q.key == "" {
+			continue
+		}
+		if seen[q.key] {
+			return true
+		}
+		seen[q.key] = true
+	}
+	return false
+}
+
 // forEachMessage calls fn with each message of the valid JSON-RPC body v,
 // an object or an array of them.
 func forEachMessage(v []byte, fn func([]byte) error) error {
@@ -347,6 +368,12 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 				return
 			case batchesRefused(r) && isBatch(body):
 				f.refuseBatch(w, r, p, start, "Invalid Request: MCP "+BatchesVersion+" and later have no JSON-RPC batches")
+				return
+			case sharedID(reqs):
+				// Answers are matched to requests by id (JSON-RPC 2.0 §6):
+				// of two requests under one id, a tools/list answer could
+				// pass as the other's and go out untrimmed.
+				f.refuseBatch(w, r, p, start, "Invalid Request: two requests of the batch have one id")
 				return
 			}
 		}
