@@ -127,7 +127,10 @@ type rpcRequest struct {
 	method string
 	tool   string
 	args   string // ArgumentsDigest, tools/call and prompts/get only
-	done   bool
+	// response: a JSON-RPC response of the client (no method; id is the
+	// id of the server's request it answers, key is empty).
+	response bool
+	done     bool
 }
 
 // MaxBatchRequests is the most messages a JSON-RPC batch (JSON-RPC 2.0 §6)
@@ -200,7 +203,7 @@ func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
 			// A response to a request of the server (JSON-RPC 2.0 §5, as
 			// an elicitation/create answer): one event, with the id it
 			// answers, never matched with the server's answer.
-			req := &rpcRequest{}
+			req := &rpcRequest{response: true}
 			if rawID != nil && string(rawID) != "null" {
 				if req.id, err = idKey(rawID); err != nil {
 					return errPeek
@@ -361,8 +364,8 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 			case err != nil:
 				// JSON-RPC 2.0 §5.1: -32700 Parse error, id null. A body
 				// that is JSON but no JSON-RPC message is a parse error
-				// too here: its id cannot be told.
-				// Audited as the Middleware's refusal of such a body is.
+				// too here: its id cannot be told. It is audited as the
+				// Middleware's refusal of such a body is (AuditRefused).
 				f.auditAlone(r, p, start, &rpcRequest{method: MethodUnknown}, AuditInvalid, 0, http.StatusBadRequest)
 				writeRPCError(w, http.StatusBadRequest, "null", -32700, "Parse error")
 				return
@@ -753,11 +756,11 @@ func (fw *filterWriter) emit(q *rpcRequest, result string, code int, isError boo
 	}
 	e := fw.base
 	e.Event = q.method
-	switch q.method {
-	case "tools/call":
-		e.Event = "tool.call"
-	case "":
+	switch {
+	case q.response:
 		e.Event = EventResponse
+	case q.method == "tools/call":
+		e.Event = "tool.call"
 	}
 	e.Method, e.Tool, e.RequestID, e.ArgsSHA256 = q.method, q.tool, q.id, q.args
 	e.Result, e.ErrorCode, e.IsError, e.Status = result, code, isError, status

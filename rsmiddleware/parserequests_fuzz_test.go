@@ -68,7 +68,7 @@ func FuzzParseRequests(f *testing.F) {
 					}
 					want = string(c)
 				}
-				if q.method != "" || q.key != "" || q.id != want {
+				if !q.response || q.method != "" || q.key != "" || q.id != want {
 					t.Fatalf("response %s: %+v", m, *q)
 				}
 				continue
