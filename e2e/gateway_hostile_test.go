@@ -54,6 +54,11 @@ func gatewayToken(t *testing.T, resource string) string {
 	return tok
 }
 
+// readOf is a resources/read of uri (a JSON string's content).
+func readOf(uri string) string {
+	return `{"jsonrpc":"2.0","id":30,"method":"resources/read","params":{"uri":"` + uri + `"}}`
+}
+
 const adminCall = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"admin_stats","arguments":{}}}`
 
 // TestGatewayHostileInput sends requests crafted to make the gateway
@@ -104,6 +109,12 @@ func TestGatewayHostileInput(t *testing.T) {
 		t.Fatalf("echo: %d %s", resp.StatusCode, body)
 	}
 
+	// An unguarded resource is read.
+	if resp, body := post([]byte(readOf("file:///readme")), session...); resp.StatusCode != 200 || !strings.Contains(body, "contents of readme") ||
+		!slices.Contains(upstream.calls(t), "resource file:///readme") {
+		t.Fatalf("file:///readme: %d %s", resp.StatusCode, body)
+	}
+
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	io.WriteString(zw, adminCall)
@@ -129,14 +140,24 @@ func TestGatewayHostileInput(t *testing.T) {
 		{"arguments nested 20000 deep", deep, nil, http.StatusBadRequest},
 		{"the call inside a batch of MCP 2025-03-26", `[{"jsonrpc":"2.0","id":12,"method":"tools/list"},` + adminCall + `]`,
 			[]string{"Mcp-Protocol-Version", ""}, http.StatusForbidden},
+		// deploy/mcpgateway.yaml guards file:///var/log/{name} with
+		// mcp:admin; the server looks resources up by new URL(uri).toString().
+		{"a read of FILE:///var/log/audit, which the server reads as file:///var/log/audit", readOf("FILE:///var/log/audit"), nil, http.StatusForbidden},
+		{"a read of a path with a dot segment", readOf("file:///var/x/../log/audit"), nil, http.StatusBadRequest},
+		{"a read of a path with an encoded dot segment", readOf("file:///var/x/%2E%2e/log/audit"), nil, http.StatusBadRequest},
+		{"a read of a file URI with the host localhost", readOf("file://localhost/var/log/audit"), nil, http.StatusBadRequest},
+		{"a read with a newline in the URI", readOf("file:///var/lo\ng/audit"), nil, http.StatusBadRequest},
+		{"a read with a leading space", readOf(" file:///var/log/audit"), nil, http.StatusBadRequest},
 	} {
 		t.Run("refuses "+tc.name, func(t *testing.T) {
 			resp, body := post([]byte(tc.body), append(slices.Clone(session), tc.header...)...)
 			if resp.StatusCode != tc.status {
 				t.Errorf("%d %.200s, want %d", resp.StatusCode, body, tc.status)
 			}
-			if slices.Contains(upstream.calls(t), "admin_stats") {
-				t.Fatalf("the server ran admin_stats: %q", upstream.calls(t))
+			for _, c := range upstream.calls(t) {
+				if c == "admin_stats" || strings.HasPrefix(c, "resource file:///var/log/") {
+					t.Fatalf("the server ran %s: %q", c, upstream.calls(t))
+				}
 			}
 		})
 	}

@@ -137,6 +137,13 @@ func peekMessage(msg []byte) (rpcCall, error) {
 		}
 		c.Tool = c.Name
 	}
+	if member == "uri" && c.Name != "" {
+		// The server may read the URI in another spelling (a WHATWG URL
+		// parser's); one whose spelling cannot be told is refused.
+		if _, ok := resourceURIForms(c.Name); !ok {
+			return c, errPeek
+		}
+	}
 	return c, nil
 }
 

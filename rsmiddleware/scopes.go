@@ -25,7 +25,12 @@ type Scopes struct {
 	// resources/read of a URI needs the scopes of that URI and of every
 	// template key it may be an expansion of: each {expression} of a
 	// template is taken to stand for any text, so a URI matches more
-	// templates than RFC 6570 would expand to it, never fewer.
+	// templates than RFC 6570 would expand to it, never fewer. The URI is
+	// matched as sent and as a WHATWG URL parser serialises it (the
+	// TypeScript MCP SDK looks resources up by new URL(uri).toString(), so
+	// "CONFIG://secrets" is config://secrets); a URI whose serialisation
+	// could differ otherwise (dot segments, tabs, backslashes, numeric
+	// hosts, ...) is refused as unreadable.
 	Resources map[string][]string
 }
 
@@ -58,13 +63,21 @@ func (s Scopes) required(calls []rpcCall) []string {
 }
 
 // forURI calls add with the scopes of the Resources keys uri matches: the
-// URI itself and the templates it may expand.
+// URI itself and the templates it may expand, in each of the spellings the
+// server may read it as (resourceURIForms; peekJSONRPC refuses a URI it
+// cannot spell).
 func (s Scopes) forURI(uri string, add func([]string)) {
-	add(s.Resources[uri])
+	forms, ok := resourceURIForms(uri)
+	if !ok {
+		forms = []string{uri}
+	}
 	var templates []string
-	for k := range s.Resources {
-		if k != uri && strings.IndexByte(k, '{') >= 0 && templateMatches(k, uri) {
-			templates = append(templates, k)
+	for _, u := range forms {
+		add(s.Resources[u])
+		for k := range s.Resources {
+			if k != u && strings.IndexByte(k, '{') >= 0 && !slices.Contains(templates, k) && templateMatches(k, u) {
+				templates = append(templates, k)
+			}
 		}
 	}
 	slices.Sort(templates) // the challenge lists the scopes in one order

@@ -8,7 +8,8 @@
 // store replaying in the order stored, so that streams can be resumed with
 // Last-Event-ID) and, for the test, GET /_seen: the method, session and
 // Authorization header of every request /mcp received, and GET /_calls:
-// the name of every tool it ran, in order. With EXPRESS=1 it is the SDK's
+// the name of every tool it ran and every resource it read ("resource
+// <uri>"), in order. With EXPRESS=1 it is the SDK's
 // createMcpExpressApp (Express and its JSON body parser, which decodes the
 // body in the charset its Content-Type names), as the SDK's examples are;
 // otherwise plain node:http reading the body as UTF-8.
@@ -82,12 +83,16 @@ function newServer() {
     }));
   }
   for (const [name, uri] of [['readme', 'file:///readme'], ['audit', 'file:///var/log/audit']]) {
-    server.registerResource(name, uri, { mimeType: 'text/plain' }, async (u) => ({
-      contents: [{ uri: u.href, text: `contents of ${name}` }],
-    }));
+    server.registerResource(name, uri, { mimeType: 'text/plain' }, async (u) => {
+      calls.push('resource ' + u.href);
+      return { contents: [{ uri: u.href, text: `contents of ${name}` }] };
+    });
   }
   server.registerResource('logs', new ResourceTemplate('file:///var/log/{name}', { list: undefined }), { mimeType: 'text/plain' },
-    async (u) => ({ contents: [{ uri: u.href, text: 'a log' }] }));
+    async (u) => {
+      calls.push('resource ' + u.href);
+      return { contents: [{ uri: u.href, text: 'a log' }] };
+    });
   return server;
 }
 
