@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"net/textproto"
@@ -159,26 +158,32 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		body, length = b, int64(len(b))
 		if length > 0 {
-			outBody = io.NopCloser(bytes.NewReader(b))
+			outBody = newBytesBody(b)
 		}
 	} else if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		outBody, length = io.NopCloser(r.Body), r.ContentLength
 	}
-	u := *f.target
-	u.RawQuery = cleanQuery(r.URL.RawQuery)
+	// The target is shared by every request without a query; transports
+	// read a request's URL and never change it (a copy is a Clone).
+	target := f.target
+	if r.URL.RawQuery != "" {
+		u := *f.target
+		u.RawQuery = cleanQuery(r.URL.RawQuery)
+		target = &u
+	}
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, "", nil)
 	if err != nil {
 		f.onError(w, r, body, err)
 		return
 	}
-	out.URL, out.Host, out.Header = &u, "", outHeader(r)
+	out.URL, out.Host, out.Header = target, "", outHeader(r)
 	out.Body, out.ContentLength = outBody, length
 	if outBody == http.NoBody {
 		out.Body = nil
 	}
 	if body != nil {
 		// The upstream's credentials may send it again (a refused token).
-		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		out.GetBody = func() (io.ReadCloser, error) { return newBytesBody(body), nil }
 	}
 
 	res, err := f.transport.RoundTrip(out)
@@ -209,8 +214,7 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(res.StatusCode)
 
-	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
-	stream := mt == "text/event-stream" || res.ContentLength == -1
+	stream := isEventStream(res.Header.Get("Content-Type")) || res.ContentLength == -1
 	buf := copyBufferPool.Get().(*[]byte)
 	defer copyBufferPool.Put(buf)
 	if err := copyAnswer(w, res.Body, *buf, stream, r.Method == http.MethodGet); err != nil {
@@ -223,6 +227,25 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// isEventStream reports whether the Content-Type ct is text/event-stream
+// (RFC 9110 §8.3.1: the media type, case-insensitive, before any
+// parameters).
+func isEventStream(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(textproto.TrimString(mt), "text/event-stream")
+}
+
+// bytesBody is a request body read from a byte slice, in one allocation.
+type bytesBody struct{ bytes.Reader }
+
+func newBytesBody(b []byte) *bytesBody {
+	bb := &bytesBody{}
+	bb.Reset(b)
+	return bb
+}
+
+func (*bytesBody) Close() error { return nil }
 
 // copyAnswer copies src to w; a stream is flushed whenever the upstream
 // pauses: after a read, what was written is flushed if the next read has

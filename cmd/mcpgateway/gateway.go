@@ -140,13 +140,14 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 		path = u.Path
 	}
 	limit := cfg.Limits.MaxRequestBytes
+	chain := mw.Wrap(binding.Wrap(filter.Wrap(proxy)))
 	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
 			rsmiddleware.WriteBodyTooLarge(w)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
-		mw.Wrap(binding.Wrap(filter.Wrap(proxy))).ServeHTTP(w, r)
+		chain.ServeHTTP(w, r)
 	}))
 	g.handler = mux
 	return g, nil
