@@ -40,7 +40,9 @@ const maxSubjectToken = 8 << 10
 //
 // Scopes of the issued token are the requested scopes (all of them when the
 // request names none) intersected with Scopes, with To's scopes and with the
-// scopes the client may have. The subject token's own scopes belong to From
+// scopes the client may have, and, for a person who signed in through an
+// upstream provider with claim_scopes, with the scopes their claims map to:
+// a requested scope beyond that mapping is invalid_scope (RFC 8693 §2.2.2). The subject token's own scopes belong to From
 // and are not copied across resources; a rule that should only apply to
 // subject tokens carrying certain scopes names them in SubjectScopes.
 type ExchangeRule struct {
@@ -356,6 +358,20 @@ func (h *exchangeHandler) HandleTokenEndpointRequest(ctx context.Context, r fosi
 	ceiling, defaults := intersect(scopeCeiling(c, res), rule.scopes), intersect(defaultScopes(c, res), rule.scopes)
 	if len(defaults) == 0 {
 		defaults = ceiling
+	}
+	// The subject token's person, capped by their claims (capToPerson):
+	// the mapping bounds what an exchange grants them, as it bounds what
+	// they consent to.
+	allowed, capped, err := h.s.personCap(ctx, sub.subject, sub.federated != "")
+	if err != nil {
+		return userLookupErr(err)
+	}
+	if capped {
+		if ceiling, defaults, err = capToPerson(r.GetRequestedScopes(), ceiling, defaults, allowed); err != nil {
+			h.s.log.audit(ctx, "token.exchange_not_permitted", "client_id", c.id, "sub", sub.subject, "aud", res.URI,
+				"scope", strings.Join(r.GetRequestedScopes(), " "))
+			return err
+		}
 	}
 	scopes, err := selectScopes(r.GetRequestedScopes(), ceiling, defaults)
 	if err != nil {

@@ -260,9 +260,10 @@ func (c consentRevoker) RevokeConsent(ctx context.Context, subject, clientID str
 
 // userGate runs after the grant handlers have loaded the grant of a code
 // or refresh request: a grant whose person is no longer configured, or is
-// disabled, is refused with invalid_grant (RFC 6749 §5.2). Token exchange
-// checks the person of the subject token itself (verifySubject);
-// client-credentials grants have no person.
+// disabled, is refused with invalid_grant (RFC 6749 §5.2). At a refresh it
+// then asks Config.Recheck, when set, and caps the scopes by the person's
+// claims (capRefresh). Token exchange checks the person of the subject token
+// itself (verifySubject, personCap); client-credentials grants have no person.
 type userGate struct{ s *Server }
 
 var _ fosite.TokenEndpointHandler = (*userGate)(nil)
@@ -287,9 +288,50 @@ func (g *userGate) HandleTokenEndpointRequest(ctx context.Context, r fosite.Acce
 		g.s.log.audit(ctx, "grant.user_inactive", "client_id", r.GetClient().GetID(), "sub", sub, "grant", r.GetID())
 		return fosite.ErrInvalidGrant.WithHint("The person who granted this access can no longer sign in.")
 	}
-	if g.s.cfg.Recheck == nil || sub == "" || federated || !r.GetGrantTypes().ExactOne("refresh_token") {
+	if sub == "" || federated || !r.GetGrantTypes().ExactOne("refresh_token") {
 		return nil
 	}
+	if g.s.cfg.Recheck != nil {
+		if err := g.recheck(ctx, r, sub); err != nil {
+			return err
+		}
+	}
+	return g.capRefresh(ctx, r, sub)
+}
+
+// capRefresh bounds the scopes of a person's refresh by their claims
+// (capToPerson), as the recheck, if any, left them in the person's record:
+// a scope the refresh names beyond them is invalid_scope; the grant's other
+// scopes beyond them are left out of the new tokens; a grant left with none
+// of its resource's scopes is invalid_grant (RFC 6749 §5.2), for the person
+// to sign in again.
+func (g *userGate) capRefresh(ctx context.Context, r fosite.AccessRequester, sub string) error {
+	allowed, capped, err := g.s.personCap(ctx, sub, false)
+	if err != nil {
+		return userLookupErr(err)
+	}
+	ar, ok := r.(*fosite.AccessRequest)
+	if !capped || !ok {
+		return nil
+	}
+	granted := []string(ar.GrantedScope)
+	requested := fosite.RemoveEmpty(splitSpace(r.GetRequestForm().Get("scope")))
+	kept, _, err := capToPerson(requested, granted, nil, allowed)
+	if err == nil && len(withoutOffline(granted)) > 0 && len(withoutOffline(kept)) == 0 {
+		err = fosite.ErrInvalidGrant.WithHint("The person's organisation no longer permits any scope of this grant; sign in again.")
+	}
+	if err != nil {
+		g.s.log.audit(ctx, "grant.scope_not_permitted", "client_id", r.GetClient().GetID(), "sub", sub, "grant", r.GetID(),
+			"scope", strings.Join(granted, " "))
+		return err
+	}
+	ar.GrantedScope = fosite.Arguments(kept)
+	return nil
+}
+
+// recheck asks Config.Recheck whether the person's provider still confirms
+// them (UpstreamRecheck).
+func (g *userGate) recheck(ctx context.Context, r fosite.AccessRequester, sub string) error {
 	var scopes []string
 	if sess, ok := r.GetSession().(*session); ok && sess != nil {
 		scopes = sess.Scopes

@@ -1,7 +1,9 @@
 package as
 
 import (
+	"context"
 	"slices"
+	"strings"
 
 	"github.com/ory/fosite"
 )
@@ -178,4 +180,48 @@ func namesScope(requested []string) bool {
 		}
 	}
 	return false
+}
+
+// The person's cap: someone who signed in through an upstream provider with
+// a claim mapping (claim_scopes) may never be granted a scope their claims
+// do not allow, whatever the client or the exchange policy may have. The
+// consent page applies it at authorization (loginui); token exchange and
+// refresh apply it to every token they mint for that person, with the claims
+// the person's record holds then.
+
+// personCap returns the scopes the person subject may be granted and
+// whether anything caps them (loginui.UI.ScopeCap). No subject (client
+// credentials), a federated one (an assertion's subject, no person of ours)
+// and a server without a UI are not capped.
+func (s *Server) personCap(ctx context.Context, subject string, federated bool) ([]string, bool, error) {
+	if subject == "" || federated || s.ui == nil {
+		return nil, false, nil
+	}
+	return s.ui.ScopeCap(ctx, subject)
+}
+
+// capToPerson bounds ceiling and defaults (as selectScopes takes them) by
+// allowed, the person's mapped scopes; offline_access is never capped, it is
+// no resource's scope. A request that names a scope the ceiling holds and
+// allowed does not is refused with invalid_scope (RFC 6749 §5.2, RFC 8693
+// §2.2.2) naming those scopes: a narrowed answer would send the client back
+// for the same scope. Defaults beyond allowed are left out; when none is
+// left for a request naming no scope, that is invalid_scope too.
+func capToPerson(requested, ceiling, defaults, allowed []string) (cappedCeiling, cappedDefaults []string, err error) {
+	var beyond []string
+	for _, sc := range requested {
+		if sc != offlineAccess && slices.Contains(ceiling, sc) && !slices.Contains(allowed, sc) && !slices.Contains(beyond, sc) {
+			beyond = append(beyond, sc)
+		}
+	}
+	if len(beyond) > 0 {
+		return nil, nil, fosite.ErrInvalidScope.WithHintf("The person's organisation does not permit the scope %s: their sign-in provider's claims do not map to it.", strings.Join(beyond, " "))
+	}
+	keep := func(sc string) bool { return sc == offlineAccess || slices.Contains(allowed, sc) }
+	cappedCeiling = slices.DeleteFunc(slices.Clone(ceiling), func(sc string) bool { return !keep(sc) })
+	cappedDefaults = slices.DeleteFunc(slices.Clone(defaults), func(sc string) bool { return !keep(sc) })
+	if !namesScope(requested) && len(withoutOffline(defaults)) > 0 && len(withoutOffline(cappedDefaults)) == 0 {
+		return nil, nil, fosite.ErrInvalidScope.WithHint("None of the scopes this request would get is permitted by the person's organisation: their sign-in provider's claims do not map to any.")
+	}
+	return cappedCeiling, cappedDefaults, nil
 }

@@ -479,7 +479,7 @@ func (u *UI) Authorize(w http.ResponseWriter, r *http.Request, p Prompt) (Result
 	}
 
 	// The person's claims at their provider cap what they may be granted.
-	if allowed, capped, err := u.scopeCap(r.Context(), sess.Subject); err != nil {
+	if allowed, capped, err := u.ScopeCap(r.Context(), sess.Subject); err != nil {
 		u.storageError(w, r, "reading the user record", err)
 		return Result{}, false
 	} else if capped {

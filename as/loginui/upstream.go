@@ -346,9 +346,14 @@ func (u *UI) upstreamActive(ctx context.Context, subject string) (bool, error) {
 	return !rec.Disabled, nil
 }
 
-// scopeCap returns the scopes an upstream person may hold (capped true)
-// when their provider has a claim mapping; capped false for everyone else.
-func (u *UI) scopeCap(ctx context.Context, subject string) (scopes []string, capped bool, err error) {
+// ScopeCap returns the scopes the person subject may be granted (capped
+// true) when they signed in through a provider with a claim mapping
+// (claim_scopes), read from the claims their record holds: the consent
+// page, token exchange and refresh all cap a grant by it. A person of such a
+// provider without a record may hold none. Capped is false for everyone
+// else (local people, other providers). A storage error is returned, with
+// capped true, never taken for an answer.
+func (u *UI) ScopeCap(ctx context.Context, subject string) (scopes []string, capped bool, err error) {
 	up, ok := u.upstreamOf(subject)
 	if !ok || !up.Provider.Capped() {
 		return nil, false, nil
