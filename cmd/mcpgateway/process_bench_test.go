@@ -38,6 +38,10 @@ var (
 	gatewayBin2 = flag.String("gateway.bin2", "", "second mcpgateway binary, measured beside the first (BenchmarkGatewayProcesses)")
 	// GOMAXPROCS of the gateway process; empty: the Go runtime's default.
 	gatewayProcs = flag.String("gateway.gomaxprocs", "", "GOMAXPROCS of the gateway process (BenchmarkGatewayProcesses)")
+	// Only one path's rounds after the warm-up (direct, gateway or gw2),
+	// so that a profiler or perf stat attached to one process sees one
+	// path; empty: all, interleaved.
+	onlyPath = flag.String("bench.only", "", "run only the rounds of direct, gateway or gw2 (BenchmarkGatewayProcesses)")
 )
 
 // benchUpstreamEnv makes the test binary serve the Go SDK upstream of
@@ -88,7 +92,8 @@ func serveGoUpstream(addr string) {
 // -pin.gateway and -pin.others give the gateway a core of its own;
 // -gateway.bin and -gateway.bin2 run prebuilt gateways (two of them side
 // by side, their rounds interleaved, for an A/B comparison of builds);
-// -gateway.gomaxprocs sets the gateway's GOMAXPROCS.
+// -gateway.gomaxprocs sets the gateway's GOMAXPROCS; -bench.only runs the
+// rounds of one path alone (the others' metrics are then NaN).
 //
 //	go test ./cmd/mcpgateway -run '^$' -bench GatewayProcesses -benchtime 12000x
 //	go test ./cmd/mcpgateway -run '^$' -bench GatewayProcesses -benchtime 12000x -args -pin.gateway 1 -pin.others 0
@@ -239,9 +244,17 @@ func benchProcesses(b *testing.B, ps *procStack) {
 		round(tg)
 		*tg = target{sessions: tg.sessions, gw: tg.gw}
 	}
+	measured := targets
+	if *onlyPath != "" {
+		i := map[string]int{"direct": 0, "gateway": 1, "gw2": 2}[*onlyPath]
+		if i == 0 && *onlyPath != "direct" || i >= len(targets) {
+			b.Fatalf("-bench.only %q: want direct, gateway or gw2 (with -gateway.bin2)", *onlyPath)
+		}
+		measured = targets[i : i+1]
+	}
 	b.ResetTimer()
-	for done := 0; done < b.N; done += len(targets) * clients * perRound {
-		for _, tg := range targets {
+	for done := 0; done < b.N; done += len(measured) * clients * perRound {
+		for _, tg := range measured {
 			round(tg)
 		}
 	}
