@@ -103,27 +103,53 @@ func TestAnUpstreamSignInEndsAtItsStatesExpiry(t *testing.T) {
 	}
 }
 
-// TestTheCallbackAnswersOnlyGETAndHEAD: the provider sends the browser back
-// with a GET; any other method gets 405.
-func TestTheCallbackAnswersOnlyGETAndHEAD(t *testing.T) {
+// TestTheCallbackAnswersOnlyGET: the provider sends the browser back with a
+// GET; any other method, HEAD included, gets 405 with Allow: GET.
+func TestTheCallbackAnswersOnlyGET(t *testing.T) {
 	e := newUpstreamEnv(t, false, "")
 	for _, tc := range []struct {
 		method string
 		status int
 	}{
 		{http.MethodGet, http.StatusBadRequest},
-		{http.MethodHead, http.StatusBadRequest},
+		{http.MethodHead, http.StatusMethodNotAllowed},
 		{http.MethodPost, http.StatusMethodNotAllowed},
 		{http.MethodPut, http.StatusMethodNotAllowed},
+		{http.MethodOptions, http.StatusMethodNotAllowed},
 	} {
 		req, err := http.NewRequest(tc.method, e.srv.URL+"/upstream/corp/callback", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := e.browser().do(req)
-		if p.StatusCode != tc.status || (tc.status == http.StatusMethodNotAllowed) != (p.Header.Get("Allow") == "GET, HEAD") {
+		if p.StatusCode != tc.status || (tc.status == http.StatusMethodNotAllowed) != (p.Header.Get("Allow") == "GET") {
 			t.Errorf("%s: status %d Allow %q, want %d", tc.method, p.StatusCode, p.Header.Get("Allow"), tc.status)
 		}
+	}
+}
+
+// TestAHEADOfTheCallbackLeavesTheStateUnused: a HEAD (or POST) of the
+// provider's answer, as a link preview or prefetching proxy sends, neither
+// uses up the state nor redeems the code: the GET that follows, with the
+// same state and code, signs the person in.
+func TestAHEADOfTheCallbackLeavesTheStateUnused(t *testing.T) {
+	e := newUpstreamEnv(t, false, "")
+	b := e.browser()
+	cb := e.signIn(b, "/consents", "alice")
+	for _, method := range []string{http.MethodHead, http.MethodPost} {
+		req, err := http.NewRequest(method, cb.String(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := b.do(req); p.StatusCode != http.StatusMethodNotAllowed || p.Header.Get("Allow") != "GET" {
+			t.Fatalf("%s of the callback: status %d Allow %q, want 405 GET", method, p.StatusCode, p.Header.Get("Allow"))
+		}
+	}
+	if e.record("corp:u-alice") != nil {
+		t.Fatal("a HEAD of the callback recorded the person")
+	}
+	if p := b.open(cb); !strings.Contains(p.Body, "Signed in as") {
+		t.Fatalf("GET after the HEAD: status %d, want signed in:\n%s", p.StatusCode, p.Body)
 	}
 }
 

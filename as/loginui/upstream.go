@@ -180,9 +180,14 @@ func parseCallback(q url.Values) (callbackParams, error) {
 // signs them in, then returns to the authorization request, which shows
 // our consent page. Every failure is a
 // page of ours: the OAuth client did not cause it and is not sent an error.
+//
+// Only GET is answered (RFC 6749 §4.1.2: the provider redirects the browser
+// with a GET). Any other method, HEAD included (a link preview, a
+// prefetching proxy), is 405 with Allow: GET before the state is read, so
+// it cannot use the state up or redeem the code.
 func (u *UI) serveCallback(w http.ResponseWriter, r *http.Request, id string) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
 		u.ErrorPage(w, http.StatusMethodNotAllowed, "Method not allowed", "")
 		return
 	}
