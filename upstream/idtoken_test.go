@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +54,7 @@ func TestIDTokenClaimEdges(t *testing.T) {
 		{name: "skew 10s: exp 9s ago", skew: 10 * time.Second, edit: func(c map[string]any) { c["exp"] = now.Add(-9 * time.Second).Unix() }},
 		{name: "skew 10s: exp 11s ago", skew: 10 * time.Second, edit: func(c map[string]any) { c["exp"] = now.Add(-11 * time.Second).Unix() }, want: upstream.ErrExpired},
 		{name: "no sub", edit: func(c map[string]any) { delete(c, "sub") }, want: upstream.ErrInvalidToken},
+		{name: "iss without its scheme", edit: func(c map[string]any) { c["iss"] = strings.TrimPrefix(c["iss"].(string), "http://") }, want: upstream.ErrInvalidToken},
 		{name: "no nonce", edit: func(c map[string]any) { delete(c, "nonce") }, want: upstream.ErrInvalidToken},
 	}
 	for _, tc := range cases {

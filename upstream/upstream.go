@@ -503,9 +503,23 @@ func (p *Provider) VerifyIDToken(ctx context.Context, raw, nonce string) (map[st
 	return claims, nil
 }
 
+// googleIssuer is Google's issuer identifier. Google documents the iss of
+// its ID tokens as "https://accounts.google.com" or "accounts.google.com".
+const googleIssuer = "https://accounts.google.com"
+
+// idTokenIssuerMatches reports whether an ID token's iss is the provider's
+// issuer (Core §3.1.3.7 item 2): equal byte for byte, and for Google's
+// issuer exactly, also its scheme-less form, which Google documents its ID
+// tokens may carry (as coreos/go-oidc accepts). Discovery's issuer and the
+// authorization response's iss parameter are compared exactly, for Google
+// too.
+func idTokenIssuerMatches(configured, iss string) bool {
+	return iss == configured || configured == googleIssuer && iss == strings.TrimPrefix(googleIssuer, "https://")
+}
+
 // checkClaims runs the claim checks of Core §3.1.3.7 items 2-5 and 9-11.
 func (p *Provider) checkClaims(c map[string]any, nonce string) error {
-	if iss, _ := c["iss"].(string); iss != p.cfg.Issuer {
+	if iss, _ := c["iss"].(string); !idTokenIssuerMatches(p.cfg.Issuer, iss) {
 		return fmt.Errorf("%w: iss %q is not %q", ErrInvalidToken, iss, p.cfg.Issuer)
 	}
 	var aud []string
