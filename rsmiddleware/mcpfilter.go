@@ -332,6 +332,10 @@ func idKey(raw []byte) (string, error) {
 func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := PrincipalFromContext(r.Context())
+		if !ok && IsPreflight(r) {
+			next.ServeHTTP(w, r) // no JSON-RPC to audit or filter
+			return
+		}
 		if !ok {
 			http.Error(w, "unauthenticated", http.StatusUnauthorized)
 			return

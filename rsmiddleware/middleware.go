@@ -119,7 +119,7 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 // is intact for next.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != "" {
+		if IsPreflight(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -256,6 +256,15 @@ func undecodedBody(h http.Header) string {
 		}
 	}
 	return ""
+}
+
+// IsPreflight reports whether r is a CORS preflight (Fetch Standard,
+// CORS protocol): OPTIONS with Origin and Access-Control-Request-Method.
+// Middleware passes it on without a token, and SessionBinding and
+// MCPFilter pass it on without a Principal, so that the handler (or the
+// server behind a gateway) answers it.
+func IsPreflight(r *http.Request) bool {
+	return r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != ""
 }
 
 // readBody reads the body, in one allocation when the Content-Length is

@@ -105,6 +105,10 @@ func (b *SessionBinding) now() time.Time {
 func (b *SessionBinding) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := PrincipalFromContext(r.Context())
+		if !ok && IsPreflight(r) {
+			next.ServeHTTP(w, r) // carries no session and opens none
+			return
+		}
 		if !ok {
 			http.Error(w, "unauthenticated", http.StatusUnauthorized)
 			return

@@ -172,3 +172,53 @@ func TestMountPRMAtTheRootOnlyWhenAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A CORS preflight passes the whole chain a gateway builds (Middleware,
+// SessionBinding, MCPFilter) to the handler, which answers it; an OPTIONS
+// that is no preflight still needs a token.
+func TestPreflightReachesTheHandlerThroughTheChain(t *testing.T) {
+	ks := newKeyServer(t)
+	prm, _ := ResourceMetadataURL(testResource)
+	f := NewMCPFilter(MCPFilterConfig{Scopes: filterScopes, Audit: AuditLog(io.Discard, "json"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	mw, err := NewMiddleware(MiddlewareConfig{Verifier: ks.verifier(t, nil), ResourceMetadataURL: prm, Scopes: filterScopes,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnInsufficientScope: f.AuditDenied, OnRefused: f.AuditRefused})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b SessionBinding
+	srv := httptest.NewServer(mw.Wrap(b.Wrap(f.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
+		w.Header().Set("Access-Control-Allow-Headers", "authorization, content-type, mcp-protocol-version, mcp-session-id")
+		w.WriteHeader(http.StatusNoContent)
+	})))))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		status int
+	}{
+		{"answers a preflight", map[string]string{"Origin": "http://localhost:6274", "Access-Control-Request-Method": "POST",
+			"Access-Control-Request-Headers": "authorization, content-type"}, http.StatusNoContent},
+		{"answers a preflight naming a session", map[string]string{"Origin": "http://localhost:6274", "Access-Control-Request-Method": "GET",
+			"Mcp-Session-Id": "s-1"}, http.StatusNoContent},
+		{"refuses an OPTIONS without Access-Control-Request-Method", map[string]string{"Origin": "http://localhost:6274"}, http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodOptions, srv.URL, nil)
+			for k, v := range tc.header {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Errorf("%d, want %d", resp.StatusCode, tc.status)
+			}
+			if tc.status == http.StatusNoContent && resp.Header.Get("Access-Control-Allow-Origin") != "http://localhost:6274" {
+				t.Errorf("Access-Control-Allow-Origin %q", resp.Header.Get("Access-Control-Allow-Origin"))
+			}
+		})
+	}
+}

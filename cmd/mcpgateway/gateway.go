@@ -142,6 +142,21 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	limit := cfg.Limits.MaxRequestBytes
 	chain := mw.Wrap(binding.Wrap(filter.Wrap(proxy)))
 	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// MCP Streamable HTTP has POST, GET and DELETE (and browsers'
+		// CORS preflights); only a POST's body is JSON-RPC, and only it is
+		// read for scopes, so no other method or body is passed on for a
+		// server to read.
+		switch r.Method {
+		case http.MethodPost, http.MethodGet, http.MethodDelete, http.MethodOptions:
+		default:
+			w.Header().Set("Allow", "POST, GET, DELETE, OPTIONS")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.Method != http.MethodPost && r.ContentLength != 0 {
+			http.Error(w, r.Method+" requests have no body here", http.StatusBadRequest)
+			return
+		}
 		if r.ContentLength > limit {
 			rsmiddleware.WriteBodyTooLarge(w)
 			return
