@@ -37,6 +37,9 @@ import (
 //     closed it as it was sent) is sent once more on a new connection when
 //     it can be replayed (RFC 9110 §9.2.2: idempotent methods, or a
 //     request none of which was written).
+//   - About once a second, returning a connection to the pool also closes
+//     the idle ones the upstream has closed meanwhile (or that are past
+//     IdleConnTimeout), so they do not stay half-open on this side.
 //   - 1xx interim answers (RFC 9110 §15.2) are skipped; the request never
 //     asks for 100-continue and the transport never upgrades.
 type h1Transport struct {
@@ -52,8 +55,23 @@ type h1Transport struct {
 	// IdleConnTimeout closes a connection idle for longer. Zero: 90 s.
 	IdleConnTimeout time.Duration
 
-	mu   sync.Mutex
-	idle []*h1Conn // most recently used last
+	now func() time.Time // zero value time.Now
+
+	mu    sync.Mutex
+	idle  []*h1Conn // most recently used last
+	swept time.Time // the last look at the pool's oldest connections
+}
+
+// sweepEvery is how often a return to the pool also checks the
+// connections idle longer than that, so that those the upstream closed
+// (or that outlived IdleConnTimeout) do not stay open on this side.
+const sweepEvery = time.Second
+
+func (t *h1Transport) clock() time.Time {
+	if t.now != nil {
+		return t.now()
+	}
+	return time.Now()
 }
 
 // h1Conn is a connection of the pool with its buffers.
@@ -187,7 +205,7 @@ func (t *h1Transport) get(ctx context.Context, addr string, fresh bool) (*h1Conn
 		if c == nil {
 			break
 		}
-		if time.Since(c.idleAt) > timeout || !alive(c.conn) {
+		if t.clock().Sub(c.idleAt) > timeout || !alive(c.conn) {
 			_ = c.conn.Close()
 			continue
 		}
@@ -205,22 +223,59 @@ func (t *h1Transport) get(ctx context.Context, addr string, fresh bool) (*h1Conn
 	return c, nil
 }
 
-// put returns c to the pool, or closes it when the pool is full.
+// put returns c to the pool, or closes it when the pool is full. Once per
+// sweepEvery it also takes out the connections idle for longer, closes
+// those found closed by the upstream or past IdleConnTimeout, and puts the
+// others back, oldest first.
 func (t *h1Transport) put(c *h1Conn) {
-	max := t.MaxIdleConns
-	if max == 0 {
-		max = defaultMaxIdleConns
+	limit := t.MaxIdleConns
+	if limit == 0 {
+		limit = defaultMaxIdleConns
 	}
-	c.idleAt = time.Now()
+	now := t.clock()
+	c.idleAt = now
+	var old []*h1Conn
 	t.mu.Lock()
-	if len(t.idle) < max {
+	if len(t.idle) < limit {
 		t.idle = append(t.idle, c)
 		c = nil
+	}
+	if now.Sub(t.swept) >= sweepEvery {
+		t.swept = now
+		n := 0
+		for n < len(t.idle) && now.Sub(t.idle[n].idleAt) >= sweepEvery {
+			n++
+		}
+		old = append(old, t.idle[:n]...)
+		t.idle = append(t.idle[:0], t.idle[n:]...)
 	}
 	t.mu.Unlock()
 	if c != nil {
 		_ = c.conn.Close()
 	}
+	if len(old) == 0 {
+		return
+	}
+	timeout := t.IdleConnTimeout
+	if timeout == 0 {
+		timeout = defaultIdleConnTimeout
+	}
+	keep := old[:0]
+	for _, o := range old {
+		if now.Sub(o.idleAt) > timeout || !alive(o.conn) {
+			_ = o.conn.Close()
+		} else {
+			keep = append(keep, o)
+		}
+	}
+	t.mu.Lock()
+	room := max(0, limit-len(t.idle))
+	for _, o := range keep[min(room, len(keep)):] {
+		_ = o.conn.Close()
+	}
+	keep = keep[:min(room, len(keep))]
+	t.idle = append(keep, t.idle...)
+	t.mu.Unlock()
 }
 
 // CloseIdleConnections closes the connections of the pool.

@@ -531,3 +531,68 @@ func TestForwarderFlushesWhatArrivedWhileTheUpstreamPauses(t *testing.T) {
 		})
 	}
 }
+
+// Connections left idle in the pool are looked at about once a second:
+// those the upstream closed meanwhile are closed on this side too, instead
+// of staying open until a request reaches them.
+func TestH1TransportSweepsIdleConnectionsTheUpstreamClosed(t *testing.T) {
+	closeNow := make(chan struct{})
+	var answered sync.WaitGroup
+	answered.Add(3)
+	closing := rawUpstream(t, func(n int, c net.Conn) {
+		if _, _, err := readRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, okAnswer)
+		answered.Done()
+		<-closeNow
+	})
+	staying := rawUpstream(t, func(n int, c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			if _, _, err := readRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, okAnswer)
+		}
+	})
+	tr := newH1Transport(t)
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	tr.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	// Five answers at once, three from the upstream that then closes and
+	// two from the other: five connections, then idle in the pool.
+	var bodies []io.ReadCloser
+	for _, u := range []string{staying, closing, closing, closing, staying} {
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		res, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, res.Body)
+	}
+	for _, b := range bodies {
+		io.ReadAll(b)
+		b.Close()
+	}
+	answered.Wait()
+	close(closeNow) // the upstream closes all three
+	mu.Lock()
+	now = now.Add(2 * sweepEvery)
+	mu.Unlock()
+	// A request to the other upstream takes one of its connections and
+	// leaves the closed ones alone; when that connection returns to the
+	// pool, the sweep closes the three and keeps the other open one.
+	if _, body := get(t, tr, staying); body != "ok" {
+		t.Fatalf("answer %q", body)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var addrs []string
+	for _, c := range tr.idle {
+		addrs = append(addrs, "http://"+c.addr)
+	}
+	if fmt.Sprint(addrs) != fmt.Sprint([]string{staying, staying}) {
+		t.Errorf("idle after the sweep: %v, want the two of %s", addrs, staying)
+	}
+}
