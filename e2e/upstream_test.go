@@ -358,4 +358,19 @@ func TestUpstreamSignInStartsOnlyForAValidClientRequest(t *testing.T) {
 	if status != http.StatusSeeOther || !strings.HasPrefix(loc.String(), op.Issuer) || loc.Query().Has("resource") || loc.Query().Get("state") == "client-state" {
 		t.Fatalf("a valid request: status %d Location %q, want 303 to the provider with a request of our own", status, loc)
 	}
+	// The provider is given our callback; the client's redirect URI, its
+	// client_id and its PKCE challenge appear nowhere in clear (the return
+	// path is sealed inside our state).
+	if got := loc.Query().Get("redirect_uri"); got != s.Issuer+"/upstream/corp/callback" {
+		t.Errorf("redirect_uri sent to the provider %q, want our callback", got)
+	}
+	for name, vs := range loc.Query() {
+		for _, v := range vs {
+			for _, own := range []string{redirect, url.QueryEscape(redirect), client.ClientID, good.Get("code_challenge")} {
+				if strings.Contains(v, own) {
+					t.Errorf("%s=%q sent to the provider holds the client's %q", name, v, own)
+				}
+			}
+		}
+	}
 }
