@@ -158,7 +158,10 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		body, length = b, int64(len(b))
 		if length > 0 {
-			outBody = newBytesBody(b)
+			// A *bytes.Reader (under io.NopCloser) is one net/http knows
+			// to be in memory: the header and the body go out in one
+			// write. Another type has the header flushed first.
+			outBody = io.NopCloser(bytes.NewReader(b))
 		}
 	} else if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		outBody, length = io.NopCloser(r.Body), r.ContentLength
@@ -183,7 +186,7 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if body != nil {
 		// The upstream's credentials may send it again (a refused token).
-		out.GetBody = func() (io.ReadCloser, error) { return newBytesBody(body), nil }
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 
 	res, err := f.transport.RoundTrip(out)
@@ -235,17 +238,6 @@ func isEventStream(ct string) bool {
 	mt, _, _ := strings.Cut(ct, ";")
 	return strings.EqualFold(textproto.TrimString(mt), "text/event-stream")
 }
-
-// bytesBody is a request body read from a byte slice, in one allocation.
-type bytesBody struct{ bytes.Reader }
-
-func newBytesBody(b []byte) *bytesBody {
-	bb := &bytesBody{}
-	bb.Reset(b)
-	return bb
-}
-
-func (*bytesBody) Close() error { return nil }
 
 // copyAnswer copies src to w; a stream is flushed whenever the upstream
 // pauses: after a read, what was written is flushed if the next read has

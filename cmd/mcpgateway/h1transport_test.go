@@ -596,3 +596,52 @@ func TestH1TransportSweepsIdleConnectionsTheUpstreamClosed(t *testing.T) {
 		t.Errorf("idle after the sweep: %v, want the two of %s", addrs, staying)
 	}
 }
+
+// writeCounter counts the writes to a connection.
+type writeCounter struct {
+	net.Conn
+	writes *atomic.Int32
+}
+
+func (c writeCounter) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// A forwarded POST reaches the upstream in one write, its header and its
+// body together (one TCP segment for the upstream to read, not two).
+func TestForwarderSendsARequestInOneWrite(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	}))
+	t.Cleanup(up.Close)
+	var writes atomic.Int32
+	tr := newH1Transport(t)
+	dial := tr.Dial
+	tr.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeCounter{c, &writes}, nil
+	}
+	target, _ := url.Parse(up.URL)
+	gw := httptest.NewServer(&forwarder{target: target, transport: tr, onError: func(w http.ResponseWriter, _ *http.Request, _ []byte, err error) {
+		t.Errorf("upstream: %v", err)
+		w.WriteHeader(http.StatusBadGateway)
+	}})
+	t.Cleanup(gw.Close)
+	for i := range 3 {
+		res, err := http.Post(gw.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(res.Body)
+		res.Body.Close()
+		if n := writes.Load(); n != int32(i+1) {
+			t.Fatalf("after %d requests the upstream connection took %d writes", i+1, n)
+		}
+	}
+}
