@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/mcpauth/mcpauth/metadata"
@@ -302,13 +303,20 @@ func (m *Middleware) refuse(r *http.Request, p *Principal, status int) {
 var errBodyTooLarge = errors.New("rsmiddleware: request body too large")
 
 // bodyError answers a request whose body readBody could not return: 413
-// when it is too large (RFC 9110 §15.5.14), 400 otherwise, each with a
-// JSON-RPC error of id null (JSON-RPC 2.0 §5.1: the id cannot be read):
-// -32600 Invalid Request for a body too large, -32700 Parse error for one
-// that could not be read.
+// when it is too large (RFC 9110 §15.5.14), 408 when it did not arrive
+// before the connection's read deadline (§15.5.9), 400 otherwise, each with
+// a JSON-RPC error of id null (JSON-RPC 2.0 §5.1: the id cannot be read):
+// -32600 Invalid Request for a body too large or late, -32700 Parse error
+// for one that could not be read.
 func bodyError(w http.ResponseWriter, err error) {
 	if errors.Is(err, errBodyTooLarge) {
 		WriteBodyTooLarge(w)
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// A read deadline the server set on the connection (RFC 9110
+		// §15.5.9).
+		writeRPCError(w, http.StatusRequestTimeout, "null", -32600, "Invalid Request: the request body did not arrive in time")
 		return
 	}
 	writeRPCError(w, http.StatusBadRequest, "null", -32700, "Parse error: the request body could not be read")
@@ -325,6 +333,9 @@ func WriteBodyTooLarge(w http.ResponseWriter) {
 func bodyStatus(err error) int {
 	if errors.Is(err, errBodyTooLarge) {
 		return http.StatusRequestEntityTooLarge
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return http.StatusRequestTimeout
 	}
 	return http.StatusBadRequest
 }

@@ -118,6 +118,9 @@ type Limits struct {
 	IdleTimeout           time.Duration `yaml:"idle_timeout"`
 	UpstreamDialTimeout   time.Duration `yaml:"upstream_dial_timeout"`
 	UpstreamHeaderTimeout time.Duration `yaml:"upstream_header_timeout"`
+	// ReadBodyTimeout bounds the time a POST body takes to arrive, from
+	// the end of its headers; answers, streams included, are not bounded.
+	ReadBodyTimeout time.Duration `yaml:"read_body_timeout"`
 }
 
 // DefaultLimits are the limits used for zero values.
@@ -129,6 +132,7 @@ var DefaultLimits = Limits{
 	IdleTimeout:           120 * time.Second,
 	UpstreamDialTimeout:   5 * time.Second,
 	UpstreamHeaderTimeout: 60 * time.Second,
+	ReadBodyTimeout:       30 * time.Second,
 }
 
 // Lookup reads an environment variable; os.LookupEnv is one.
@@ -293,7 +297,7 @@ func (c *Config) check() error {
 	}
 	l := &c.Limits
 	if l.MaxRequestBytes < 0 || l.MaxResponseBytes < 0 || l.MaxHeaderBytes < 0 || l.ReadHeaderTimeout < 0 ||
-		l.IdleTimeout < 0 || l.UpstreamDialTimeout < 0 || l.UpstreamHeaderTimeout < 0 {
+		l.IdleTimeout < 0 || l.UpstreamDialTimeout < 0 || l.UpstreamHeaderTimeout < 0 || l.ReadBodyTimeout < 0 {
 		return errors.New("limits: values must not be negative")
 	}
 	def := func(v *int64, d int64) {
@@ -315,6 +319,7 @@ func (c *Config) check() error {
 	defD(&l.IdleTimeout, DefaultLimits.IdleTimeout)
 	defD(&l.UpstreamDialTimeout, DefaultLimits.UpstreamDialTimeout)
 	defD(&l.UpstreamHeaderTimeout, DefaultLimits.UpstreamHeaderTimeout)
+	defD(&l.ReadBodyTimeout, DefaultLimits.ReadBodyTimeout)
 	return nil
 }
 

@@ -139,7 +139,7 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	if u, _ := url.Parse(cfg.Resource); u.Path != "" {
 		path = u.Path
 	}
-	limit := cfg.Limits.MaxRequestBytes
+	limit, bodyTimeout := cfg.Limits.MaxRequestBytes, cfg.Limits.ReadBodyTimeout
 	chain := mw.Wrap(binding.Wrap(filter.Wrap(proxy)))
 	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// MCP Streamable HTTP has POST, GET and DELETE (and browsers'
@@ -160,6 +160,9 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 		if r.ContentLength > limit {
 			rsmiddleware.WriteBodyTooLarge(w)
 			return
+		}
+		if r.Method == http.MethodPost {
+			r.Body = bodyDeadline(w, r, bodyTimeout)
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		chain.ServeHTTP(w, r)
@@ -463,4 +466,38 @@ func (t *ccTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.drop(tok)
 	}
 	return res, err
+}
+
+// bodyDeadline bounds the time r's body takes to arrive (the server has no
+// read timeout, which would cut event streams): a read deadline on the
+// connection, lifted once the body is read to its end. A body that does not
+// arrive in time fails to read; one the handler does not read holds the
+// connection until the deadline at most, as the server discards it.
+func bodyDeadline(w http.ResponseWriter, r *http.Request, d time.Duration) io.ReadCloser {
+	rc := http.NewResponseController(w)
+	if d <= 0 || rc.SetReadDeadline(time.Now().Add(d)) != nil {
+		return r.Body
+	}
+	return &deadlineBody{ReadCloser: r.Body, rc: rc, left: r.ContentLength}
+}
+
+// deadlineBody lifts the read deadline of its connection when the body
+// has been read: its Content-Length reached, or its end (chunked).
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	left int64 // bytes still due; -1 when unknown
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.left >= 0 {
+		b.left -= int64(n)
+	}
+	if !b.done && (err == io.EOF || b.left == 0) {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
