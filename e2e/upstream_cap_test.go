@@ -143,7 +143,8 @@ func upstreamGrant(t *testing.T, ctx context.Context, s *launch.Stack, user stri
 // the claims their record holds now. alice is granted mcp:tools and
 // mcp:admin; the provider then takes her out of mcp-admins and she signs in
 // again, which records her new groups. Her earlier grant's refresh naming
-// mcp:admin is invalid_scope; one naming no scope leaves mcp:admin out.
+// mcp:admin is invalid_scope; one naming no scope leaves mcp:admin out; the
+// refresh of a grant of mcp:admin alone is invalid_grant.
 func TestUpstreamClaimsCapRefresh(t *testing.T) {
 	s, op := upstreamStack(t, "", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -152,6 +153,8 @@ func TestUpstreamClaimsCapRefresh(t *testing.T) {
 	if got := scopesOf(t, tok.AccessToken); !slices.Contains(got, "mcp:admin") || !slices.Contains(got, "mcp:tools") || tok.RefreshToken == "" {
 		t.Fatalf("alice's grant: scopes %v, refresh token %t", got, tok.RefreshToken != "")
 	}
+
+	adminClient, adminTok := upstreamGrant(t, ctx, s, "alice", "mcp:admin")
 
 	op.SetGroups("u-alice", []string{"mcp-users"})
 	// A new sign-in records the groups the provider gives now.
@@ -179,5 +182,10 @@ func TestUpstreamClaimsCapRefresh(t *testing.T) {
 	}
 	if got, _ := body["scope"].(string); strings.Contains(got, "mcp:admin") {
 		t.Fatalf("refresh answer scope %q", got)
+	}
+	// A grant of mcp:admin alone keeps nothing: sign in again.
+	status, body = tokenPost(t, s.Issuer, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {adminTok.RefreshToken}}, adminClient, "")
+	if status != http.StatusBadRequest || body["error"] != "invalid_grant" || body["access_token"] != nil {
+		t.Fatalf("refresh of a grant of mcp:admin alone after leaving mcp-admins: %d %v; want 400 invalid_grant", status, body)
 	}
 }
