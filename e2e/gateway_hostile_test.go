@@ -148,6 +148,9 @@ func TestGatewayHostileInput(t *testing.T) {
 		{"a read of a file URI with the host localhost", readOf("file://localhost/var/log/audit"), nil, http.StatusBadRequest},
 		{"a read with a newline in the URI", readOf("file:///var/lo\ng/audit"), nil, http.StatusBadRequest},
 		{"a read with a leading space", readOf(" file:///var/log/audit"), nil, http.StatusBadRequest},
+		// deploy/mcpgateway.yaml guards the prompt incident_report too.
+		{"the completion of the guarded prompt's arguments", `{"jsonrpc":"2.0","id":31,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"incident_report"},"argument":{"name":"a","value":""}}}`, nil, http.StatusForbidden},
+		{"the completion of the guarded template's arguments", `{"jsonrpc":"2.0","id":32,"method":"completion/complete","params":{"ref":{"type":"ref/resource","uri":"file:///var/log/{name}"},"argument":{"name":"name","value":""}}}`, nil, http.StatusForbidden},
 	} {
 		t.Run("refuses "+tc.name, func(t *testing.T) {
 			resp, body := post([]byte(tc.body), append(slices.Clone(session), tc.header...)...)

@@ -16,6 +16,10 @@ type rpcCall struct {
 	// resources/subscribe, which Mcp-Name does not mirror but whose scopes
 	// are those of the resource; "" otherwise.
 	Name string
+	// Ref is params.ref.type of a completion/complete ("ref/prompt" or
+	// "ref/resource"), whose params.ref.name or params.ref.uri is Name:
+	// completing a prompt's or a template's arguments needs its scopes.
+	Ref string
 }
 
 // namedParam is the params member Mcp-Name mirrors, by method
@@ -100,6 +104,9 @@ func peekMessage(msg []byte) (rpcCall, error) {
 			return c, errPeek
 		}
 	}
+	if c.Method == "completion/complete" && params != nil {
+		return c, peekCompletionRef(&c, params)
+	}
 	member, named := scopedParam[c.Method]
 	if !named {
 		return c, nil
@@ -145,6 +152,61 @@ func peekMessage(msg []byte) (rpcCall, error) {
 		}
 	}
 	return c, nil
+}
+
+// peekCompletionRef reads params.ref of a completion/complete (MCP
+// server/utilities/completion): its type, and its name (ref/prompt) or uri
+// (ref/resource) into c.Name; the same members twice, or in another case,
+// are refused as in peekMessage.
+func peekCompletionRef(c *rpcCall, params []byte) error {
+	one := func(v []byte, names ...string) (map[string][]byte, error) {
+		got := map[string][]byte{}
+		err := objectFields(v, func(key, val []byte) error {
+			for _, n := range names {
+				switch {
+				case string(key) == n:
+					if got[n] != nil {
+						return errPeek
+					}
+					got[n] = val
+				case bytes.EqualFold(key, []byte(n)):
+					return errPeek
+				}
+			}
+			return nil
+		})
+		return got, err
+	}
+	p, err := one(params, "ref")
+	if err != nil {
+		return errPeek
+	}
+	if p["ref"] == nil {
+		return nil
+	}
+	ref, err := one(p["ref"], "type", "name", "uri")
+	if err != nil {
+		return errPeek
+	}
+	str := func(raw []byte) (string, error) {
+		if raw == nil {
+			return "", nil
+		}
+		return jsonString(raw)
+	}
+	if c.Ref, err = str(ref["type"]); err != nil {
+		return errPeek
+	}
+	switch c.Ref {
+	case "ref/prompt":
+		c.Name, err = str(ref["name"])
+	case "ref/resource":
+		c.Name, err = str(ref["uri"])
+	}
+	if err != nil {
+		return errPeek
+	}
+	return nil
 }
 
 // objectFields calls fn for every member of the valid JSON value v, which

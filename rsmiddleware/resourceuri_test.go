@@ -185,3 +185,61 @@ func FuzzResourceURIForms(f *testing.F) {
 		}
 	})
 }
+
+// completion/complete of a prompt's or a resource template's arguments
+// needs the scopes of the prompt or template its params.ref names, so that
+// a hidden prompt or template is not completed either; a ref given twice
+// or in another case is refused.
+func TestMiddlewareCompletionNeedsTheScopesOfItsRef(t *testing.T) {
+	ks := newKeyServer(t)
+	prm, _ := ResourceMetadataURL(testResource)
+	var reached atomic.Int32
+	mw, err := NewMiddleware(MiddlewareConfig{Verifier: ks.verifier(t, nil), ResourceMetadataURL: prm,
+		Scopes: Scopes{Base: []string{"mcp:tools"}, Prompts: map[string][]string{"incident_report": {"mcp:admin"}},
+			Resources: map[string][]string{"file:///var/log/{name}": {"mcp:admin"}}},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		w.WriteHeader(http.StatusOK)
+	})))
+	t.Cleanup(srv.Close)
+	c := ks.claims()
+	c["scope"] = "mcp:tools"
+	tok := ks.mint(c)
+	complete := func(ref string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":` + ref + `,"argument":{"name":"name","value":""}}}`
+	}
+	for _, tc := range []struct {
+		name, body string
+		status     int
+	}{
+		{"completes an unguarded prompt", complete(`{"type":"ref/prompt","name":"greeting"}`), 200},
+		{"refuses a guarded prompt", complete(`{"type":"ref/prompt","name":"incident_report"}`), 403},
+		{"refuses a guarded prompt spelt with an escape", complete(`{"type":"ref\u002fprompt","name":"incident\u005freport"}`), 403},
+		{"refuses a guarded template", complete(`{"type":"ref/resource","uri":"file:///var/log/{name}"}`), 403},
+		{"refuses a resource of a guarded template", complete(`{"type":"ref/resource","uri":"file:///var/log/audit"}`), 403},
+		{"completes an unguarded template", complete(`{"type":"ref/resource","uri":"file:///srv/{name}"}`), 200},
+		{"refuses name twice", complete(`{"type":"ref/prompt","name":"greeting","name":"incident_report"}`), 400},
+		{"refuses ref twice", `{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"greeting"},"ref":{"type":"ref/prompt","name":"incident_report"}}}`, 400},
+		{"refuses Name beside name", complete(`{"type":"ref/prompt","Name":"greeting","name":"incident_report"}`), 400},
+		{"refuses type twice", complete(`{"type":"ref/resource","type":"ref/prompt","name":"incident_report"}`), 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := reached.Load()
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(tc.body))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || (reached.Load() > before) != (tc.status == 200) {
+				t.Errorf("%d (reached %v), want %d", resp.StatusCode, reached.Load() > before, tc.status)
+			}
+		})
+	}
+}

@@ -8,7 +8,9 @@ import (
 // Scopes maps MCP requests to the OAuth scopes they need. A request needs the
 // union of Base, Methods[its JSON-RPC method] and, for tools/call,
 // Tools[params.name], for prompts/get, Prompts[params.name], for
-// resources/read and resources/subscribe, Resources of params.uri; a batch
+// resources/read and resources/subscribe, Resources of params.uri, for
+// completion/complete those of the prompt or template its params.ref
+// names; a batch
 // needs the union over its messages. MCPFilter shows a list entry only to a caller holding what a
 // request for it needs, so that a hidden entry and a forbidden one are one
 // rule.
@@ -57,6 +59,18 @@ func (s Scopes) required(calls []rpcCall) []string {
 			add(s.Prompts[c.Name])
 		case "resources/read", "resources/subscribe":
 			s.forURI(c.Name, add)
+		case "completion/complete":
+			// Completing a prompt's or a resource template's arguments
+			// needs what getting the prompt, or reading a resource of the
+			// template, needs (the ref names the template as listed).
+			switch c.Ref {
+			case "ref/prompt":
+				add(s.Methods["prompts/get"])
+				add(s.Prompts[c.Name])
+			case "ref/resource":
+				add(s.Methods["resources/read"])
+				s.forURI(c.Name, add)
+			}
 		}
 	}
 	return out
