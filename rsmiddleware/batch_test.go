@@ -1,6 +1,8 @@
 package rsmiddleware
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -140,5 +142,48 @@ func TestMCPFilterRefusesBatchesReusingAnID(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || reached.Load() != 1 || strings.Contains(string(b), "admin_stats") || !strings.Contains(string(b), `"echo"`) {
 		t.Fatalf("distinct ids: %d %s", resp.StatusCode, b)
+	}
+}
+
+// A content-coded answer the filter would trim (a compressing handler
+// inside MCPFilter.Wrap) is refused 502, never passed on whole: the
+// client would decompress it and see every tool.
+func TestMCPFilterRefusesContentCodedAnswers(t *testing.T) {
+	for _, ct := range []string{"application/json", "text/event-stream"} {
+		t.Run(ct, func(t *testing.T) {
+			fx := newFilterFixture(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				msg := `{"jsonrpc":"2.0","id":1,"result":` + toolsResult + `}`
+				if ct == "text/event-stream" {
+					msg = "event: message\ndata: " + msg + "\n\n"
+				}
+				var b bytes.Buffer
+				zw := gzip.NewWriter(&b)
+				io.WriteString(zw, msg)
+				zw.Close()
+				w.Header().Set("Content-Type", ct)
+				w.Header().Set("Content-Encoding", "gzip")
+				w.Write(b.Bytes())
+			}), nil)
+			req, _ := http.NewRequest(http.MethodPost, fx.srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+			req.Header.Set("Authorization", "Bearer "+fx.token("mcp:tools"))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept-Encoding", "gzip") // no transparent decompression by the client
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if zr, err := gzip.NewReader(bytes.NewReader(body)); err == nil {
+				body, _ = io.ReadAll(zr)
+			}
+			if strings.Contains(string(body), "admin_stats") {
+				t.Fatalf("the answer shows admin_stats: %s", body)
+			}
+			if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Content-Encoding") != "" || !strings.Contains(string(body), "-32603") {
+				t.Errorf("%d %v %s, want a 502 JSON-RPC error", resp.StatusCode, resp.Header, body)
+			}
+		})
 	}
 }

@@ -66,6 +66,10 @@ type MCPFilterConfig struct {
 //     client, tenant, the SHA-256 of the canonical arguments (never the
 //     arguments), the outcome and the latency.
 //
+// A list answer it would filter that is content-coded (gzip and the like:
+// a compressing handler inside Wrap) cannot be read, and is replaced by a
+// JSON-RPC error (502) rather than passed on whole; compress outside Wrap.
+//
 // It is safe for concurrent use.
 type MCPFilter struct {
 	scopes      Scopes
@@ -617,7 +621,21 @@ const (
 	modePass      // written through untouched
 	modeJSON      // held whole, filtered at the end
 	modeSSE       // filtered event by event
+	modeCoded     // a content-coded answer to be filtered: refused
 )
+
+// contentCoded reports whether h names a content coding other than
+// identity (RFC 9110 §8.4).
+func contentCoded(h http.Header) bool {
+	for _, v := range h.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 var errTooLarge = errors.New("rsmiddleware: response event larger than MaxResponseBytes")
 
@@ -651,6 +669,11 @@ func (fw *filterWriter) WriteHeader(code int) {
 	switch {
 	case !fw.inspect || code/100 != 2:
 		fw.mode = modePass
+	case (mt == "text/event-stream" || mt == "application/json") && contentCoded(fw.w.Header()):
+		// Compressed bytes cannot be filtered, and passed on they would
+		// show the client every entry: refused whole (fail closed).
+		fw.mode = modeCoded
+		return
 	case mt == "text/event-stream":
 		fw.mode = modeSSE
 		fw.w.Header().Del("Content-Length")
@@ -668,6 +691,8 @@ func (fw *filterWriter) Write(b []byte) (int, error) {
 		fw.WriteHeader(http.StatusOK)
 	}
 	switch fw.mode {
+	case modeCoded:
+		return len(b), nil
 	case modeJSON:
 		if !fw.over && int64(len(fw.buf)+len(b)) <= fw.f.maxResp {
 			fw.buf = append(fw.buf, b...)
@@ -702,6 +727,12 @@ func (fw *filterWriter) Unwrap() http.ResponseWriter { return fw.w }
 
 func (fw *filterWriter) finish() {
 	switch fw.mode {
+	case modeCoded:
+		h := fw.w.Header()
+		fw.f.log.Warn("rsmiddleware: content-coded answer cannot be filtered; put compression outside MCPFilter", "content_encoding", h.Get("Content-Encoding"))
+		h.Del("Content-Encoding")
+		fw.status = http.StatusBadGateway
+		writeRPCError(fw.w, http.StatusBadGateway, fw.singleID(), -32603, "the MCP server's answer is content-coded; the filter reads only identity answers")
 	case modeJSON:
 		if fw.over {
 			fw.f.log.Warn("rsmiddleware: JSON answer too large to filter", "limit", fw.f.maxResp)

@@ -26,6 +26,8 @@ import (
 //     default: CGI and WSGI servers read "Mcp_Session_Id" as
 //     Mcp-Session-Id (both become HTTP_MCP_SESSION_ID), a field the
 //     gateway checks under its own name only.
+//   - The upstream is asked for uncompressed answers (Accept-Encoding:
+//     identity), which MCPFilter can read.
 //   - Authorization and DPoP never reach the upstream; Forwarded and the
 //     client's X-Forwarded-* are replaced by X-Forwarded-For (the prior
 //     list and the client's address), X-Forwarded-Host and
@@ -76,6 +78,9 @@ func outHeader(r *http.Request) http.Header {
 		}
 	}
 	removeConnectionFields(h, in["Connection"])
+	// The answer is filtered (lists trimmed), which needs it uncompressed;
+	// the client's own Accept-Encoding would let the upstream compress it.
+	h["Accept-Encoding"] = []string{"identity"}
 	if hasToken(in["Te"], "trailers") {
 		h["Te"] = []string{"trailers"}
 	}

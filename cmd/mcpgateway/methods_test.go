@@ -1,6 +1,7 @@
 package main
 
 import (
+	"compress/gzip"
 	"io"
 	"net/http"
 	"strings"
@@ -68,5 +69,35 @@ func TestGatewayPassesMCPMethodsAndPreflightsOnly(t *testing.T) {
 				t.Errorf("the server's CORS answer did not come back: %v", resp.Header)
 			}
 		})
+	}
+}
+
+// The gateway asks the upstream for uncompressed answers whatever the
+// client accepts, so that a server that compresses when it may (Starlette's
+// GZipMiddleware, Express's compression) still has its tools/list trimmed.
+func TestGatewayAsksForUncompressedAnswers(t *testing.T) {
+	s := newStack(t, true, baseConfig)
+	var seen atomic.Value
+	s.up.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		seen.Store(strings.Join(r.Header.Values("Accept-Encoding"), ","))
+		msg := `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}},{"name":"admin_stats","inputSchema":{"type":"object"}}]}}`
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			io.WriteString(zw, msg)
+			zw.Close()
+			return
+		}
+		io.WriteString(w, msg)
+	})
+	resp := rawPost(t, s, s.token(t, "user-bot"), "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, map[string]string{"Accept-Encoding": "gzip, br"})
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != "" || strings.Contains(string(body), "admin_stats") || !strings.Contains(string(body), `"echo"`) {
+		t.Fatalf("%d %v %q, want the trimmed list", resp.StatusCode, resp.Header, body)
+	}
+	if got := seen.Load(); got != "identity" {
+		t.Errorf("the upstream got Accept-Encoding %q, want identity", got)
 	}
 }
