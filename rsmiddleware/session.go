@@ -132,16 +132,20 @@ func (b *SessionBinding) Wrap(next http.Handler) http.Handler {
 		if b.Owner != nil {
 			me = b.Owner(p)
 		}
-		if id := r.Header.Get(SessionHeader); id != "" {
-			if !b.check(id, me) {
-				http.Error(w, "session not found", http.StatusNotFound)
-				return
-			}
-			if r.Method == http.MethodDelete {
-				defer b.forget(id)
-			}
+		id := r.Header.Get(SessionHeader)
+		if id != "" && !b.check(id, me) {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
 		}
-		next.ServeHTTP(&sessionWriter{ResponseWriter: w, b: b, owner: me}, r)
+		sw := &sessionWriter{ResponseWriter: w, b: b, owner: me}
+		next.ServeHTTP(sw, r)
+		// A session is forgotten once the handler has ended it (2xx) or
+		// does not know it (404). A server may refuse the DELETE (MCP
+		// Streamable HTTP: 405 when clients may not end sessions), and the
+		// session then lives on: its binding stays.
+		if id != "" && r.Method == http.MethodDelete && (sw.status/100 == 2 || sw.status == http.StatusNotFound) {
+			b.forget(id)
+		}
 	})
 }
 
@@ -214,6 +218,7 @@ type sessionWriter struct {
 	b           *SessionBinding
 	owner       string
 	wroteHeader bool
+	status      int // of the answer; 0 until written
 }
 
 func (sw *sessionWriter) capture() {
@@ -228,11 +233,17 @@ func (sw *sessionWriter) capture() {
 
 func (sw *sessionWriter) WriteHeader(code int) {
 	sw.capture()
+	if sw.status == 0 {
+		sw.status = code
+	}
 	sw.ResponseWriter.WriteHeader(code)
 }
 
 func (sw *sessionWriter) Write(p []byte) (int, error) {
 	sw.capture()
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
 	return sw.ResponseWriter.Write(p)
 }
 

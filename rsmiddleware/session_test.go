@@ -201,3 +201,70 @@ func TestSessionBindingRefusesSeveralSessionIDs(t *testing.T) {
 		t.Errorf("bob's own session: %d, want 200", got)
 	}
 }
+
+// A DELETE the server refuses (405: clients may not end its sessions)
+// leaves the session alive, and bound: another user presenting its ID
+// still gets 404. One the server accepts, or does not know, is forgotten.
+func TestSessionBindingKeepsASessionTheServerDidNotEnd(t *testing.T) {
+	ks := newKeyServer(t)
+	prm, _ := ResourceMetadataURL(testResource)
+	mw, err := NewMiddleware(MiddlewareConfig{Verifier: ks.verifier(t, nil), ResourceMetadataURL: prm, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	deleteStatus := http.StatusMethodNotAllowed
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			w.WriteHeader(deleteStatus)
+			return
+		}
+		if r.Header.Get(SessionHeader) == "" {
+			w.Header().Set(SessionHeader, "session-"+string(rune('a'+n.Add(1))))
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	var b SessionBinding
+	srv := httptest.NewServer(mw.Wrap(b.Wrap(handler)))
+	defer srv.Close()
+	token := func(sub string) string {
+		c := ks.claims()
+		c["sub"] = sub
+		return ks.mint(c)
+	}
+	alice, bob := token("alice"), token("bob")
+	do := func(method, tok, session string) int {
+		req, _ := http.NewRequest(method, srv.URL, strings.NewReader(rpc("tools/list", nil)))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if session != "" {
+			req.Header.Set(SessionHeader, session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if session == "" {
+			return int(n.Load())
+		}
+		return resp.StatusCode
+	}
+	do("POST", alice, "")
+	sid := "session-" + string(rune('a'+n.Load()))
+	if got := do("DELETE", alice, sid); got != http.StatusMethodNotAllowed {
+		t.Fatalf("DELETE: %d", got)
+	}
+	if got := do("POST", bob, sid); got != http.StatusNotFound {
+		t.Errorf("bob with alice's session after a refused DELETE: %d, want 404", got)
+	}
+	deleteStatus = http.StatusNoContent
+	if got := do("DELETE", alice, sid); got != http.StatusNoContent {
+		t.Fatalf("DELETE: %d", got)
+	}
+	b.mu.Lock()
+	_, bound := b.owner[sid]
+	b.mu.Unlock()
+	if bound {
+		t.Errorf("a session the server ended is still bound")
+	}
+}
