@@ -112,8 +112,9 @@ func TestMCPFilterAuditOfRefusedRequestsIsBounded(t *testing.T) {
 	}
 }
 
-// A request with a verified token whose body is no JSON-RPC is refused
-// with -32700 wherever it is read (by the Middleware, when the scopes depend
+// A request with a verified token whose body is no JSON-RPC the Middleware
+// passes on is refused with the same JSON-RPC error (here -32602, a tool
+// name given twice, under the request's id) wherever it is read (by the Middleware, when the scopes depend
 // on it, or by the filter), and audited with the principal.
 func TestMCPFilterAuditsAuthenticatedRequestsRefusedForTheirForm(t *testing.T) {
 	for _, c := range []struct {
@@ -126,8 +127,8 @@ func TestMCPFilterAuditsAuthenticatedRequestsRefusedForTheirForm(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			fx := newFilterFixture(t, mcpUpstream(false), func(cfg *MCPFilterConfig) { cfg.Scopes = c.scopes })
 			resp := fx.post(t, fx.token("mcp:tools"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","name":"admin_stats"}}`)
-			if _, code := rpcErrorOf(t, resp); resp.StatusCode != http.StatusBadRequest || code != -32700 {
-				t.Fatalf("duplicate names: %d %d", resp.StatusCode, code)
+			if id, code := rpcErrorOf(t, resp); resp.StatusCode != http.StatusBadRequest || code != -32602 || string(id) != "1" {
+				t.Fatalf("duplicate names: %d %d id %s", resp.StatusCode, code, id)
 			}
 			lines := auditLines(t, fx.audit.String())
 			if len(lines) != 1 || lines[0].Method != MethodUnknown || lines[0].Result != AuditInvalid || lines[0].Status != http.StatusBadRequest ||

@@ -113,8 +113,9 @@ func TestMCPFilterBoundsBatches(t *testing.T) {
 // A batch with two requests under one id (1 and 1.0 are one id to a
 // JavaScript server) never reaches the server: the tools/list answer could
 // otherwise be taken for the answer of the other request, which is not
-// trimmed, and show a hidden tool. Answered 400 -32600, audited as one
-// batch event; distinct ids pass.
+// trimmed, and show a hidden tool. Answered 400 with an array of -32600
+// errors, one under the id of each request (JSON-RPC 2.0 §6), audited as
+// one batch event; distinct ids pass.
 func TestMCPFilterRefusesBatchesReusingAnID(t *testing.T) {
 	var reached atomic.Int32
 	fx := newFilterFixture(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -126,11 +127,33 @@ func TestMCPFilterRefusesBatchesReusingAnID(t *testing.T) {
 	tok := fx.token("mcp:tools")
 	for _, body := range []string{
 		`[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
-		`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1.0,"method":"tools/list"}]`,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1.0,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/x"}]`,
 		`[{"jsonrpc":"2.0","id":"a","method":"ping"},{"jsonrpc":"2.0","id":"\u0061","method":"tools/list"}]`,
 	} {
 		mark := len(fx.audit.String())
-		wantInvalidRequest(t, body, fx.postVersion(t, tok, "", body))
+		resp := fx.postVersion(t, tok, "", body)
+		var sent []struct {
+			ID json.RawMessage `json:"id"`
+		}
+		var got []struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Error   struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if err := json.Unmarshal([]byte(body), &sent); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/json" || json.Unmarshal(b, &got) != nil || len(got) != 2 {
+			t.Fatalf("%s: %d %s, want 400 with two JSON-RPC errors", body, resp.StatusCode, b)
+		}
+		for i, e := range got {
+			if e.JSONRPC != "2.0" || e.Error.Code != -32600 || string(e.ID) != string(sent[i].ID) {
+				t.Errorf("%s: answer %d %s", body, i, b)
+			}
+		}
 		if reached.Load() != 0 {
 			t.Fatalf("%s reached the server", body)
 		}

@@ -141,10 +141,12 @@ type rpcRequest struct {
 // may hold for MCPFilter: each request of a batch is one audit event, so an
 // unbounded batch would let one request body write tens of thousands of
 // lines. A longer batch is refused as a whole, 400 with the JSON-RPC error
-// -32600 Invalid Request, and audited as one event (method "batch").
+// -32600 Invalid Request, id null, and audited as one event (method
+// "batch").
 // Batches exist only in MCP 2025-03-26 (2025-06-18 removed them), so no
 // MCP client sends one this long. A batch holding two requests under one
-// id is refused the same way: their answers could not be told apart.
+// id is refused the same way, each request answered under its id: their
+// answers could not be told apart.
 const MaxBatchRequests = 100
 
 // BatchesVersion is the first MCP revision without JSON-RPC batches
@@ -367,24 +369,27 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 			var err error
 			switch reqs, err = parseRequests(body, peeked); {
 			case errors.Is(err, errBatchTooLong):
-				f.refuseBatch(w, r, p, start, "Invalid Request: a batch holds at most "+strconv.Itoa(MaxBatchRequests)+" messages")
+				// Id null: the messages past MaxBatchRequests are not read.
+				f.refuseBatch(w, r, p, start, rpcErrorBody("null", codeInvalidRequest, "Invalid Request: a batch holds at most "+strconv.Itoa(MaxBatchRequests)+" messages"))
 				return
 			case err != nil:
-				// JSON-RPC 2.0 §5.1: -32700 Parse error, id null. A body
-				// that is JSON but no JSON-RPC message is a parse error
-				// too here: its id cannot be told. It is audited as the
-				// Middleware's refusal of such a body is (AuditRefused).
+				// JSON-RPC 2.0 §5.1: -32700 for a body that is not JSON,
+				// -32600 or -32602 with the request's id for one that is
+				// JSON but no JSON-RPC message MCPFilter passes on
+				// (errorAnswer). It is audited as the Middleware's refusal
+				// of such a body is (AuditRefused).
 				f.auditAlone(r, p, start, &rpcRequest{method: MethodUnknown}, AuditInvalid, 0, http.StatusBadRequest)
-				writeRPCError(w, http.StatusBadRequest, "null", -32700, "Parse error")
+				writeRPCAnswer(w, http.StatusBadRequest, errorAnswer(body, 0, ""))
 				return
 			case batchesRefused(r) && isBatch(body):
-				f.refuseBatch(w, r, p, start, "Invalid Request: MCP "+BatchesVersion+" and later have no JSON-RPC batches")
+				f.refuseBatch(w, r, p, start, rpcErrorBody("null", codeInvalidRequest, noBatchesText))
 				return
 			case sharedID(reqs):
 				// Answers are matched to requests by id (JSON-RPC 2.0 §6):
 				// of two requests under one id, a tools/list answer could
-				// pass as the other's and go out untrimmed.
-				f.refuseBatch(w, r, p, start, "Invalid Request: two requests of the batch have one id")
+				// pass as the other's and go out untrimmed. Each request
+				// gets its error under its id.
+				f.refuseBatch(w, r, p, start, errorAnswer(body, codeInvalidRequest, "Invalid Request: two requests of the batch have one id"))
 				return
 			}
 		}
@@ -413,14 +418,18 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 	})
 }
 
-// refuseBatch answers a batch MCPFilter does not pass on (too long, or of
-// an MCP revision without batches) with 400 and the JSON-RPC error -32600
-// Invalid Request (JSON-RPC 2.0 §5.1), id null, and audits it as one event,
-// method "batch", whatever the number of its messages.
-func (f *MCPFilter) refuseBatch(w http.ResponseWriter, r *http.Request, p *Principal, start time.Time, msg string) {
-	const code = -32600
-	f.auditAlone(r, p, start, &rpcRequest{method: MethodBatch}, AuditRPCError, code, http.StatusBadRequest)
-	writeRPCError(w, http.StatusBadRequest, "null", code, msg)
+// noBatchesText is the error text of a batch of an MCP revision without
+// batches (batchesRefused): the body is no message of that revision.
+const noBatchesText = "Invalid Request: MCP " + BatchesVersion + " and later have no JSON-RPC batches"
+
+// refuseBatch answers a batch MCPFilter does not pass on (too long, of an
+// MCP revision without batches, two requests under one id) with 400 and
+// answer, JSON-RPC errors -32600 Invalid Request (JSON-RPC 2.0 §5.1), and
+// audits it as one event, method "batch", whatever the number of its
+// messages.
+func (f *MCPFilter) refuseBatch(w http.ResponseWriter, r *http.Request, p *Principal, start time.Time, answer []byte) {
+	f.auditAlone(r, p, start, &rpcRequest{method: MethodBatch}, AuditRPCError, codeInvalidRequest, http.StatusBadRequest)
+	writeRPCAnswer(w, http.StatusBadRequest, answer)
 }
 
 // Methods of audit events that stand for more or less than one request.
@@ -595,24 +604,6 @@ func claimIn(payload []byte, claim string) string {
 		return s
 	}
 	return string(raw)
-}
-
-func writeRPCError(w http.ResponseWriter, status int, id string, code int, msg string) {
-	body, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}{JSONRPC: "2.0", ID: json.RawMessage(id), Error: struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	}{code, msg}})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
 }
 
 // Response modes of filterWriter.

@@ -106,10 +106,17 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 //     resource; batch: union):
 //     403 error="insufficient_scope" with every scope the request needs,
 //     and only those, in one challenge.
+//   - A POST whose scopes are read from the body and whose body is no
+//     JSON-RPC 2.0 message: 400 with the JSON-RPC error -32700 (not JSON),
+//     -32600 (JSON that is no Request or Response object, an empty batch)
+//     or -32602 (a request whose params do not name its tool, prompt or
+//     resource unambiguously), with the request's id when it can be read
+//     (JSON-RPC 2.0 §5.1; a batch gets an array, §6).
 //   - A request of a stateless MCP revision (Stateless) whose scopes are
 //     read from the body and whose Mcp-Method or Mcp-Name header is missing
 //     or differs from the body: 400 with JSON-RPC error -32020
-//     (ErrCodeHeaderMismatch).
+//     (ErrCodeHeaderMismatch) and the request's id; a batch, which that
+//     revision does not have: 400 with -32600, id null.
 //   - A POST whose scopes are read from the body and whose body is not
 //     plain UTF-8 JSON (a charset other than UTF-8, a content coding,
 //     several or a malformed Content-Type): 415 with JSON-RPC error -32600,
@@ -198,18 +205,25 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			if err != nil {
 				r.Body = newBufferedBody(body, false, r.Body)
 				m.refuse(r, p, http.StatusBadRequest)
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusBadRequest)
-				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}` + "\n"))
+				writeRPCAnswer(w, http.StatusBadRequest, errorAnswer(body, 0, ""))
+				return
+			}
+			if Stateless(r) && isBatch(body) {
+				// Not a message of this revision (batchesRefused), as
+				// MCPFilter answers it.
+				r.Body = newBufferedBody(body, true, r.Body)
+				m.refuse(r, p, http.StatusBadRequest)
+				writeRPCError(w, http.StatusBadRequest, "null", codeInvalidRequest, noBatchesText)
 				return
 			}
 			if Stateless(r) && !checkMirroredHeaders(r, body, calls) {
 				// The scopes were read from the body; a request whose
 				// headers say otherwise could be routed or logged by an
-				// intermediary as something it is not.
+				// intermediary as something it is not. The answer has the
+				// request's id (MCP Streamable HTTP, "Server Validation").
 				r.Body = newBufferedBody(body, true, r.Body)
 				m.refuse(r, p, http.StatusBadRequest)
-				writeRPCError(w, http.StatusBadRequest, "null", ErrCodeHeaderMismatch, "Header mismatch: Mcp-Method and Mcp-Name must mirror the request body")
+				writeRPCAnswer(w, http.StatusBadRequest, errorAnswer(body, ErrCodeHeaderMismatch, "Header mismatch: Mcp-Method and Mcp-Name must mirror the request body"))
 				return
 			}
 			need = m.scopes.required(calls)

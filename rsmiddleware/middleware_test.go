@@ -235,10 +235,14 @@ func TestMiddlewareRefusesOddRequests(t *testing.T) {
 		{"refuses a body larger than the bound", `{"jsonrpc":"2.0","id":1,"method":"x","params":{"p":"` + strings.Repeat("a", 2000) + `"}}`, 413,
 			`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the request body is larger than the server accepts"}}`},
 		{"refuses a body that is not JSON", `{"jsonrpc":`, 400, parseError},
-		{"refuses a duplicated method key", `{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"x"}}`, 400, parseError},
-		{"refuses a method key differing only by case", `{"jsonrpc":"2.0","id":1,"method":"tools/list","Method":"tools/call"}`, 400, parseError},
-		{"refuses a tool name key differing only by case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","NAME":"delete_repo"}}`, 400, parseError},
-		{"refuses a tools/call without a tool name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`, 400, parseError},
+		{"refuses a duplicated method key", `{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"x"}}`, 400,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid Request: method or params given twice"}}`},
+		{"refuses a method key differing only by case", `{"jsonrpc":"2.0","id":1,"method":"tools/list","Method":"tools/call"}`, 400,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid Request: method or params given twice"}}`},
+		{"refuses a tool name key differing only by case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","NAME":"delete_repo"}}`, 400,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"Invalid params: params.name given twice"}}`},
+		{"refuses a tools/call without a tool name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`, 400,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"Invalid params: tools/call names its tool in params.name"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

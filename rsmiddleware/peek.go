@@ -34,19 +34,56 @@ var scopedParam = map[string]string{"tools/call": "name", "prompts/get": "name",
 
 var errPeek = errors.New("rsmiddleware: unreadable JSON-RPC message")
 
+// JSON-RPC 2.0 §5.1 error codes of bodies refused for their form.
+const (
+	// codeParseError: the body is not valid JSON.
+	codeParseError = -32700
+	// codeInvalidRequest: valid JSON that is not a JSON-RPC message (§4,
+	// §5), or an empty batch (§6).
+	codeInvalidRequest = -32600
+	// codeInvalidParams: a request whose params do not name what its
+	// method needs, or name it ambiguously.
+	codeInvalidParams = -32602
+)
+
+// invalidMessage is a body, or one message of a batch, refused for its
+// form, with the JSON-RPC 2.0 §5.1 code and text of the answer. It is
+// errPeek to errors.Is.
+type invalidMessage struct {
+	code int
+	text string
+}
+
+func (e *invalidMessage) Error() string        { return "rsmiddleware: " + e.text }
+func (e *invalidMessage) Is(target error) bool { return target == errPeek }
+
+var (
+	errParse      = &invalidMessage{codeParseError, "Parse error"}
+	errNoMessage  = &invalidMessage{codeInvalidRequest, "Invalid Request: the body is neither a JSON-RPC message nor a batch"}
+	errEmptyBatch = &invalidMessage{codeInvalidRequest, "Invalid Request: an empty batch"}
+)
+
 // peekJSONRPC reads the method (and, for tools/call, the tool name) of every
 // message of a JSON-RPC 2.0 body, single or batch. It refuses what another
 // JSON parser might read differently from encoding/json: duplicate keys and
 // keys that differ from "method", "params" or "name" only by case (Unicode
-// simple folding, as encoding/json matches field names). Responses and
-// notifications without a method yield a call with an empty Method.
+// simple folding, as encoding/json matches field names). Responses without
+// a method yield a call with an empty Method.
+//
+// Every message must be a Request object (JSON-RPC 2.0 §4: "jsonrpc" of
+// "2.0", a string method, params an object or an array, null read as
+// absent, an id a string, a number or null) or a Response object (§5:
+// "jsonrpc" of "2.0", an id, one of result and error). The error is an
+// *invalidMessage: -32700 for a body that is not JSON, -32600 for one that
+// is no such message or an empty batch, -32602 for a request whose params
+// are refused.
 //
 // The body is validated with json.Valid first; the scanner below then walks
 // known-valid JSON without decoding values it does not need.
 func peekJSONRPC(body []byte) ([]rpcCall, error) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || !json.Valid(body) {
-		return nil, errPeek
+		return nil, errParse
 	}
 	var calls []rpcCall
 	switch body[0] {
@@ -58,6 +95,9 @@ func peekJSONRPC(body []byte) ([]rpcCall, error) {
 		calls = []rpcCall{c}
 	case '[':
 		i := skipWS(body, 1)
+		if body[i] == ']' {
+			return nil, errEmptyBatch
+		}
 		for body[i] != ']' {
 			end := skipValue(body, i)
 			c, err := peekMessage(body[i:end])
@@ -71,38 +111,84 @@ func peekJSONRPC(body []byte) ([]rpcCall, error) {
 			}
 		}
 	default:
-		return nil, errPeek
+		return nil, errNoMessage
 	}
 	return calls, nil
 }
 
+// isIDValue reports whether the valid JSON value v may be a JSON-RPC id:
+// a string, a number or null (JSON-RPC 2.0 §4).
+func isIDValue(v []byte) bool {
+	return len(v) > 0 && (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9' || string(v) == "null")
+}
+
+// isString reports whether the valid JSON value v is a string.
+func isString(v []byte) bool { return len(v) > 0 && v[0] == '"' }
+
+// peekMessage reads one message of a body that json.Valid accepted; its
+// error is an *invalidMessage.
 func peekMessage(msg []byte) (rpcCall, error) {
 	var c rpcCall
-	var method, params []byte
+	var method, params, version, id []byte
+	ids, versions := 0, 0
+	twice, result, errorMember := false, false, false
 	err := objectFields(msg, func(key, val []byte) error {
 		switch {
 		case string(key) == "method":
-			if method != nil {
-				return errPeek
-			}
+			twice = twice || method != nil
 			method = val
 		case string(key) == "params":
-			if params != nil {
-				return errPeek
-			}
+			twice = twice || params != nil
 			params = val
+		case string(key) == "jsonrpc":
+			versions++
+			version = val
+		case string(key) == "id":
+			ids++
+			id = val
+		case string(key) == "result":
+			result = true
+		case string(key) == "error":
+			errorMember = true
 		case bytes.EqualFold(key, []byte("method")) || bytes.EqualFold(key, []byte("params")):
-			return errPeek
+			twice = true
 		}
 		return nil
 	})
 	if err != nil {
-		return c, err
+		return c, &invalidMessage{codeInvalidRequest, "Invalid Request: a JSON-RPC message is a JSON object"}
 	}
-	if method != nil {
-		if c.Method, err = jsonString(method); err != nil {
-			return c, errPeek
+	switch {
+	case ids > 1:
+		return c, &invalidMessage{codeInvalidRequest, "Invalid Request: more than one id"}
+	case ids == 1 && !isIDValue(id):
+		return c, &invalidMessage{codeInvalidRequest, "Invalid Request: an id is a string, a number or null"}
+	case versions != 1 || !isString(version):
+		return c, &invalidMessage{codeInvalidRequest, `Invalid Request: jsonrpc must be "2.0"`}
+	case twice:
+		return c, &invalidMessage{codeInvalidRequest, "Invalid Request: method or params given twice"}
+	}
+	if v, err := jsonString(version); err != nil || v != "2.0" {
+		return c, &invalidMessage{codeInvalidRequest, `Invalid Request: jsonrpc must be "2.0"`}
+	}
+	if method == nil {
+		if ids != 1 || result == errorMember {
+			return c, &invalidMessage{codeInvalidRequest, "Invalid Request: neither a request (no method) nor a response (an id and one of result and error)"}
 		}
+		return c, nil
+	}
+	if !isString(method) {
+		return c, &invalidMessage{codeInvalidRequest, "Invalid Request: the method is not a string"}
+	}
+	if c.Method, err = jsonString(method); err != nil {
+		return c, &invalidMessage{codeInvalidRequest, "Invalid Request: the method is not a string"}
+	}
+	if string(params) == "null" {
+		// Read as absent, as encoding/json and the MCP SDKs' decoders do.
+		params = nil
+	}
+	if params != nil && params[0] != '{' && params[0] != '[' {
+		return c, &invalidMessage{codeInvalidRequest, "Invalid Request: params is neither an object nor an array"}
 	}
 	if c.Method == "completion/complete" && params != nil {
 		return c, peekCompletionRef(&c, params)
@@ -113,34 +199,38 @@ func peekMessage(msg []byte) (rpcCall, error) {
 	}
 	if params == nil {
 		if c.Method == "tools/call" {
-			return c, errPeek
+			return c, &invalidMessage{codeInvalidParams, "Invalid params: tools/call names its tool in params.name"}
 		}
 		return c, nil
 	}
 	var name []byte
+	twice = false
 	err = objectFields(params, func(key, val []byte) error {
 		switch {
 		case string(key) == member:
-			if name != nil {
-				return errPeek
-			}
+			twice = twice || name != nil
 			name = val
 		case bytes.EqualFold(key, []byte(member)):
-			return errPeek
+			twice = true
 		}
 		return nil
 	})
-	if err != nil {
-		return c, errPeek
+	switch {
+	case err != nil:
+		return c, &invalidMessage{codeInvalidParams, "Invalid params: params of " + c.Method + " is an object"}
+	case twice:
+		return c, &invalidMessage{codeInvalidParams, "Invalid params: params." + member + " given twice"}
+	case name != nil && !isString(name):
+		return c, &invalidMessage{codeInvalidParams, "Invalid params: params." + member + " is not a string"}
 	}
 	if name != nil {
 		if c.Name, err = jsonString(name); err != nil {
-			return c, errPeek
+			return c, &invalidMessage{codeInvalidParams, "Invalid params: params." + member + " is not a string"}
 		}
 	}
 	if c.Method == "tools/call" {
 		if c.Name == "" {
-			return c, errPeek
+			return c, &invalidMessage{codeInvalidParams, "Invalid params: tools/call names its tool in params.name"}
 		}
 		c.Tool = c.Name
 	}
@@ -148,7 +238,7 @@ func peekMessage(msg []byte) (rpcCall, error) {
 		// The server may read the URI in another spelling (a WHATWG URL
 		// parser's); one whose spelling cannot be told is refused.
 		if _, ok := resourceURIForms(c.Name); !ok {
-			return c, errPeek
+			return c, &invalidMessage{codeInvalidParams, "Invalid params: a resource URI whose spelling a server could read otherwise"}
 		}
 	}
 	return c, nil

@@ -150,16 +150,23 @@ func TestStatelessHeadersMustMirrorTheBody(t *testing.T) {
 		{"base64 of another name", toolCall("deploy"), []string{MethodHeader, "tools/call", NameHeader, b64("other")}},
 		{"a raw non-ASCII name", read, []string{MethodHeader, "resources/read", NameHeader, "file:///\u00e9"}},
 		{"a name on a method without one", rpc("tools/list", nil), []string{MethodHeader, "tools/list", NameHeader, "x"}},
-		{"a batch", "[" + rpc("tools/list", nil) + "]", []string{MethodHeader, "tools/list"}},
 	}
 	for _, tc := range bad {
 		t.Run("refuses "+tc.name, func(t *testing.T) {
 			a := postRPC(t, srv.URL, tok, StatelessVersion, tc.body, tc.headers...)
 			e, _ := a.body["error"].(map[string]any)
-			if a.status != http.StatusBadRequest || e["code"] != float64(ErrCodeHeaderMismatch) || a.body["jsonrpc"] != "2.0" {
-				t.Errorf("%d %s; want 400 with JSON-RPC error -32020", a.status, a.rawBody)
+			// The answer carries the request's id (MCP Streamable HTTP,
+			// "Server Validation").
+			if a.status != http.StatusBadRequest || e["code"] != float64(ErrCodeHeaderMismatch) || a.body["jsonrpc"] != "2.0" || a.body["id"] != float64(1) {
+				t.Errorf("%d %s; want 400 with JSON-RPC error -32020 and id 1", a.status, a.rawBody)
 			}
 		})
+	}
+	// A batch is no message of this revision: -32600, id null, as MCPFilter
+	// answers it.
+	a := postRPC(t, srv.URL, tok, StatelessVersion, "["+rpc("tools/list", nil)+"]", MethodHeader, "tools/list")
+	if e, _ := a.body["error"].(map[string]any); a.status != http.StatusBadRequest || e["code"] != float64(-32600) || a.body["id"] != nil {
+		t.Errorf("a batch: %d %s; want 400 with JSON-RPC error -32600 and id null", a.status, a.rawBody)
 	}
 	// Older revisions send no such headers and are not checked.
 	if a := postRPC(t, srv.URL, tok, "2025-11-25", toolCall("deploy")); a.status != 200 {
