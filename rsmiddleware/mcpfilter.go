@@ -167,7 +167,7 @@ func batchesRefused(r *http.Request) bool {
 
 // isBatch reports whether the JSON body is an array, a JSON-RPC batch.
 func isBatch(body []byte) bool {
-	b := bytes.TrimSpace(body)
+	b := trimJSONSpace(body)
 	return len(b) > 0 && b[0] == '['
 }
 
@@ -186,7 +186,7 @@ func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
 	}
 	var out []*rpcRequest
 	n := 0
-	err := forEachMessage(bytes.TrimSpace(body), func(m []byte) error {
+	err := forEachMessage(trimJSONSpace(body), func(m []byte) error {
 		if n++; n > MaxBatchRequests {
 			return errBatchTooLong
 		}

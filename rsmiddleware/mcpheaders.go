@@ -1,7 +1,6 @@
 package rsmiddleware
 
 import (
-	"bytes"
 	"encoding/base64"
 	"net/http"
 	"strings"
@@ -65,7 +64,7 @@ func decodeHeaderValue(v string) (string, bool) {
 // that applies, decoded, equal to the body's value. A body that is not one
 // JSON-RPC request (a batch, a response) has nothing to mirror and fails.
 func checkMirroredHeaders(r *http.Request, body []byte, calls []rpcCall) bool {
-	if b := bytes.TrimSpace(body); len(b) > 0 && b[0] == '[' {
+	if b := trimJSONSpace(body); len(b) > 0 && b[0] == '[' {
 		return false
 	}
 	if len(calls) != 1 || calls[0].Method == "" {

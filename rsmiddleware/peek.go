@@ -81,7 +81,7 @@ var (
 // The body is validated with json.Valid first; the scanner below then walks
 // known-valid JSON without decoding values it does not need.
 func peekJSONRPC(body []byte) ([]rpcCall, error) {
-	body = bytes.TrimSpace(body)
+	body = trimJSONSpace(body)
 	if len(body) == 0 || !json.Valid(body) {
 		return nil, errParse
 	}
@@ -381,3 +381,19 @@ func skipValue(v []byte, i int) int {
 		return len(v)
 	}
 }
+
+// trimJSONSpace cuts the whitespace JSON allows around a value (RFC 8259
+// §2: space, tab, line feed, carriage return) from v, and no other: a body
+// led by another space (U+0085, U+00A0) is not JSON to the server.
+func trimJSONSpace(v []byte) []byte {
+	i, j := 0, len(v)
+	for i < j && isJSONSpace(v[i]) {
+		i++
+	}
+	for j > i && isJSONSpace(v[j-1]) {
+		j--
+	}
+	return v[i:j]
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

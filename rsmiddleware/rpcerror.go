@@ -1,7 +1,6 @@
 package rsmiddleware
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -85,7 +84,7 @@ func answerID(msg []byte) (id string, expected bool) {
 // The body must be at most the size the caller accepts: the answer is a
 // bounded multiple of it.
 func errorAnswer(body []byte, code int, text string) []byte {
-	b := bytes.TrimSpace(body)
+	b := trimJSONSpace(body)
 	_, err := peekJSONRPC(b)
 	var im *invalidMessage
 	if !errors.As(err, &im) {
