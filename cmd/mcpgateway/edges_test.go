@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -115,29 +120,47 @@ func TestGatewayForwardsAndAuditsResponsesOfTheClient(t *testing.T) {
 	}
 }
 
-// Bodies that are not JSON-RPC get a JSON-RPC error (JSON-RPC 2.0 §5.1,
-// id null: it cannot be told), never a 500, and never reach the upstream;
-// an error answered for a request whose id is a string carries that id.
+// Bodies that are not JSON-RPC get a JSON-RPC error, application/json,
+// never a 500, and never reach the upstream: -32700 with id null for what
+// is not JSON, -32600 for JSON that is no Request object and for an empty
+// batch, -32602 for a tools/call that names no tool, -32020 for headers
+// that do not mirror the body, under the request's id when it can be read
+// (JSON-RPC 2.0 §5.1), null otherwise.
 func TestGatewayAnswersMalformedAndOversizedBodiesWithJSONRPCErrors(t *testing.T) {
 	s := newStack(t, true, baseConfig+"limits: {max_request_bytes: 2000, max_response_bytes: 1000}\n")
 	tok := s.token(t, "user-bot")
 	session := openSession(t, s, tok)
 	seen := len(s.up.seen())
 	v := map[string]string{"Mcp-Protocol-Version": "2025-06-18"}
+	stateless := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
 	for _, c := range []struct {
 		name, body   string
+		header       map[string]string
 		status, code int
+		id           any
 	}{
-		{"not JSON", `{"jsonrpc":"2.0","id":"x-1","method":`, http.StatusBadRequest, -32700},
-		{"JSON of a duplicated method", `{"jsonrpc":"2.0","id":"x-2","method":"ping","method":"tools/call"}`, http.StatusBadRequest, -32700},
-		{"larger than max_request_bytes", `{"jsonrpc":"2.0","id":"x-3","method":"ping","params":{"pad":"` + strings.Repeat("a", 3000) + `"}}`, http.StatusRequestEntityTooLarge, -32600},
-		{"a batch of 2025-06-18", `[{"jsonrpc":"2.0","id":"x-4","method":"ping"}]`, http.StatusBadRequest, -32600},
+		{"not JSON", `{"jsonrpc":"2.0","id":"x-1","method":`, v, http.StatusBadRequest, -32700, nil},
+		{"JSON of a duplicated method", `{"jsonrpc":"2.0","id":"x-2","method":"ping","method":"tools/call"}`, v, http.StatusBadRequest, -32600, "x-2"},
+		{"larger than max_request_bytes", `{"jsonrpc":"2.0","id":"x-3","method":"ping","params":{"pad":"` + strings.Repeat("a", 3000) + `"}}`, v, http.StatusRequestEntityTooLarge, -32600, nil},
+		{"a batch of 2025-06-18", `[{"jsonrpc":"2.0","id":"x-4","method":"ping"}]`, v, http.StatusBadRequest, -32600, nil},
+		{"a number", `42`, v, http.StatusBadRequest, -32600, nil},
+		{"a string", `"x"`, v, http.StatusBadRequest, -32600, nil},
+		{"an empty object", `{}`, v, http.StatusBadRequest, -32600, nil},
+		{"an empty batch", `[]`, v, http.StatusBadRequest, -32600, nil},
+		{"jsonrpc 1.0", `{"jsonrpc":"1.0","id":"x-5","method":"ping"}`, v, http.StatusBadRequest, -32600, "x-5"},
+		{"a method that is no string", `{"jsonrpc":"2.0","id":6,"method":["ping"]}`, v, http.StatusBadRequest, -32600, float64(6)},
+		{"an id that is an object", `{"jsonrpc":"2.0","id":{"n":7},"method":"ping"}`, v, http.StatusBadRequest, -32600, nil},
+		{"a response without result or error", `{"jsonrpc":"2.0","id":"srv-8"}`, v, http.StatusBadRequest, -32600, nil},
+		{"a tools/call without a tool name", `{"jsonrpc":"2.0","id":"x-9","method":"tools/call","params":{"arguments":{}}}`, v, http.StatusBadRequest, -32602, "x-9"},
+		{"an Mcp-Method of another method", `{"jsonrpc":"2.0","id":"x-10","method":"tools/call","params":{"name":"echo"}}`, stateless, http.StatusBadRequest, -32020, "x-10"},
+		{"a stateless batch", `[{"jsonrpc":"2.0","id":"x-11","method":"tools/list"}]`, stateless, http.StatusBadRequest, -32600, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			resp := rawPost(t, s, tok, session, c.body, v)
+			resp := rawPost(t, s, tok, session, c.body, c.header)
+			ct := resp.Header.Get("Content-Type")
 			id, code, _ := rpcError(t, resp)
-			if resp.StatusCode != c.status || code != c.code || id != nil {
-				t.Errorf("%d code %d id %v, want %d code %d id null", resp.StatusCode, code, id, c.status, c.code)
+			if resp.StatusCode != c.status || ct != "application/json" || code != c.code || id != c.id {
+				t.Errorf("%d %q code %d id %v, want %d application/json code %d id %v", resp.StatusCode, ct, code, id, c.status, c.code, c.id)
 			}
 		})
 	}
@@ -149,5 +172,47 @@ func TestGatewayAnswersMalformedAndOversizedBodiesWithJSONRPCErrors(t *testing.T
 		map[string]string{"Mcp-Protocol-Version": "2025-06-18"})
 	if id, code, _ := rpcError(t, resp); resp.StatusCode != http.StatusBadGateway || id != "big-1" || code != -32603 {
 		t.Errorf("oversized answer: %d id %v code %d", resp.StatusCode, id, code)
+	}
+}
+
+// A POST whose body cannot be read (a chunked body with a malformed chunk
+// size, RFC 9112 §7.1) is answered 400 with the JSON-RPC error -32700, id
+// null, application/json, by the gateway and by its forwarder alone (the
+// last reader of the body when nothing in front reads it); the upstream
+// sees nothing.
+func TestGatewayAnswersAnUnreadableBodyWithAJSONRPCParseError(t *testing.T) {
+	s := newStack(t, true, baseConfig)
+	tok := s.token(t, "user-bot")
+	target, _ := url.Parse(s.up.srv.URL + "/mcp")
+	fw := &forwarder{target: target, transport: http.DefaultTransport, onError: func(w http.ResponseWriter, _ *http.Request, _ []byte, err error) {
+		t.Errorf("upstream: %v", err)
+		w.WriteHeader(http.StatusBadGateway)
+	}}
+	alone := httptest.NewServer(fw)
+	t.Cleanup(alone.Close)
+	seen := len(s.up.seen())
+	for name, addr := range map[string]string{"gateway": s.gw.Listener.Addr().String(), "forwarder": alone.Listener.Addr().String()} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+				"Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"jso\r\nzz\r\n", addr, tok)
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			ct := resp.Header.Get("Content-Type")
+			id, code, _ := rpcError(t, resp)
+			if resp.StatusCode != http.StatusBadRequest || ct != "application/json" || code != -32700 || id != nil {
+				t.Errorf("%d %q code %d id %v, want 400 application/json -32700 id null", resp.StatusCode, ct, code, id)
+			}
+		})
+	}
+	if n := len(s.up.seen()); n != seen {
+		t.Errorf("the upstream saw %d requests", n-seen)
 	}
 }

@@ -158,7 +158,7 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the request's id.
 		b, err := readAll(r)
 		if err != nil {
-			http.Error(w, "cannot read request body", http.StatusBadRequest)
+			writeUnreadableBody(w)
 			return
 		}
 		body, length = b, int64(len(b))

@@ -294,9 +294,22 @@ func requestID(body []byte) json.RawMessage {
 // writeRPCError answers a JSON-RPC 2.0 error (-32603, internal error: the
 // request was valid, the gateway could not complete it).
 func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, msg string) {
+	writeRPCErrorCode(w, status, id, -32603, msg)
+}
+
+// writeUnreadableBody answers a POST to the MCP endpoint whose body could
+// not be read: 400 with the JSON-RPC error -32700, id null (JSON-RPC 2.0
+// §5.1: the id cannot be read), as rsmiddleware answers one.
+func writeUnreadableBody(w http.ResponseWriter) {
+	writeRPCErrorCode(w, http.StatusBadRequest, json.RawMessage("null"), -32700, "Parse error: the request body could not be read")
+}
+
+// writeRPCErrorCode answers a JSON-RPC 2.0 error Response object (§5.1)
+// of code, application/json.
+func writeRPCErrorCode(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
 	body, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0", "id": id,
-		"error": map[string]any{"code": -32603, "message": msg},
+		"error": map[string]any{"code": code, "message": msg},
 	})
 	body = append(body, '\n')
 	h := w.Header()
