@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -85,6 +86,9 @@ func TestMalformedBodiesGetTheirJSONRPCError(t *testing.T) {
 		{"answers a tools/call without a name -32602 under its id", `{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{}}`, false, []want{{-32602, "12"}}},
 		{"answers a tools/call whose name is a number -32602 under its id", `{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":5}}`, false, []want{{-32602, "13"}}},
 		{"answers a tools/call with two names -32602 under its string id", `{"jsonrpc":"2.0","id":"x-\u0031","method":"tools/call","params":{"name":"echo","name":"admin_stats"}}`, false, []want{{-32602, `"x-1"`}}},
+		{"answers arguments nested deeper than 1000 -32602 under its id", `{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"echo","arguments":{"a":` +
+			strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}}}`, false, []want{{-32602, "14"}}},
+		{"answers an id beyond float64 -32600, id null", `{"jsonrpc":"2.0","id":1e400,"method":"ping"}`, false, []want{{-32600, "null"}}},
 		{"answers an empty batch -32600, id null, as one object", `[]`, false, []want{{-32600, "null"}}},
 		{"answers an empty batch with space inside -32600, id null", "[ \n]", false, []want{{-32600, "null"}}},
 		{"answers a batch of a number with an array", `[1]`, true, []want{{-32600, "null"}}},

@@ -212,7 +212,7 @@ func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
 			req := &rpcRequest{response: true}
 			if rawID != nil && string(rawID) != "null" {
 				if req.id, err = idKey(rawID); err != nil {
-					return errPeek
+					return errIDKey
 				}
 			}
 			out = append(out, req)
@@ -224,7 +224,7 @@ func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
 		}
 		if rawID != nil && string(rawID) != "null" {
 			if req.key, err = idKey(rawID); err != nil {
-				return errPeek
+				return errIDKey
 			}
 			req.id = req.key
 		}
@@ -241,14 +241,15 @@ func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
 			}) == nil {
 				req.tool, _ = jsonString(name)
 				if req.args, err = ArgumentsDigest(args); err != nil {
-					return errPeek
+					return errArguments
 				}
 			}
 		}
 		out = append(out, req)
 		return nil
 	})
-	if errors.Is(err, errBatchTooLong) {
+	var im *invalidMessage
+	if errors.Is(err, errBatchTooLong) || errors.As(err, &im) {
 		return nil, err
 	}
 	if err != nil {
@@ -256,6 +257,12 @@ func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
 	}
 	return out, nil
 }
+
+// Messages peekJSONRPC passes that parseRequests cannot read.
+var (
+	errIDKey     = &invalidMessage{codeInvalidRequest, "Invalid Request: an id without a canonical JSON form (RFC 8785)"}
+	errArguments = &invalidMessage{codeInvalidParams, "Invalid params: arguments without a canonical JSON form (RFC 8785), as nesting deeper than 1000"}
+)
 
 // sharedID reports whether two of reqs are requests under one id (ids
 // compared in canonical form, so 1 and 1.0 are one id, as they are to a
@@ -379,7 +386,11 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 				// (errorAnswer). It is audited as the Middleware's refusal
 				// of such a body is (AuditRefused).
 				f.auditAlone(r, p, start, &rpcRequest{method: MethodUnknown}, AuditInvalid, 0, http.StatusBadRequest)
-				writeRPCAnswer(w, http.StatusBadRequest, errorAnswer(body, 0, ""))
+				code, text := 0, ""
+				if im := (*invalidMessage)(nil); errors.As(err, &im) {
+					code, text = im.code, im.text
+				}
+				writeRPCAnswer(w, http.StatusBadRequest, errorAnswer(body, code, text))
 				return
 			case batchesRefused(r) && isBatch(body):
 				f.refuseBatch(w, r, p, start, rpcErrorBody("null", codeInvalidRequest, noBatchesText))

@@ -40,7 +40,8 @@ func writeRPCAnswer(w http.ResponseWriter, status int, body []byte) {
 // answerID is the id an error answer to the JSON-RPC message msg carries
 // (JSON-RPC 2.0 §5: the request's id; null when it cannot be read): the
 // value of the one "id" member of a request (a message with a method),
-// when it is a string, a number or null. A response of the client
+// when it is a string, a number or null that has a canonical form
+// (idKey). A response of the client
 // answers a request of the server: its id is not the client's to match,
 // and its error answer has id null. expected reports whether msg is a
 // request with an id, which a Response answers (§4.1: a notification has
@@ -62,6 +63,10 @@ func answerID(msg []byte) (id string, expected bool) {
 	}
 	if ids != 1 || !isIDValue(raw) {
 		return "null", ids > 0
+	}
+	if _, err := idKey(raw); err != nil {
+		// A number beyond float64 (1e400): no id a client could match.
+		return "null", true
 	}
 	return string(raw), true
 }
