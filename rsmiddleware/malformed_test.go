@@ -88,6 +88,7 @@ func TestMalformedBodiesGetTheirJSONRPCError(t *testing.T) {
 		{"answers a tools/call with two names -32602 under its string id", `{"jsonrpc":"2.0","id":"x-\u0031","method":"tools/call","params":{"name":"echo","name":"admin_stats"}}`, false, []want{{-32602, `"x-1"`}}},
 		{"answers arguments nested deeper than 1000 -32602 under its id", `{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"echo","arguments":{"a":` +
 			strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}}}`, false, []want{{-32602, "14"}}},
+		{"answers a completion/complete with two refs -32602 under its id", `{"jsonrpc":"2.0","id":15,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"a"},"Ref":{}}}`, false, []want{{-32602, "15"}}},
 		{"answers an id beyond float64 -32600, id null", `{"jsonrpc":"2.0","id":1e400,"method":"ping"}`, false, []want{{-32600, "null"}}},
 		{"answers an empty batch -32600, id null, as one object", `[]`, false, []want{{-32600, "null"}}},
 		{"answers an empty batch with space inside -32600, id null", "[ \n]", false, []want{{-32600, "null"}}},

@@ -191,7 +191,10 @@ func peekMessage(msg []byte) (rpcCall, error) {
 		return c, &invalidMessage{codeInvalidRequest, "Invalid Request: params is neither an object nor an array"}
 	}
 	if c.Method == "completion/complete" && params != nil {
-		return c, peekCompletionRef(&c, params)
+		if err := peekCompletionRef(&c, params); err != nil {
+			return c, &invalidMessage{codeInvalidParams, "Invalid params: params.ref of completion/complete is no object, or names its members twice"}
+		}
+		return c, nil
 	}
 	member, named := scopedParam[c.Method]
 	if !named {
