@@ -248,11 +248,11 @@ func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
 		out = append(out, req)
 		return nil
 	})
-	var im *invalidMessage
-	if errors.Is(err, errBatchTooLong) || errors.As(err, &im) {
-		return nil, err
-	}
 	if err != nil {
+		var im *invalidMessage
+		if errors.Is(err, errBatchTooLong) || errors.As(err, &im) {
+			return nil, err
+		}
 		return nil, errPeek
 	}
 	return out, nil

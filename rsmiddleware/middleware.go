@@ -208,7 +208,8 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 				writeRPCAnswer(w, http.StatusBadRequest, errorAnswer(body, 0, ""))
 				return
 			}
-			if Stateless(r) && isBatch(body) {
+			stateless := Stateless(r)
+			if stateless && isBatch(body) {
 				// Not a message of this revision (batchesRefused), as
 				// MCPFilter answers it.
 				r.Body = newBufferedBody(body, true, r.Body)
@@ -216,7 +217,7 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 				writeRPCError(w, http.StatusBadRequest, "null", codeInvalidRequest, noBatchesText)
 				return
 			}
-			if Stateless(r) && !checkMirroredHeaders(r, body, calls) {
+			if stateless && !checkMirroredHeaders(r, body, calls) {
 				// The scopes were read from the body; a request whose
 				// headers say otherwise could be routed or logged by an
 				// intermediary as something it is not. The answer has the

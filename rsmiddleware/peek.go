@@ -168,8 +168,11 @@ func peekMessage(msg []byte) (rpcCall, error) {
 	case twice:
 		return c, &invalidMessage{codeInvalidRequest, "Invalid Request: method or params given twice"}
 	}
-	if v, err := jsonString(version); err != nil || v != "2.0" {
-		return c, &invalidMessage{codeInvalidRequest, `Invalid Request: jsonrpc must be "2.0"`}
+	if string(version) != `"2.0"` {
+		// Spelt with escapes, or another version.
+		if v, err := jsonString(version); err != nil || v != "2.0" {
+			return c, &invalidMessage{codeInvalidRequest, `Invalid Request: jsonrpc must be "2.0"`}
+		}
 	}
 	if method == nil {
 		if ids != 1 || result == errorMember {

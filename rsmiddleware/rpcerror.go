@@ -41,11 +41,10 @@ func writeRPCAnswer(w http.ResponseWriter, status int, body []byte) {
 // (JSON-RPC 2.0 §5: the request's id; null when it cannot be read): the
 // value of the one "id" member of a request (a message with a method),
 // when it is a string, a number or null that has a canonical form
-// (idKey). A response of the client
-// answers a request of the server: its id is not the client's to match,
-// and its error answer has id null. expected reports whether msg is a
-// request with an id, which a Response answers (§4.1: a notification has
-// no id and gets none).
+// (idKey). A response of the client answers a request of the server: its
+// id is not the client's to match, and its error answer has id null.
+// expected reports whether msg is a request with an id, which a Response
+// answers (§4.1: a notification has no id and gets none).
 func answerID(msg []byte) (id string, expected bool) {
 	var raw []byte
 	ids, hasMethod := 0, false
