@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -40,15 +41,31 @@ import (
 //   - About once a second, returning a connection to the pool also closes
 //     the idle ones the upstream has closed meanwhile (or that are past
 //     IdleConnTimeout), so they do not stay half-open on this side.
-//   - 1xx interim answers (RFC 9110 §15.2) are skipped; the request never
-//     asks for 100-continue and the transport never upgrades.
+//   - An upstream may answer before it has read the whole request body
+//     and close the connection (RFC 9112 §9.3, §9.6: a 413 or 401 to a
+//     large body): when writing the request fails on the connection, the
+//     answer is still read (within ResponseHeaderTimeout) and, if one
+//     came, passed on; the connection is not used again.
+//   - A connection is not used again after an answer whose framing is
+//     suspect, so that no bytes the upstream sent past what the transport
+//     read as the answer are taken for the next request's answer (RFC 9112
+//     §11.1, response splitting): Transfer-Encoding with Content-Length
+//     (the chunked framing is read and Content-Length dropped, RFC 9112
+//     §6.1, §6.3 item 3), a 204 that declares a body (RFC 9110 §8.6, RFC
+//     9112 §6.1), or bytes buffered past the answer's end.
+//   - 1xx interim answers (RFC 9110 §15.2) are skipped; their headers and
+//     the final answer's share MaxResponseHeaderBytes, as in net/http. The
+//     transport never waits for 100 Continue (a request's Expect field is
+//     sent as given, its body at once: RFC 9110 §10.1.1 lets a client send
+//     it without waiting) and never upgrades.
 type h1Transport struct {
 	// Dial opens a connection to addr (host:port).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// ResponseHeaderTimeout bounds the wait for an answer's header once
 	// the request is written. Zero: no bound.
 	ResponseHeaderTimeout time.Duration
-	// MaxResponseHeaderBytes bounds an answer's header. Zero: 1 MiB.
+	// MaxResponseHeaderBytes bounds an answer's header, together with those
+	// of the 1xx interim answers before it. Zero: 1 MiB.
 	MaxResponseHeaderBytes int64
 	// MaxIdleConns is how many idle connections the pool keeps. Zero: 256.
 	MaxIdleConns int
@@ -80,6 +97,7 @@ type h1Conn struct {
 	conn   net.Conn
 	lr     limitReader // under br: bounds the answer's header
 	br     *bufio.Reader
+	cw     connWriter // under bw: tells a failing connection from a failing body
 	bw     *bufio.Writer
 	addr   string
 	idleAt time.Time
@@ -100,7 +118,7 @@ func (l *limitReader) Read(p []byte) (int, error) {
 		l.before()
 	}
 	if l.n <= 0 {
-		return 0, fmt.Errorf("mcpgateway: upstream answer header larger than %d bytes", l.max)
+		return 0, errHeaderTooLarge(l.max)
 	}
 	if int64(len(p)) > l.n {
 		p = p[:l.n]
@@ -108,6 +126,26 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	n, err := l.r.Read(p)
 	l.n -= int64(n)
 	return n, err
+}
+
+// connWriter writes to the connection and keeps the first error, so that
+// a write of the request that fails can be told from a request body that
+// fails to read (Request.Write reports both).
+type connWriter struct {
+	conn net.Conn
+	err  error
+}
+
+func (w *connWriter) Write(p []byte) (int, error) {
+	n, err := w.conn.Write(p)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return n, err
+}
+
+func errHeaderTooLarge(max int64) error {
+	return fmt.Errorf("mcpgateway: upstream answer header larger than %d bytes", max)
 }
 
 const (
@@ -219,7 +257,8 @@ func (t *h1Transport) get(ctx context.Context, addr string, fresh bool) (*h1Conn
 	c := &h1Conn{t: t, conn: conn, addr: addr}
 	c.lr.r = conn
 	c.br = bufio.NewReaderSize(&c.lr, 4<<10)
-	c.bw = bufio.NewWriterSize(conn, 4<<10)
+	c.cw.conn = conn
+	c.bw = bufio.NewWriterSize(&c.cw, 4<<10)
 	return c, nil
 }
 
@@ -299,15 +338,23 @@ func (c *h1Conn) roundTrip(req *http.Request) (res *http.Response, written bool,
 		_ = c.conn.Close()
 		return nil, written, err
 	}
-	if err := req.Write(c.bw); err != nil {
-		// Request.Write reports a failing body as it is; what reached the
-		// connection is unknown.
-		written = true
-		return fail(c.ended(err))
+	werr := req.Write(c.bw)
+	if werr == nil {
+		werr = c.bw.Flush()
 	}
+	// What reached the connection is unknown once a write began.
 	written = true
-	if err := c.bw.Flush(); err != nil {
-		return fail(c.ended(err))
+	early := false
+	if werr != nil {
+		if c.cw.err == nil || req.Context().Err() != nil {
+			// The body failed to read (Request.Write reports that as it
+			// is), or the context closed the connection.
+			return fail(c.ended(werr))
+		}
+		// The connection failed: the upstream may have answered before it
+		// read the whole body and closed (RFC 9112 §9.3, §9.6). That
+		// answer, if it came, is the request's; the connection is done.
+		early = true
 	}
 	max := c.t.MaxResponseHeaderBytes
 	if max == 0 {
@@ -319,10 +366,31 @@ func (c *h1Conn) roundTrip(req *http.Request) (res *http.Response, written bool,
 		}
 	}
 	c.lr.n, c.lr.max = max, max
+	var head []byte // the final answer's header as it arrived, if unchanged
 	for {
+		// What has arrived of the answer, to look at its framing fields
+		// after ReadResponse, which drops Content-Length when the answer
+		// is chunked. A read error is left to ReadResponse.
+		_, _ = c.br.Peek(1)
+		head, _ = c.br.Peek(c.br.Buffered())
+		left := c.lr.n
 		res, err = http.ReadResponse(c.br, req)
+		if err != nil && c.lr.n <= 0 {
+			// The limit cut a line, which ReadResponse may report as a
+			// malformed one.
+			err = errHeaderTooLarge(max)
+		}
 		if err != nil {
+			if early {
+				// No answer: the write's error says what happened.
+				return fail(c.ended(werr))
+			}
 			return fail(c.ended(err))
+		}
+		if c.lr.n != left {
+			// ReadResponse read more from the connection, which may have
+			// moved what head shows.
+			head = nil
 		}
 		// 1xx interim answers (RFC 9110 §15.2) have no body; the final
 		// answer follows. 101 would switch protocols, never asked for.
@@ -332,7 +400,6 @@ func (c *h1Conn) roundTrip(req *http.Request) (res *http.Response, written bool,
 		if res.StatusCode == http.StatusSwitchingProtocols {
 			return fail(errors.New("mcpgateway: upstream switched protocols unasked"))
 		}
-		c.lr.n = max
 	}
 	c.lr.n = math.MaxInt64
 	if c.t.ResponseHeaderTimeout > 0 {
@@ -341,10 +408,14 @@ func (c *h1Conn) roundTrip(req *http.Request) (res *http.Response, written bool,
 			return fail(err)
 		}
 	}
-	keep := !res.Close && !req.Close && (res.ContentLength >= 0 || isChunked(res) || res.Body == http.NoBody)
+	keep := !early && !res.Close && !req.Close && (res.ContentLength >= 0 || isChunked(res) || res.Body == http.NoBody) &&
+		!suspectFraming(res, head)
 	b := &h1Body{c: c, ctx: req.Context(), rc: res.Body, stop: stop, keep: keep}
 	if res.Body == http.NoBody {
-		b.release(true)
+		// Nothing to read: the exchange ends here, and the connection is
+		// kept only as an answer with a body would be (not after
+		// Connection: close or an HTTP/1.0 answer, RFC 9112 §9.3).
+		b.release(keep)
 		return res, written, nil
 	}
 	res.Body = b
@@ -362,6 +433,57 @@ func (c *h1Conn) ended(err error) error {
 		return fmt.Errorf("%w: %v", errUpstreamClosed, err)
 	}
 	return err
+}
+
+// suspectFraming reports an answer after which the connection may hold
+// bytes the upstream meant as part of it: a chunked answer whose header
+// (head, as it arrived; nil when unknown) also has Content-Length (RFC
+// 9112 §6.3 item 3: Transfer-Encoding overrides it, and such a message
+// "ought to be handled as an error"), or a 204 with Transfer-Encoding or a
+// nonzero Content-Length (which it must not send, RFC 9110 §8.6, RFC 9112
+// §6.1). A 304 and an answer to HEAD may carry both fields without a body
+// (RFC 9110 §8.6, RFC 9112 §6.1).
+func suspectFraming(res *http.Response, head []byte) bool {
+	if res.Body == http.NoBody {
+		if res.StatusCode != http.StatusNoContent {
+			return false
+		}
+		cl := res.Header["Content-Length"]
+		return len(res.TransferEncoding) > 0 || len(cl) > 0 && cl[0] != "0"
+	}
+	if !isChunked(res) {
+		return false
+	}
+	hasLength, whole := headerHasContentLength(head)
+	return hasLength || !whole
+}
+
+// headerHasContentLength reports whether the header section at the start
+// of head (a status line, then field lines up to an empty line, RFC 9112
+// §2.1) has a Content-Length field, and whether the section ends within
+// head.
+func headerHasContentLength(head []byte) (has, whole bool) {
+	const name = "content-length:"
+	first := true
+	for len(head) > 0 {
+		i := bytes.IndexByte(head, '\n')
+		if i < 0 {
+			return has, false
+		}
+		line := bytes.TrimSuffix(head[:i], []byte("\r"))
+		head = head[i+1:]
+		if first {
+			first = false
+			continue
+		}
+		if len(line) == 0 {
+			return has, true
+		}
+		if len(line) >= len(name) && bytes.EqualFold(line[:len(name)], []byte(name)) {
+			has = true
+		}
+	}
+	return has, false
 }
 
 func isChunked(res *http.Response) bool {
