@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -294,5 +296,79 @@ func TestH1TransportSendsAnExpectContinueRequestAtOnce(t *testing.T) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Errorf("%d connections, want 1", n)
+	}
+}
+
+// An upstream that answers early and then neither reads the rest of the
+// body nor closes fails the body's write after ResponseHeaderTimeout
+// without progress; its answer is passed on. One that does not answer
+// either is a timeout.
+func TestH1TransportPassesOnAnEarlyAnswerOfAnUpstreamThatStopsReading(t *testing.T) {
+	for _, c := range []struct{ name, answer string }{{"with an answer", early413}, {"without", ""}} {
+		t.Run(c.name, func(t *testing.T) {
+			var conns atomic.Int32
+			release := make(chan struct{})
+			url := rawUpstream(t, func(n int, conn net.Conn) {
+				conns.Add(1)
+				req, err := http.ReadRequest(bufio.NewReader(conn))
+				if err != nil {
+					return
+				}
+				io.CopyN(io.Discard, req.Body, 1<<10)
+				io.WriteString(conn, c.answer)
+				<-release // neither reads nor closes
+			})
+			t.Cleanup(func() { close(release) })
+			tr := newH1Transport(t)
+			tr.ResponseHeaderTimeout = 200 * time.Millisecond
+			req, _ := http.NewRequest(http.MethodPost, url+"/early", bytes.NewReader(bigBody))
+			res, err := tr.RoundTrip(req)
+			if c.answer == "" {
+				var ne net.Error
+				if !errors.As(err, &ne) || !ne.Timeout() {
+					if res != nil {
+						res.Body.Close()
+					}
+					t.Fatalf("no answer: %v (%T), want a timeout", err, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if err != nil || res.StatusCode != http.StatusRequestEntityTooLarge || string(b) != "body too large" {
+				t.Fatalf("%d %q %v, want the upstream's 413", res.StatusCode, b, err)
+			}
+		})
+	}
+}
+
+// A large body goes out in 32 KiB writes (as net.TCPConn's ReadFrom sends
+// it), not in pieces of the 4 KiB request buffer.
+func TestH1TransportWritesALargeBodyIn32KiBPieces(t *testing.T) {
+	for _, timeout := range []time.Duration{0, time.Minute} {
+		var conns atomic.Int32
+		url := answerUpstream(t, &conns, okAnswer, okAnswer)
+		var writes atomic.Int32
+		tr := newH1Transport(t)
+		tr.ResponseHeaderTimeout = timeout
+		dial := tr.Dial
+		tr.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return writeCounter{c, &writes}, nil
+		}
+		body := bytes.Repeat([]byte("b"), 1<<20)
+		if _, got := postBytes(t, tr, url, body); got != "ok" {
+			t.Fatalf("answer %q", got)
+		}
+		// The header and the first bytes, then 32 pieces at most.
+		if n := writes.Load(); n > 34 {
+			t.Errorf("timeout %v: a 1 MiB body took %d writes, want at most 34", timeout, n)
+		}
 	}
 }

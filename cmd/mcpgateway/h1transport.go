@@ -31,7 +31,8 @@ import (
 //     ends a blocked write or read (a client that went away ends its event
 //     stream to the upstream).
 //   - ResponseHeaderTimeout bounds the wait for the answer's header, and
-//     MaxResponseHeaderBytes its size.
+//     each wait of a large request body for the upstream to read on;
+//     MaxResponseHeaderBytes bounds the header's size.
 //   - Before a pooled connection is used it is checked for a close (or
 //     stray bytes) that the upstream sent while it was idle; a request
 //     whose answer then did not start on a reused connection (the upstream
@@ -43,8 +44,9 @@ import (
 //     IdleConnTimeout), so they do not stay half-open on this side.
 //   - An upstream may answer before it has read the whole request body
 //     and close the connection (RFC 9112 §9.3, §9.6: a 413 or 401 to a
-//     large body): when writing the request fails on the connection, the
-//     answer is still read (within ResponseHeaderTimeout) and, if one
+//     large body), or answer and stop reading it: when writing the
+//     request fails on the connection (or stalls for ResponseHeaderTimeout),
+//     the answer is still read (within ResponseHeaderTimeout) and, if one
 //     came, passed on; the connection is not used again.
 //   - A connection is not used again after an answer whose framing is
 //     suspect, so that no bytes the upstream sent past what the transport
@@ -62,7 +64,8 @@ type h1Transport struct {
 	// Dial opens a connection to addr (host:port).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// ResponseHeaderTimeout bounds the wait for an answer's header once
-	// the request is written. Zero: no bound.
+	// the request is written, and each wait of a large request body for
+	// the upstream to take in its next 32 KiB. Zero: no bound.
 	ResponseHeaderTimeout time.Duration
 	// MaxResponseHeaderBytes bounds an answer's header, together with those
 	// of the 1xx interim answers before it. Zero: 1 MiB.
@@ -130,18 +133,95 @@ func (l *limitReader) Read(p []byte) (int, error) {
 
 // connWriter writes to the connection and keeps the first error, so that
 // a write of the request that fails can be told from a request body that
-// fails to read (Request.Write reports both).
+// fails to read (Request.Write reports both). A large body goes out in
+// pieces, each under a write deadline of timeout: an upstream that stops
+// reading it (having answered early, or hung) fails the write instead of
+// holding it until the client goes away.
 type connWriter struct {
-	conn net.Conn
-	err  error
+	conn    net.Conn
+	timeout time.Duration // bounds each piece of a large body; zero: none
+	err     error
 }
 
+// writePiece is the most a write sends under one deadline.
+const writePiece = 32 << 10
+
 func (w *connWriter) Write(p []byte) (int, error) {
+	if w.timeout <= 0 || len(p) <= writePiece {
+		n, err := w.conn.Write(p)
+		w.note(err)
+		return n, err
+	}
+	n := 0
+	for n < len(p) {
+		m, err := w.writeTimed(p[n:min(len(p), n+writePiece)])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, w.untimed()
+}
+
+// ReadFrom copies a body (bufio.Writer hands it what it does not buffer)
+// through a 32 KiB buffer, as net.TCPConn's ReadFrom does for a reader
+// that is no file or socket, each piece under its deadline. A failing
+// read is returned as it is, and is not the connection's.
+func (w *connWriter) ReadFrom(r io.Reader) (int64, error) {
+	buf := copyBufferPool.Get().(*[]byte)
+	defer copyBufferPool.Put(buf)
+	var n int64
+	timed := false
+	for {
+		k, rerr := r.Read(*buf)
+		if k > 0 {
+			var m int
+			var err error
+			if w.timeout > 0 {
+				timed = true
+				m, err = w.writeTimed((*buf)[:k])
+			} else {
+				m, err = w.conn.Write((*buf)[:k])
+				w.note(err)
+			}
+			n += int64(m)
+			if err != nil {
+				return n, err
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+	if timed {
+		return n, w.untimed()
+	}
+	return n, nil
+}
+
+func (w *connWriter) writeTimed(p []byte) (int, error) {
+	if err := w.conn.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
+		w.note(err)
+		return 0, err
+	}
 	n, err := w.conn.Write(p)
+	w.note(err)
+	return n, err
+}
+
+func (w *connWriter) untimed() error {
+	err := w.conn.SetWriteDeadline(time.Time{})
+	w.note(err)
+	return err
+}
+
+func (w *connWriter) note(err error) {
 	if err != nil && w.err == nil {
 		w.err = err
 	}
-	return n, err
 }
 
 func errHeaderTooLarge(max int64) error {
@@ -257,7 +337,7 @@ func (t *h1Transport) get(ctx context.Context, addr string, fresh bool) (*h1Conn
 	c := &h1Conn{t: t, conn: conn, addr: addr}
 	c.lr.r = conn
 	c.br = bufio.NewReaderSize(&c.lr, 4<<10)
-	c.cw.conn = conn
+	c.cw.conn, c.cw.timeout = conn, t.ResponseHeaderTimeout
 	c.bw = bufio.NewWriterSize(&c.cw, 4<<10)
 	return c, nil
 }
@@ -382,8 +462,9 @@ func (c *h1Conn) roundTrip(req *http.Request) (res *http.Response, written bool,
 		}
 		if err != nil {
 			if early {
-				// No answer: the write's error says what happened.
-				return fail(c.ended(werr))
+				// No answer: the connection's write error says what
+				// happened (Request.Write reports it as the body's).
+				return fail(c.ended(c.cw.err))
 			}
 			return fail(c.ended(err))
 		}
