@@ -18,8 +18,11 @@ import (
 
 // bigInitialize is an initialize request of several MB, within the
 // max_request_bytes of earlyConfig and larger than what the loopback
-// socket buffers hold while the upstream does not read.
-var bigInitialize = strings.Replace(initialize, `"clientInfo"`, `"pad":"`+strings.Repeat("a", 8<<20)+`","clientInfo"`, 1)
+// socket buffers hold while the upstream does not read. (Made by each
+// test: a package variable would sit in the heap of every benchmark.)
+func bigInitialize() string {
+	return strings.Replace(initialize, `"clientInfo"`, `"pad":"`+strings.Repeat("a", 8<<20)+`","clientInfo"`, 1)
+}
 
 const earlyLimits = "limits: {max_request_bytes: 16777216}\n"
 
@@ -70,7 +73,8 @@ func TestGatewayPassesOnAnUpstreamsEarly413(t *testing.T) {
 			strconv.Itoa(len(body)) + "\r\n\r\n" + body, true
 	})
 	s := newStack(t, false, earlyConfig(url))
-	resp := rawPost(t, s, s.token(t, "user-bot"), "", bigInitialize, nil)
+	big := bigInitialize()
+	resp := rawPost(t, s, s.token(t, "user-bot"), "", big, nil)
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge || string(b) != body {
 		t.Fatalf("%d %q (%v), want the upstream's 413 and body", resp.StatusCode, b, err)
@@ -98,17 +102,18 @@ func TestGatewayRetriesAnEarly401WithANewClientCredentialsToken(t *testing.T) {
 upstream_auth:
   client_credentials: {client_id: gw, client_secret: "${GW_SECRET}", resource: UPSTREAM}
 `)
-	resp := rawPost(t, s, s.token(t, "user-bot"), "", bigInitialize, nil)
+	big := bigInitialize()
+	resp := rawPost(t, s, s.token(t, "user-bot"), "", big, nil)
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"result"`) {
 		t.Fatalf("%d %s, want the answer to the request sent again", resp.StatusCode, b)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	length := " " + strconv.Itoa(len(bigInitialize))
+	length := " " + strconv.Itoa(len(big))
 	if len(seen) != 2 || seen[0] == seen[1] || !strings.HasPrefix(seen[0], "Bearer ") || !strings.HasSuffix(seen[0], length) ||
 		!strings.HasPrefix(seen[1], "Bearer ") || !strings.HasSuffix(seen[1], length) {
-		t.Fatalf("the upstream saw %.60q, want two requests of %d bytes with two tokens", seen, len(bigInitialize))
+		t.Fatalf("the upstream saw %.60q, want two requests of %d bytes with two tokens", seen, len(big))
 	}
 }
 
@@ -121,7 +126,8 @@ func TestGatewaySeesAnEarly401OfTheExchangedToken(t *testing.T) {
 upstream_auth:
   exchange: {client_id: gw, client_secret: "${GW_SECRET}", resource: UPSTREAM, scopes: [upstream:call]}
 `)
-	resp := rawPost(t, s, s.token(t, "user-bot"), "", bigInitialize, nil)
+	big := bigInitialize()
+	resp := rawPost(t, s, s.token(t, "user-bot"), "", big, nil)
 	id, code, msg := rpcError(t, resp)
 	if resp.StatusCode != http.StatusBadGateway || id != 1.0 || code != -32603 || !strings.Contains(msg, "refused the gateway's credentials") {
 		t.Fatalf("%d id=%v code=%d %q", resp.StatusCode, id, code, msg)

@@ -16,7 +16,9 @@ import (
 
 // bigBody is larger than what the loopback socket buffers hold while the
 // upstream does not read, so writing it fails once the upstream closes.
-var bigBody = bytes.Repeat([]byte("a"), 8<<20)
+// (Made by each test: a package variable would sit in the heap of every
+// benchmark.)
+func bigBody() []byte { return bytes.Repeat([]byte("a"), 8<<20) }
 
 const early413 = "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: 14\r\n\r\nbody too large"
 
@@ -68,7 +70,7 @@ func TestH1TransportPassesOnAnAnswerSentBeforeTheBodyWasRead(t *testing.T) {
 	tr := newH1Transport(t)
 	tr.ResponseHeaderTimeout = 10 * time.Second
 
-	res, body := postBytes(t, tr, url+"/early", bigBody)
+	res, body := postBytes(t, tr, url+"/early", bigBody())
 	if res.StatusCode != http.StatusRequestEntityTooLarge || body != "body too large" {
 		t.Fatalf("on a new connection: %d %q, want the upstream's 413", res.StatusCode, body)
 	}
@@ -79,7 +81,7 @@ func TestH1TransportPassesOnAnAnswerSentBeforeTheBodyWasRead(t *testing.T) {
 		t.Errorf("%d connections, want 2 (none reused after an early answer)", n)
 	}
 	// The connection of /small is reused for the next large POST.
-	res, body = postBytes(t, tr, url+"/early", bigBody)
+	res, body = postBytes(t, tr, url+"/early", bigBody())
 	if res.StatusCode != http.StatusRequestEntityTooLarge || body != "body too large" {
 		t.Fatalf("on a reused connection: %d %q, want the upstream's 413", res.StatusCode, body)
 	}
@@ -97,7 +99,7 @@ func TestH1TransportReportsAWriteFailureWithoutAnAnswer(t *testing.T) {
 	var conns atomic.Int32
 	url := earlyUpstream(t, "", &conns)
 	tr := newH1Transport(t)
-	req, _ := http.NewRequest(http.MethodPost, url+"/early", bytes.NewReader(bigBody))
+	req, _ := http.NewRequest(http.MethodPost, url+"/early", bytes.NewReader(bigBody()))
 	res, err := tr.RoundTrip(req)
 	if err == nil {
 		res.Body.Close()
@@ -321,7 +323,7 @@ func TestH1TransportPassesOnAnEarlyAnswerOfAnUpstreamThatStopsReading(t *testing
 			t.Cleanup(func() { close(release) })
 			tr := newH1Transport(t)
 			tr.ResponseHeaderTimeout = 200 * time.Millisecond
-			req, _ := http.NewRequest(http.MethodPost, url+"/early", bytes.NewReader(bigBody))
+			req, _ := http.NewRequest(http.MethodPost, url+"/early", bytes.NewReader(bigBody()))
 			res, err := tr.RoundTrip(req)
 			if c.answer == "" {
 				var ne net.Error
