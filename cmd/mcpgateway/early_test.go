@@ -181,3 +181,32 @@ func TestGatewayAnswersARequestThatExpects100Continue(t *testing.T) {
 		t.Fatalf("the upstream saw Expect %q", expect)
 	}
 }
+
+// An upstream that stops reading a large body, with an answer sent or
+// not, holds the client no longer than limits.upstream_header_timeout per
+// stall: its 413 is passed on, its silence is a 504.
+func TestGatewayBoundsAnUpstreamThatStopsReadingTheBody(t *testing.T) {
+	for _, c := range []struct {
+		answer string
+		status int
+	}{{early413, http.StatusRequestEntityTooLarge}, {"", http.StatusGatewayTimeout}} {
+		release := make(chan struct{})
+		url := rawUpstream(t, func(_ int, conn net.Conn) {
+			req, err := http.ReadRequest(bufio.NewReader(conn))
+			if err != nil {
+				return
+			}
+			io.CopyN(io.Discard, req.Body, 1<<10)
+			io.WriteString(conn, c.answer)
+			<-release // neither reads nor closes
+		})
+		t.Cleanup(func() { close(release) })
+		s := newStack(t, false, strings.Replace(earlyConfig(url), earlyLimits,
+			"limits: {max_request_bytes: 16777216, upstream_header_timeout: 300ms}\n", 1))
+		resp := rawPost(t, s, s.token(t, "user-bot"), "", bigInitialize(), nil)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != c.status {
+			t.Errorf("answer %.30q: %d %.200s, want %d", c.answer, resp.StatusCode, b, c.status)
+		}
+	}
+}
