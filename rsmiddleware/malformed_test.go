@@ -143,3 +143,37 @@ func TestMalformedBodiesGetTheirJSONRPCError(t *testing.T) {
 		})
 	}
 }
+
+// A batch with a refused message and more than MaxBatchRequests messages
+// is answered by one -32600 error with id null, as MCPFilter answers a
+// batch too long: an error for each of its messages would make a body of
+// small messages ("{}," is 3 bytes, its error some 130) an answer dozens
+// of times its size, built in memory.
+func TestAMalformedBatchTooLongGetsOneError(t *testing.T) {
+	body := "[" + strings.Repeat(`{},`, 10*MaxBatchRequests) + `{"jsonrpc":"2.0","id":1,"method":"ping"}]`
+	for _, mode := range []struct {
+		name   string
+		scopes Scopes
+	}{
+		{"read by the Middleware", filterScopes},
+		{"read by the filter", Scopes{Base: []string{"mcp:tools"}}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			var reached atomic.Int32
+			fx := newFilterFixture(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				reached.Add(1)
+			}), func(cfg *MCPFilterConfig) { cfg.Scopes = mode.scopes })
+			resp := fx.post(t, fx.token("mcp:tools mcp:admin mcp:read"), body)
+			b, _ := io.ReadAll(resp.Body)
+			answers, batch, ok := readRPCErrors(b)
+			if resp.StatusCode != http.StatusBadRequest || !ok || batch || len(answers) != 1 ||
+				*answers[0].Error.Code != -32600 || string(answers[0].ID) != "null" {
+				t.Fatalf("%d, %d bytes (%d answers, batch %v), want 400 with one -32600 error, id null: %.300s",
+					resp.StatusCode, len(b), len(answers), batch, b)
+			}
+			if reached.Load() != 0 {
+				t.Error("the upstream saw the batch")
+			}
+		})
+	}
+}

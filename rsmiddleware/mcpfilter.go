@@ -377,7 +377,7 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 			switch reqs, err = parseRequests(body, peeked); {
 			case errors.Is(err, errBatchTooLong):
 				// Id null: the messages past MaxBatchRequests are not read.
-				f.refuseBatch(w, r, p, start, rpcErrorBody("null", codeInvalidRequest, "Invalid Request: a batch holds at most "+strconv.Itoa(MaxBatchRequests)+" messages"))
+				f.refuseBatch(w, r, p, start, rpcErrorBody("null", codeInvalidRequest, batchTooLongText))
 				return
 			case err != nil:
 				// JSON-RPC 2.0 §5.1: -32700 for a body that is not JSON,
@@ -428,6 +428,10 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 		fw.finish()
 	})
 }
+
+// batchTooLongText is the error text of a batch of more than
+// MaxBatchRequests messages.
+var batchTooLongText = "Invalid Request: a batch holds at most " + strconv.Itoa(MaxBatchRequests) + " messages"
 
 // noBatchesText is the error text of a batch of an MCP revision without
 // batches (batchesRefused): the body is no message of that revision.

@@ -81,7 +81,9 @@ func answerID(msg []byte) (id string, expected bool) {
 // message's error, and one for each other request with an id, with code
 // and text; notifications and responses of the client get none, unless
 // no message gets one, when one Response object with id null answers the
-// whole. A code of zero refuses a body for its form alone: a batch's
+// whole. A batch of more than MaxBatchRequests messages is answered by one
+// -32600 Response object with id null, as MCPFilter refuses it: an answer
+// per message would be dozens of times the size of a batch of small ones. A code of zero refuses a body for its form alone: a batch's
 // requests whose form is right are answered -32600 for the messages
 // beside them.
 //
@@ -109,6 +111,14 @@ func errorAnswer(body []byte, code int, text string) []byte {
 	}
 	if code == 0 {
 		code, text = codeInvalidRequest, "Invalid Request: another message of the batch is refused"
+	}
+	if n := 0; forEachMessage(b, func([]byte) error {
+		if n++; n > MaxBatchRequests {
+			return errBatchTooLong
+		}
+		return nil
+	}) != nil {
+		return rpcErrorBody("null", codeInvalidRequest, batchTooLongText)
 	}
 	out := []byte{'['}
 	n := 0
