@@ -1,7 +1,13 @@
 package rsmiddleware
 
 import (
+	"container/list"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"hash"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -51,15 +57,36 @@ func (sw *statelessWriter) Flush() {
 func (sw *statelessWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
 
 // SessionBinding binds MCP sessions to the principal (subject and client ID)
-// whose request created them: the session ID a handler returns in the
-// Mcp-Session-Id response header is recorded with that principal, and a later
-// request carrying that ID for another principal is answered 404 Not Found,
-// exactly as the MCP Streamable HTTP transport answers an unknown or
-// terminated session. 404 (rather than 403) does not confirm that the session
-// exists, and the legitimate client's reaction (start a new session) is right.
-// A request with more than one Mcp-Session-Id field is answered 400 Bad
-// Request (MCP Streamable HTTP: servers answer 400 to a request without a
-// valid session header).
+// whose request created them, so a session ID presented with another
+// principal's token is answered 404 Not Found, exactly as the MCP Streamable
+// HTTP transport answers an unknown or terminated session ("the client MUST
+// start a new session"). 404 (rather than 403) does not confirm that the
+// session exists, and the legitimate client's reaction (start a new
+// session) is right. A request with more than one Mcp-Session-Id field is
+// answered 400 Bad Request (MCP Streamable HTTP: servers answer 400 to a
+// request without a valid session header).
+//
+// With Key set the binding is signed and keeps no state: the session ID the
+// handler hands out in the Mcp-Session-Id response header reaches the client
+// as "<id>.<mac>", mac the unpadded base64url HMAC-SHA256 under Key of
+// "mcp-session" 0x00 owner 0x00 id; this is the "<user_id>:<session_id>"
+// binding of the MCP security best practices (session hijacking), checked
+// by a MAC instead of a lookup. A request's Mcp-Session-Id is split at its
+// last '.', its MAC checked in constant time for the caller's owner, and the
+// handler sees the id it handed out. An ID that is not visible ASCII
+// (0x21-0x7E, MCP Streamable HTTP session management), has no valid MAC,
+// was signed for another owner, or is the handler's own ID without a MAC is
+// answered 404 before the handler sees it. Such a binding fails closed: it
+// holds after a restart and across instances that share Key, and nothing is
+// forgotten or evicted. Key must be at least 32 bytes; Wrap panics on a
+// shorter one.
+//
+// Without Key, IDs are recorded in memory: a later request carrying a
+// recorded ID for another principal is answered 404, and an ID the binding
+// does not know (never seen, forgotten after IdleTimeout, pushed out past
+// MaxSessions, or minted before a restart) is passed to the handler, which
+// answers unknown sessions itself. Use Key in front of a server that
+// might know sessions the binding does not (a proxy, several instances).
 //
 // Requests of a stateless MCP revision (Stateless: MCP-Protocol-Version
 // 2026-07-28 or later) are not bound: their Mcp-Session-Id is removed
@@ -67,12 +94,13 @@ func (sw *statelessWriter) Unwrap() http.ResponseWriter { return sw.ResponseWrit
 // revisions, chosen by the same header, keep the binding.
 //
 // Wrap it inside Middleware.Wrap, so the principal is in the context.
-// Sessions not used for IdleTimeout are forgotten; at most MaxSessions are
-// kept (the least recently used is dropped). It is safe for concurrent use.
+// Without Key, sessions not used for IdleTimeout are forgotten and at most
+// MaxSessions are kept (the least recently used is dropped). It is safe for
+// concurrent use.
 type SessionBinding struct {
-	// IdleTimeout: zero value 24 h.
+	// IdleTimeout: zero value 24 h. Not used with Key.
 	IdleTimeout time.Duration
-	// MaxSessions: zero value 100000.
+	// MaxSessions: zero value 100000. Not used with Key.
 	MaxSessions int
 	// Now: zero value time.Now.
 	Now func() time.Time
@@ -82,12 +110,22 @@ type SessionBinding struct {
 	// step-up, so the client ID changes) can bind to the subject alone, the
 	// "<user_id>:<session_id>" binding of the MCP security best practices.
 	Owner func(*Principal) string
+	// Key, when set (at least MinSessionKeyBytes), signs session IDs
+	// instead of recording them; instances sharing Key accept each other's
+	// sessions.
+	Key []byte
 
 	mu    sync.Mutex
-	owner map[string]*sessionEntry
+	owner map[string]*list.Element // of *sessionEntry
+	lru   list.List                // front: most recently used
 }
 
+// MinSessionKeyBytes is the shortest SessionBinding.Key accepted: the
+// HMAC-SHA256 key length RFC 2104 §3 recommends (L = 32 bytes).
+const MinSessionKeyBytes = 32
+
 type sessionEntry struct {
+	id       string
 	owner    string
 	lastUsed time.Time
 }
@@ -101,8 +139,16 @@ func (b *SessionBinding) now() time.Time {
 	return time.Now()
 }
 
-// Wrap returns next with session binding applied.
+// Wrap returns next with session binding applied. It panics if Key is set
+// and shorter than MinSessionKeyBytes.
 func (b *SessionBinding) Wrap(next http.Handler) http.Handler {
+	if b.Key != nil && len(b.Key) < MinSessionKeyBytes {
+		panic("rsmiddleware: SessionBinding.Key is shorter than 32 bytes")
+	}
+	var signer *sessionSigner
+	if b.Key != nil {
+		signer = newSessionSigner(b.Key)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := PrincipalFromContext(r.Context())
 		if !ok && IsPreflight(r) {
@@ -133,6 +179,18 @@ func (b *SessionBinding) Wrap(next http.Handler) http.Handler {
 			me = b.Owner(p)
 		}
 		id := r.Header.Get(SessionHeader)
+		if signer != nil {
+			if id != "" {
+				raw, ok := signer.open(id, me)
+				if !ok {
+					http.Error(w, "session not found", http.StatusNotFound)
+					return
+				}
+				r.Header.Set(SessionHeader, raw)
+			}
+			next.ServeHTTP(&signingWriter{ResponseWriter: w, s: signer, owner: me}, r)
+			return
+		}
 		if id != "" && !b.check(id, me) {
 			http.Error(w, "session not found", http.StatusNotFound)
 			return
@@ -149,39 +207,128 @@ func (b *SessionBinding) Wrap(next http.Handler) http.Handler {
 	})
 }
 
+// visibleASCII reports whether s is made of 0x21-0x7E only, the characters
+// of a session ID (MCP Streamable HTTP, session management).
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// macLen is the length of an unpadded base64url HMAC-SHA256.
+var macLen = base64.RawURLEncoding.EncodedLen(sha256.Size)
+
+// sessionSigner signs and checks session IDs under one key.
+type sessionSigner struct {
+	macs sync.Pool // of hash.Hash, HMAC-SHA256 under the key
+}
+
+func newSessionSigner(key []byte) *sessionSigner {
+	key = append([]byte(nil), key...)
+	return &sessionSigner{macs: sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
+}
+
+// mac computes the HMAC-SHA256 (RFC 2104) under the key of "mcp-session" 0x00 owner 0x00
+// id into dst. An id holds no 0x00, so owner and id are told apart even
+// when owner holds one (the default owner: subject 0x00 client ID).
+func (s *sessionSigner) mac(dst []byte, owner, id string) []byte {
+	h := s.macs.Get().(hash.Hash)
+	h.Reset()
+	h.Write([]byte("mcp-session\x00"))
+	h.Write([]byte(owner))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	dst = h.Sum(dst)
+	s.macs.Put(h)
+	return dst
+}
+
+// sign returns the form of the handler's session id handed to owner:
+// "<id>.<mac>". It reports false for an id that is empty or not visible
+// ASCII, which no client could send back.
+func (s *sessionSigner) sign(id, owner string) (string, bool) {
+	if id == "" || !visibleASCII(id) {
+		return "", false
+	}
+	var sum [sha256.Size]byte
+	m := s.mac(sum[:0], owner, id)
+	out := make([]byte, len(id)+1+macLen)
+	copy(out, id)
+	out[len(id)] = '.'
+	base64.RawURLEncoding.Encode(out[len(id)+1:], m)
+	return string(out), true
+}
+
+// open checks a signed session ID presented by owner and returns the
+// handler's id within it: the part before the last '.', whose MAC (the part
+// after it) must be that of owner and id, compared in constant time.
+func (s *sessionSigner) open(signed, owner string) (string, bool) {
+	if !visibleASCII(signed) {
+		return "", false
+	}
+	dot := strings.LastIndexByte(signed, '.')
+	if dot <= 0 || len(signed)-dot-1 != macLen {
+		return "", false
+	}
+	id, enc := signed[:dot], signed[dot+1:]
+	var got [sha256.Size]byte
+	// Strict: the unpadded form has one encoding of each MAC, so a
+	// client cannot send a second spelling of a valid ID.
+	if n, err := base64.RawURLEncoding.Strict().Decode(got[:], []byte(enc)); err != nil || n != sha256.Size {
+		return "", false
+	}
+	var want [sha256.Size]byte
+	if !hmac.Equal(got[:], s.mac(want[:0], owner, id)) {
+		return "", false
+	}
+	return id, true
+}
+
 // check reports whether id may be used by owner; unknown IDs pass (the
 // handler answers them itself).
 func (b *SessionBinding) check(id, owner string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e, ok := b.owner[id]
+	el, ok := b.owner[id]
 	if !ok {
 		return true
 	}
+	e := el.Value.(*sessionEntry)
 	if e.owner != owner {
 		return false
 	}
 	e.lastUsed = b.now()
+	b.lru.MoveToFront(el)
 	return true
 }
 
 func (b *SessionBinding) forget(id string) {
 	b.mu.Lock()
-	delete(b.owner, id)
+	if el, ok := b.owner[id]; ok {
+		b.lru.Remove(el)
+		delete(b.owner, id)
+	}
 	b.mu.Unlock()
 }
 
-// bind records id for owner unless another owner holds it already.
+// bind records id for owner unless another owner holds it already. When
+// MaxSessions are recorded, the sessions idle longer than IdleTimeout go
+// first, then the least recently used: the list is kept in order of use,
+// so each eviction takes the back, amortised O(1) per bind.
 func (b *SessionBinding) bind(id, owner string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
 	if b.owner == nil {
-		b.owner = make(map[string]*sessionEntry)
+		b.owner = make(map[string]*list.Element)
 	}
-	if e, ok := b.owner[id]; ok {
-		if e.owner == owner {
+	if el, ok := b.owner[id]; ok {
+		if e := el.Value.(*sessionEntry); e.owner == owner {
 			e.lastUsed = now
+			b.lru.MoveToFront(el)
 		}
 		return
 	}
@@ -194,23 +341,67 @@ func (b *SessionBinding) bind(id, owner string) {
 		max = 100000
 	}
 	if len(b.owner) >= max {
-		var oldestID string
-		var oldest time.Time
-		for k, e := range b.owner {
-			if now.Sub(e.lastUsed) > idle {
-				delete(b.owner, k)
-				continue
+		for el := b.lru.Back(); el != nil; el = b.lru.Back() {
+			e := el.Value.(*sessionEntry)
+			if now.Sub(e.lastUsed) <= idle && len(b.owner) < max {
+				break
 			}
-			if oldestID == "" || e.lastUsed.Before(oldest) {
-				oldestID, oldest = k, e.lastUsed
+			b.lru.Remove(el)
+			delete(b.owner, e.id)
+			if now.Sub(e.lastUsed) <= idle {
+				break // the least recently used live session made room
 			}
-		}
-		if len(b.owner) >= max {
-			delete(b.owner, oldestID)
 		}
 	}
-	b.owner[id] = &sessionEntry{owner: owner, lastUsed: now}
+	b.owner[id] = b.lru.PushFront(&sessionEntry{id: id, owner: owner, lastUsed: now})
 }
+
+// signingWriter replaces the session ID the handler hands out by its
+// signed form. An ID that cannot be signed (not visible ASCII) is dropped:
+// no client could present it.
+type signingWriter struct {
+	http.ResponseWriter
+	s           *sessionSigner
+	owner       string
+	wroteHeader bool
+}
+
+func (sw *signingWriter) sign() {
+	if sw.wroteHeader {
+		return
+	}
+	sw.wroteHeader = true
+	h := sw.Header()
+	if len(h.Values(SessionHeader)) == 0 {
+		return
+	}
+	if s, ok := sw.s.sign(h.Get(SessionHeader), sw.owner); ok {
+		h.Set(SessionHeader, s)
+	} else {
+		h.Del(SessionHeader)
+	}
+}
+
+func (sw *signingWriter) WriteHeader(code int) {
+	sw.sign()
+	sw.ResponseWriter.WriteHeader(code)
+}
+
+func (sw *signingWriter) Write(p []byte) (int, error) {
+	sw.sign()
+	return sw.ResponseWriter.Write(p)
+}
+
+// Flush supports streaming (SSE) responses.
+func (sw *signingWriter) Flush() {
+	sw.sign()
+	if f, ok := sw.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (sw *signingWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
 
 // sessionWriter records the session ID the handler hands out.
 type sessionWriter struct {
