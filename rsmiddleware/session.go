@@ -223,27 +223,32 @@ var macLen = base64.RawURLEncoding.EncodedLen(sha256.Size)
 
 // sessionSigner signs and checks session IDs under one key.
 type sessionSigner struct {
-	macs sync.Pool // of hash.Hash, HMAC-SHA256 under the key
+	states sync.Pool // of *macState
+}
+
+// macState is an HMAC-SHA256 under the key and scratch space, reused so
+// a check costs no allocation.
+type macState struct {
+	h   hash.Hash
+	buf []byte
+	sum [sha256.Size]byte
+	got [sha256.Size]byte
 }
 
 func newSessionSigner(key []byte) *sessionSigner {
 	key = append([]byte(nil), key...)
-	return &sessionSigner{macs: sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
+	return &sessionSigner{states: sync.Pool{New: func() any { return &macState{h: hmac.New(sha256.New, key)} }}}
 }
 
-// mac computes the HMAC-SHA256 (RFC 2104) under the key of "mcp-session" 0x00 owner 0x00
-// id into dst. An id holds no 0x00, so owner and id are told apart even
-// when owner holds one (the default owner: subject 0x00 client ID).
-func (s *sessionSigner) mac(dst []byte, owner, id string) []byte {
-	h := s.macs.Get().(hash.Hash)
-	h.Reset()
-	h.Write([]byte("mcp-session\x00"))
-	h.Write([]byte(owner))
-	h.Write([]byte{0})
-	h.Write([]byte(id))
-	dst = h.Sum(dst)
-	s.macs.Put(h)
-	return dst
+// mac computes into st.sum the HMAC-SHA256 (RFC 2104) under the key of
+// "mcp-session" 0x00 owner 0x00 id. An id holds no 0x00, so owner and id
+// are told apart even when owner holds one (the default owner: subject
+// 0x00 client ID).
+func (st *macState) mac(owner, id string) []byte {
+	st.buf = append(append(append(append(st.buf[:0], "mcp-session\x00"...), owner...), 0), id...)
+	st.h.Reset()
+	st.h.Write(st.buf)
+	return st.h.Sum(st.sum[:0])
 }
 
 // sign returns the form of the handler's session id handed to owner:
@@ -253,8 +258,9 @@ func (s *sessionSigner) sign(id, owner string) (string, bool) {
 	if id == "" || !visibleASCII(id) {
 		return "", false
 	}
-	var sum [sha256.Size]byte
-	m := s.mac(sum[:0], owner, id)
+	st := s.states.Get().(*macState)
+	defer s.states.Put(st)
+	m := st.mac(owner, id)
 	out := make([]byte, len(id)+1+macLen)
 	copy(out, id)
 	out[len(id)] = '.'
@@ -274,14 +280,15 @@ func (s *sessionSigner) open(signed, owner string) (string, bool) {
 		return "", false
 	}
 	id, enc := signed[:dot], signed[dot+1:]
-	var got [sha256.Size]byte
+	st := s.states.Get().(*macState)
+	defer s.states.Put(st)
+	st.buf = append(st.buf[:0], enc...)
 	// Strict: the unpadded form has one encoding of each MAC, so a
 	// client cannot send a second spelling of a valid ID.
-	if n, err := base64.RawURLEncoding.Strict().Decode(got[:], []byte(enc)); err != nil || n != sha256.Size {
+	if n, err := base64.RawURLEncoding.Strict().Decode(st.got[:], st.buf); err != nil || n != sha256.Size {
 		return "", false
 	}
-	var want [sha256.Size]byte
-	if !hmac.Equal(got[:], s.mac(want[:0], owner, id)) {
+	if !hmac.Equal(st.got[:], st.mac(owner, id)) {
 		return "", false
 	}
 	return id, true
