@@ -11,7 +11,10 @@
 //     tools and JSON-RPC methods to scopes (403 insufficient_scope step-up),
 //     puts the Principal in the request context and strips the header.
 //   - SessionBinding binds Mcp-Session-Id values to the principal that opened
-//     the session.
+//     the session: recorded in memory, or, with a Key, signed into the ID
+//     handed to the client (HMAC-SHA256), so nothing is kept and an ID
+//     without a valid MAC for the caller is 404 after a restart and at
+//     every instance sharing the key.
 //   - MCPFilter cuts tools/list (and resources/list, prompts/list) answers
 //     to what the caller's scopes allow, and writes one AuditEvent per
 //     JSON-RPC request with a SHA-256 of the RFC 8785 canonical arguments
