@@ -151,7 +151,7 @@ func (e *Exchanger) Exchange(ctx context.Context, subjectToken, resource string)
 
 // exchangeCanonical is Exchange for a resource already in canonical form.
 func (e *Exchanger) exchangeCanonical(ctx context.Context, subjectToken, res string) (*ExchangedToken, error) {
-	key := sha256.Sum256([]byte(subjectToken + "\x00" + res))
+	key := exchangeKey(subjectToken, res)
 	for {
 		now := e.now()
 		e.mu.Lock()
@@ -194,6 +194,21 @@ func (e *Exchanger) exchangeCanonical(ctx context.Context, subjectToken, res str
 		close(c.done)
 		return c.tok, c.err
 	}
+}
+
+func exchangeKey(subjectToken, res string) [32]byte {
+	return sha256.Sum256([]byte(subjectToken + "\x00" + res))
+}
+
+// drop removes tok from the cache if it is still the token cached for
+// subjectToken and res, so that the next call exchanges anew.
+func (e *Exchanger) drop(subjectToken, res string, tok *ExchangedToken) {
+	key := exchangeKey(subjectToken, res)
+	e.mu.Lock()
+	if e.cache[key] == tok {
+		delete(e.cache, key)
+	}
+	e.mu.Unlock()
 }
 
 func (e *Exchanger) endpoint(ctx context.Context) (string, error) {
@@ -285,7 +300,10 @@ func (e *Exchanger) exchange(ctx context.Context, subjectToken, resource string,
 // a token exchanged from the request context's inbound token, and refuses
 // (returns ErrPassthrough, sends nothing) any request whose URL or headers
 // contain the inbound token. Requests must carry the context of the inbound
-// request (req.WithContext). base nil means http.DefaultTransport.
+// request (req.WithContext). A 401 from the resource drops the exchanged
+// token from the cache and sends the request once more with a token
+// exchanged anew, when its body can be sent again (GetBody). base nil means
+// http.DefaultTransport.
 func (e *Exchanger) Transport(base http.RoundTripper, resource string) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
@@ -327,6 +345,47 @@ func (t *exchangeTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		closeBody()
 		return nil, err
 	}
+	// A body sent once can be sent again only through GetBody; whether it
+	// can is known before the first send reads it.
+	replay := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	res, err := t.send(req, tok)
+	if err != nil || res.StatusCode != http.StatusUnauthorized {
+		return res, err
+	}
+	// The resource refused the exchanged token (RFC 6750 §3.1
+	// invalid_token: revoked, or signed by a key it no longer trusts). It
+	// is dropped from the cache and the request sent once more with a
+	// token exchanged anew; the second answer, 401 or not, is passed on.
+	t.e.drop(inbound, t.resource, tok)
+	if !replay {
+		return res, nil
+	}
+	again := req
+	if req.GetBody != nil {
+		body, err := req.GetBody()
+		if err != nil {
+			return res, nil
+		}
+		again = req.Clone(req.Context())
+		again.Body = body
+	}
+	fresh, err := t.e.exchangeCanonical(req.Context(), inbound, t.resource)
+	if err != nil {
+		if again.Body != nil {
+			_ = again.Body.Close()
+		}
+		return res, nil
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
+	_ = res.Body.Close()
+	res, err = t.send(again, fresh)
+	if err == nil && res.StatusCode == http.StatusUnauthorized {
+		t.e.drop(inbound, t.resource, fresh)
+	}
+	return res, err
+}
+
+func (t *exchangeTransport) send(req *http.Request, tok *ExchangedToken) (*http.Response, error) {
 	out := req.Clone(req.Context())
 	out.Header.Set("Authorization", "Bearer "+tok.AccessToken)
 	return t.base.RoundTrip(out)
