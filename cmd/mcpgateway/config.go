@@ -43,6 +43,12 @@ type Config struct {
 	// DPoP, when set, accepts DPoP-bound tokens (RFC 9449 §7) with proofs
 	// for resource, the gateway's public URL.
 	DPoP *DPoPConfig `yaml:"dpop"`
+	// SessionKey signs the session IDs handed to clients
+	// (rsmiddleware.SessionBinding.Key): any string of at least 32 bytes,
+	// the same at every instance behind one resource. Empty: a random key
+	// drawn at start, so sessions end with the process and are not shared
+	// between instances.
+	SessionKey string `yaml:"session_key"`
 }
 
 // DPoPConfig configures DPoP at the gateway (rsmiddleware.DPoPConfig).
@@ -294,6 +300,9 @@ func (c *Config) check() error {
 				return fmt.Errorf("dpop.algs: %q is not one of %s", a, strings.Join(dpop.DefaultAlgs, ", "))
 			}
 		}
+	}
+	if n := len(c.SessionKey); n > 0 && n < rsmiddleware.MinSessionKeyBytes {
+		return fmt.Errorf("session_key: %d bytes, at least %d are needed (HMAC-SHA256 key, RFC 2104 §3)", n, rsmiddleware.MinSessionKeyBytes)
 	}
 	l := &c.Limits
 	if l.MaxRequestBytes < 0 || l.MaxResponseBytes < 0 || l.MaxHeaderBytes < 0 || l.ReadHeaderTimeout < 0 ||

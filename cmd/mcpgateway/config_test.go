@@ -104,6 +104,7 @@ func TestParseConfigRefusesMistakes(t *testing.T) {
 		{"refuses a list at the top", "- a\n", "config"},
 		{"refuses a bad scope of a prompt", base + "scopes: {prompts: {p: [\"a\\\\b\"]}}\n", "scopes.prompts.p"},
 		{"refuses a resource without a URI", base + "scopes: {resources: {\"\": [a]}}\n", "scopes.resources"},
+		{"refuses a session_key under 32 bytes", base + "session_key: " + strings.Repeat("k", 31) + "\n", "session_key: 31 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,3 +231,21 @@ func FuzzParseConfig(f *testing.F) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// session_key is any string of at least 32 bytes, from the file too
+// (its trailing newline removed, as for every NAME_FILE).
+func TestParseConfigReadsTheSessionKey(t *testing.T) {
+	base := "resource: https://mcp.example/mcp\nissuer: https://as.example\nupstream: http://127.0.0.1:3001/mcp\nsession_key: ${GW_SESSION_KEY}\n"
+	key := "0123456789abcdef0123456789abcdef"
+	path := filepath.Join(t.TempDir(), "session_key")
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseConfig([]byte(base), env(map[string]string{"GW_SESSION_KEY_FILE": path}))
+	if err != nil || c.SessionKey != key {
+		t.Fatalf("session_key %q, err %v; want the file's 32 bytes", c.SessionKey, err)
+	}
+	if _, err := ParseConfig([]byte(base), env(map[string]string{"GW_SESSION_KEY": key[1:]})); err == nil || !strings.Contains(err.Error(), "session_key") {
+		t.Fatalf("a 31-byte key: err %v", err)
+	}
+}

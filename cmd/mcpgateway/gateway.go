@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,7 +115,18 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	}
 	// The MCP Go SDK's client registers again (DCR) for a step-up, so its
 	// client ID changes within a session: sessions are bound to the user.
-	binding := &rsmiddleware.SessionBinding{Owner: func(p *rsmiddleware.Principal) string { return p.Subject }}
+	// The binding is always signed: the upstream knows sessions this
+	// instance never saw (another instance's, or those from before a
+	// restart), so an unsigned ID it does not know must not pass.
+	key := []byte(cfg.SessionKey)
+	if len(key) == 0 {
+		key = make([]byte, rsmiddleware.MinSessionKeyBytes)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+		o.Logger.Info("mcpgateway: no session_key, so a random one: sessions end when the gateway restarts and are not shared between instances (clients get 404 and start a new session, as MCP requires); set session_key, the same at every instance, to keep them")
+	}
+	binding := &rsmiddleware.SessionBinding{Owner: func(p *rsmiddleware.Principal) string { return p.Subject }, Key: key}
 
 	proxy, err := newProxy(cfg, o)
 	if err != nil {

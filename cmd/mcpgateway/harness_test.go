@@ -39,6 +39,14 @@ type upstream struct {
 	auth []string
 	// DPoP headers seen, one per request ("" when absent)
 	dpop []string
+	// Mcp-Session-Id headers seen, one per request ("" when absent)
+	sessions []string
+}
+
+func (u *upstream) seenSessions() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.sessions...)
 }
 
 func (u *upstream) seenDPoP() []string {
@@ -61,6 +69,7 @@ func newUpstream(t testing.TB, jsonResponse bool) *upstream {
 		u.mu.Lock()
 		u.auth = append(u.auth, r.Header.Get("Authorization"))
 		u.dpop = append(u.dpop, r.Header.Get("DPoP"))
+		u.sessions = append(u.sessions, r.Header.Get("Mcp-Session-Id"))
 		u.mu.Unlock()
 		h.ServeHTTP(w, r)
 	}))
