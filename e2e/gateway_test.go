@@ -58,8 +58,10 @@ func gatewayBinary(t *testing.T) string {
 }
 
 // startProcess runs name with args and env until the test ends, and waits
-// for a line of its output containing ready. Its output goes to logs.
-func startProcess(t *testing.T, logs *lockedBuffer, ready string, env []string, name string, args ...string) {
+// for a line of its output containing ready. Its output goes to logs. The
+// function it returns kills the process (SIGKILL, as a crash) and waits
+// for it to exit.
+func startProcess(t *testing.T, logs *lockedBuffer, ready string, env []string, name string, args ...string) (kill func()) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -79,6 +81,10 @@ func startProcess(t *testing.T, logs *lockedBuffer, ready string, env []string, 
 			<-done
 		}
 	})
+	kill = func() {
+		cmd.Process.Kill()
+		<-done
+	}
 	up := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -97,6 +103,7 @@ func startProcess(t *testing.T, logs *lockedBuffer, ready string, env []string, 
 	case <-time.After(60 * time.Second):
 		t.Fatalf("%s not ready after 60s:\n%s", name, logs)
 	}
+	return kill
 }
 
 // tsServer is the TypeScript MCP server, with what it recorded.
@@ -171,9 +178,11 @@ func gatewayConfig(t *testing.T, s *launch.Stack, gw, ts, auditFile string, with
 	return p
 }
 
-func startGateway(t *testing.T, s *launch.Stack, logs *lockedBuffer, configPath, gw, ts string) {
+// startGateway runs the gateway binary with configPath; the function it
+// returns kills it.
+func startGateway(t *testing.T, s *launch.Stack, logs *lockedBuffer, configPath, gw, ts string) (kill func()) {
 	t.Helper()
-	startProcess(t, logs, "mcpgateway: listening", []string{
+	return startProcess(t, logs, "mcpgateway: listening", []string{
 		"MCPGATEWAY_CLIENT_SECRET=" + s.Env["MCPGATEWAY_CLIENT_SECRET"],
 		"MCPGATEWAY_LISTEN=" + gw, "MCPGATEWAY_UPSTREAM=http://" + ts + "/mcp", "MCPGATEWAY_ISSUER_INTERNAL=",
 	}, gatewayBinary(t), "--config", configPath)
