@@ -367,9 +367,16 @@ func (h *exchangeHandler) HandleTokenEndpointRequest(ctx context.Context, r fosi
 		return userLookupErr(err)
 	}
 	if capped {
-		if ceiling, defaults, err = capToPerson(r.GetRequestedScopes(), ceiling, defaults, allowed); err != nil {
+		requested := r.GetRequestedScopes()
+		// The scopes refused: those named that the exchange could grant
+		// or, naming none, its defaults, beyond the cap.
+		refused := beyondCap(defaults, allowed)
+		if namesScope(requested) {
+			refused = beyondCap(slices.DeleteFunc(slices.Clone(requested), func(sc string) bool { return !slices.Contains(ceiling, sc) }), allowed)
+		}
+		if ceiling, defaults, err = capToPerson(requested, ceiling, defaults, allowed); err != nil {
 			h.s.log.audit(ctx, "token.exchange_not_permitted", "client_id", c.id, "sub", sub.subject, "aud", res.URI,
-				"scope", strings.Join(r.GetRequestedScopes(), " "))
+				"scope", strings.Join(refused, " "))
 			return err
 		}
 	}

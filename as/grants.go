@@ -321,8 +321,10 @@ func (g *userGate) capRefresh(ctx context.Context, r fosite.AccessRequester, sub
 		err = fosite.ErrInvalidGrant.WithHint("The person's organisation no longer permits any scope of this grant; sign in again.")
 	}
 	if err != nil {
+		// The scopes refused: those the refresh names (its grant is
+		// narrowed to them) or, naming none, the grant's, beyond the cap.
 		g.s.log.audit(ctx, "grant.scope_not_permitted", "client_id", r.GetClient().GetID(), "sub", sub, "grant", r.GetID(),
-			"scope", strings.Join(granted, " "))
+			"scope", strings.Join(beyondCap(granted, allowed), " "))
 		return err
 	}
 	ar.GrantedScope = fosite.Arguments(kept)

@@ -225,3 +225,16 @@ func capToPerson(requested, ceiling, defaults, allowed []string) (cappedCeiling,
 	}
 	return cappedCeiling, cappedDefaults, nil
 }
+
+// beyondCap returns the scopes of scopes, other than offline_access, that
+// allowed does not hold: what the person's claims do not permit, as the
+// audit events of a refused refresh or exchange name them.
+func beyondCap(scopes, allowed []string) []string {
+	var out []string
+	for _, sc := range scopes {
+		if sc != offlineAccess && !slices.Contains(allowed, sc) && !slices.Contains(out, sc) {
+			out = append(out, sc)
+		}
+	}
+	return out
+}

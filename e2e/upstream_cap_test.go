@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +54,8 @@ func tokenPost(t *testing.T, issuer string, form url.Values, clientID, secret st
 // no scope gets nothing either; for alice, whose email maps to reports:read,
 // the same exchange is granted.
 func TestUpstreamClaimsCapTokenExchange(t *testing.T) {
-	s, _ := upstreamStack(t, "", "      email:\n        alice@acme.example: [reports:read]\n")
+	logs := &lockedBuffer{}
+	s, _ := upstreamStackLogged(t, "", "      email:\n        alice@acme.example: [reports:read]\n", logs)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	exchange := func(subject string, kv ...string) (int, map[string]any) {
@@ -81,6 +84,10 @@ func TestUpstreamClaimsCapTokenExchange(t *testing.T) {
 	status, body = exchange(bob)
 	if status != http.StatusBadRequest || body["error"] != "invalid_scope" || body["access_token"] != nil {
 		t.Fatalf("bob's exchange naming no scope: %d %v; want 400 invalid_scope", status, body)
+	}
+	// Each refusal is audited with the scopes the claims do not permit.
+	if got := auditScopes(t, logs, "token.exchange_not_permitted", 2); len(got) != 2 || got[0] != "reports:read" || got[1] == "" {
+		t.Errorf("token.exchange_not_permitted scopes %q; want reports:read, then the defaults refused", got)
 	}
 
 	_, aliceTokens, _ := upstreamClient(t, ctx, s, "alice")
@@ -146,7 +153,8 @@ func upstreamGrant(t *testing.T, ctx context.Context, s *launch.Stack, user stri
 // mcp:admin is invalid_scope; one naming no scope leaves mcp:admin out; the
 // refresh of a grant of mcp:admin alone is invalid_grant.
 func TestUpstreamClaimsCapRefresh(t *testing.T) {
-	s, op := upstreamStack(t, "", "")
+	logs := &lockedBuffer{}
+	s, op := upstreamStackLogged(t, "", "", logs)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	clientID, tok := upstreamGrant(t, ctx, s, "alice", "mcp:tools", "mcp:admin")
@@ -172,6 +180,10 @@ func TestUpstreamClaimsCapRefresh(t *testing.T) {
 	if status != http.StatusBadRequest || body["error"] != "invalid_scope" || body["access_token"] != nil {
 		t.Fatalf("refresh naming mcp:admin after leaving mcp-admins: %d %v; want 400 invalid_scope", status, body)
 	}
+	status, body = refresh("scope", "mcp:tools mcp:admin")
+	if status != http.StatusBadRequest || body["error"] != "invalid_scope" || body["access_token"] != nil {
+		t.Fatalf("refresh naming mcp:tools and mcp:admin after leaving mcp-admins: %d %v; want 400 invalid_scope", status, body)
+	}
 	status, body = refresh()
 	at, _ := body["access_token"].(string)
 	if status != http.StatusOK || at == "" {
@@ -188,4 +200,41 @@ func TestUpstreamClaimsCapRefresh(t *testing.T) {
 	if status != http.StatusBadRequest || body["error"] != "invalid_grant" || body["access_token"] != nil {
 		t.Fatalf("refresh of a grant of mcp:admin alone after leaving mcp-admins: %d %v; want 400 invalid_grant", status, body)
 	}
+	// Each refusal is audited with the scope the claims no longer permit,
+	// not the others the refresh names or the grant holds.
+	if got := auditScopes(t, logs, "grant.scope_not_permitted", 3); !slices.Equal(got, []string{"mcp:admin", "mcp:admin", "mcp:admin"}) {
+		t.Errorf("grant.scope_not_permitted scopes %q; want mcp:admin for each of the three refusals", got)
+	}
+}
+
+// auditScopes returns the scope attribute of each audit event named event
+// in the authorization server's text log, in order, once n of them have
+// reached logs (the process's output arrives through a pipe) or a bound of
+// 30 s on a server that never writes them has passed.
+func auditScopes(t *testing.T, logs *lockedBuffer, event string, n int) []string {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if got := auditScopesIn(logs.String(), event); len(got) >= n || time.Now().After(end) {
+			return got
+		}
+	}
+}
+
+func auditScopesIn(logs, event string) []string {
+	attr := regexp.MustCompile(` scope=("(?:[^"\\]|\\.)*"|\S*)`)
+	var out []string
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, " msg=audit ") || !strings.Contains(line, " event="+event+" ") {
+			continue
+		}
+		v := ""
+		if m := attr.FindStringSubmatch(line); m != nil {
+			v = m[1]
+			if u, err := strconv.Unquote(v); err == nil {
+				v = u
+			}
+		}
+		out = append(out, v)
+	}
+	return out
 }
