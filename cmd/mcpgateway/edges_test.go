@@ -216,3 +216,24 @@ func TestGatewayAnswersAnUnreadableBodyWithAJSONRPCParseError(t *testing.T) {
 		t.Errorf("the upstream saw %d requests", n-seen)
 	}
 }
+
+// An upstream answer whose status code is outside 100..599 (RFC 9110 §15:
+// such values are invalid; 099 and 000 parse as three digits) gets the
+// client a 502 JSON-RPC error under the request's id, not a panic of the
+// handler that writes that status and a connection closed without answer.
+func TestGatewayAnswersAnInvalidUpstreamStatusWith502(t *testing.T) {
+	for _, status := range []string{"000", "099", "600"} {
+		t.Run(status, func(t *testing.T) {
+			url := earlyGatewayUpstream(t, func(int, *http.Request) (string, bool) {
+				return "HTTP/1.1 " + status + " Odd\r\nContent-Type: application/json\r\nContent-Length: 36\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}", false
+			})
+			s := newStack(t, false, earlyConfig(url))
+			resp := rawPost(t, s, s.token(t, "user-bot"), "", initialize, nil)
+			id, code, msg := rpcError(t, resp)
+			if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Content-Type") != "application/json" || code != -32603 || id != float64(1) ||
+				!strings.Contains(msg, "invalid status code") {
+				t.Fatalf("status %d %q, JSON-RPC code %d id %v %q; want 502 application/json -32603 under id 1 naming the status", resp.StatusCode, resp.Header.Get("Content-Type"), code, id, msg)
+			}
+		})
+	}
+}

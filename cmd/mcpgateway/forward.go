@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -145,6 +147,9 @@ func cleanQuery(q string) string {
 	return q
 }
 
+// errUpstreamStatus is an upstream answer whose status code is invalid.
+var errUpstreamStatus = errors.New("mcpgateway: the upstream answered with an invalid status code")
+
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
@@ -195,6 +200,13 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	res, err := f.transport.RoundTrip(out)
+	if err == nil && (res.StatusCode < 100 || res.StatusCode > 599) {
+		// RFC 9110 §15: a status code outside 100..599 is invalid (an
+		// HTTP/1.1 status line's three digits may read 000); the server
+		// cannot write it (WriteHeader panics below 100).
+		res.Body.Close()
+		res, err = nil, fmt.Errorf("%w: status code %d", errUpstreamStatus, res.StatusCode)
+	}
 	if err == nil && f.refused != nil {
 		if err = f.refused(res); err != nil {
 			res.Body.Close()

@@ -254,6 +254,8 @@ func newProxy(cfg *Config, o Options) (http.Handler, error) {
 			switch {
 			case errors.Is(err, errUpstreamRefused):
 				msg = "mcpgateway: the MCP server refused the gateway's credentials"
+			case errors.Is(err, errUpstreamStatus):
+				msg = "mcpgateway: the MCP server answered with an invalid status code"
 			case errors.Is(err, rsmiddleware.ErrUnavailable), isTokenError(err):
 				msg = "mcpgateway: the gateway could not obtain a token for the MCP server"
 			case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
