@@ -187,6 +187,23 @@ func (s *Server) userActive(ctx context.Context, subject string) (bool, error) {
 	return UserActive(subject, u, s.upstreams, s.users), nil
 }
 
+// localUserActive reports whether subject is an active local account (as
+// userActive says, and no person recorded as signed in through an upstream
+// provider): the only account an ID-JAG is linked to by its email.
+func (s *Server) localUserActive(ctx context.Context, subject string) (bool, error) {
+	u, err := s.cfg.Store.GetUser(ctx, subject)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		u = nil
+	case err != nil:
+		return false, err
+	}
+	if u != nil && u.Upstream != "" {
+		return false, nil
+	}
+	return UserActive(subject, u, s.upstreams, s.users), nil
+}
+
 // UserActive is the rule by which a person may use their grants, given
 // their record (nil when there is none), the ids of the configured
 // upstreams and the directory of local users (nil: every local person

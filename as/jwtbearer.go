@@ -540,7 +540,7 @@ func (h *jwtBearerHandler) idJAG(ctx context.Context, r *fosite.AccessRequest, s
 		if cl.Email == "" {
 			return badAssertion("The ID-JAG has no email to link the account by.")
 		}
-		active, err := h.s.userActive(ctx, cl.Email)
+		active, err := h.s.localUserActive(ctx, cl.Email)
 		if err != nil {
 			return userLookupErr(err)
 		}

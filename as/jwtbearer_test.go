@@ -412,6 +412,27 @@ func TestIDJAGLinkByEmail(t *testing.T) {
 	wantError(t, resp, body, 400, "invalid_grant")
 }
 
+// link_by_email links an ID-JAG to a local account only: an email that
+// names a person who signed in through an upstream provider (their
+// subject "<upstream>:<sub>", active while that upstream is configured) is
+// no local account, and gets no token for that person, which would also
+// escape the cap of their claim mapping.
+func TestIDJAGLinkByEmailNeverLinksAnUpstreamPerson(t *testing.T) {
+	w := newFedWorld(t, func(c *Config) {
+		c.EnterpriseIdPs[0].LinkByEmail = true
+		c.UpstreamIDs = []string{"corp"}
+	})
+	if _, err := w.store.RecordLogin(context.Background(), &storage.User{Subject: "corp:u-carol", Upstream: "corp", UpstreamSubject: "u-carol"}); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := w.post("/token", jwtBearer(w.idpKey.mint(t, typIDJAG, with(w.idJAG(), "email", "corp:u-carol"))), "xaa-client", xaaSecret)
+	wantError(t, resp, body, 400, "invalid_grant")
+	// A local account is still linked.
+	if resp, body := w.post("/token", jwtBearer(w.idpKey.mint(t, typIDJAG, with(w.idJAG(), "email", "alice"))), "xaa-client", xaaSecret); resp.StatusCode != 200 {
+		t.Fatalf("local alice: %d %v", resp.StatusCode, body)
+	}
+}
+
 func TestIDJAGKeyRotationAndRefetchLimit(t *testing.T) {
 	w := newFedWorld(t, nil)
 	if resp, body := w.post("/token", jwtBearer(w.idpKey.mint(t, typIDJAG, w.idJAG())), "xaa-client", xaaSecret); resp.StatusCode != 200 {
