@@ -321,21 +321,27 @@ func (g *userGate) HandleTokenEndpointRequest(ctx context.Context, r fosite.Acce
 // a scope the refresh names beyond them is invalid_scope; the grant's other
 // scopes beyond them are left out of the new tokens; a grant left with none
 // of its resource's scopes is invalid_grant (RFC 6749 §5.2), for the person
-// to sign in again.
+// to sign in again. The new tokens' scopes are narrowed in the request's
+// GrantedScope, which only a *fosite.AccessRequest lets be replaced: any
+// other request whose grant holds a scope beyond the cap is refused with
+// invalid_grant, never let through uncapped.
 func (g *userGate) capRefresh(ctx context.Context, r fosite.AccessRequester, sub string) error {
 	allowed, capped, err := g.s.personCap(ctx, sub, false)
 	if err != nil {
 		return userLookupErr(err)
 	}
-	ar, ok := r.(*fosite.AccessRequest)
-	if !capped || !ok {
+	if !capped {
 		return nil
 	}
-	granted := []string(ar.GrantedScope)
+	ar, ok := r.(*fosite.AccessRequest)
+	granted := []string(r.GetGrantedScopes())
 	requested := fosite.RemoveEmpty(splitSpace(r.GetRequestForm().Get("scope")))
 	kept, _, err := capToPerson(requested, granted, nil, allowed)
 	if err == nil && len(withoutOffline(granted)) > 0 && len(withoutOffline(kept)) == 0 {
 		err = fosite.ErrInvalidGrant.WithHint("The person's organisation no longer permits any scope of this grant; sign in again.")
+	}
+	if err == nil && !ok && !slices.Equal(kept, granted) {
+		err = fosite.ErrInvalidGrant.WithHint("The person's organisation no longer permits every scope of this grant; sign in again.")
 	}
 	if err != nil {
 		// The scopes refused: those the refresh names (its grant is
@@ -344,7 +350,9 @@ func (g *userGate) capRefresh(ctx context.Context, r fosite.AccessRequester, sub
 			"scope", strings.Join(beyondCap(granted, allowed), " "))
 		return err
 	}
-	ar.GrantedScope = fosite.Arguments(kept)
+	if ok {
+		ar.GrantedScope = fosite.Arguments(kept)
+	}
 	return nil
 }
 
