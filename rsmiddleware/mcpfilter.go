@@ -69,6 +69,11 @@ type MCPFilterConfig struct {
 // A list answer it would filter that is content-coded (gzip and the like:
 // a compressing handler inside Wrap) cannot be read, and is replaced by a
 // JSON-RPC error (502) rather than passed on whole; compress outside Wrap.
+// So is a 2xx answer with a body of another media type than
+// application/json and text/event-stream (text/plain,
+// application/json-seq, none) to a request
+// whose answer it would trim: to a list request whose entries the caller
+// may not all see, or to a GET stream. Other answers pass untouched.
 //
 // It is safe for concurrent use.
 type MCPFilter struct {
@@ -413,6 +418,7 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 		if f.audit != nil && len(reqs) > 0 {
 			fw.base = f.baseEvent(r, p, inboundToken(r.Context()), start)
 		}
+		fw.trim = f.trimsAnswer(r, reqs, p)
 		fw.inspect = len(fw.byID) > 0 && f.audit != nil || f.trims(p)
 		returned := false
 		defer func() {
@@ -571,6 +577,31 @@ func (f *MCPFilter) AuditRefused(r *http.Request, p *Principal, status int) {
 	f.auditRequests(r, p, tok, body, result, status)
 }
 
+// trimsAnswer reports whether the answer to r, whose JSON-RPC messages are
+// reqs, may hold a list entry p must not see: p lacks a scope some entry
+// needs (trims) and r is a GET stream (its answers' requests are unknown,
+// so every list is cut) or reqs holds a request of a list method whose
+// entries p may not all see.
+func (f *MCPFilter) trimsAnswer(r *http.Request, reqs []*rpcRequest, p *Principal) bool {
+	if !f.trims(p) {
+		return false
+	}
+	if r.Method == http.MethodGet {
+		return true
+	}
+	for _, q := range reqs {
+		if q.key == "" || q.response {
+			continue
+		}
+		for _, lm := range listMembers {
+			if lm.method == q.method && f.visible(lm.member, p) != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // trims reports whether some list answer may have to be cut for p.
 func (f *MCPFilter) trims(p *Principal) bool {
 	return len(p.MissingScopes(f.toolScopes)) > 0 ||
@@ -627,7 +658,8 @@ const (
 	modePass      // written through untouched
 	modeJSON      // held whole, filtered at the end
 	modeSSE       // filtered event by event
-	modeCoded     // a content-coded answer to be filtered: refused
+	modeRefused   // an answer to be filtered that cannot be read: refused
+	modeUnread    // to be filtered, of a media type not read: held until a byte comes
 )
 
 // contentCoded reports whether h names a content coding other than
@@ -655,6 +687,9 @@ type filterWriter struct {
 	base    AuditEvent
 	start   time.Time
 	inspect bool
+	// trim: the answer may hold a list entry p must not see (trimsAnswer),
+	// so an answer the filter cannot read is refused, not passed on.
+	trim bool
 
 	mode   int
 	status int
@@ -662,6 +697,8 @@ type filterWriter struct {
 	scan   sseScanner
 	over   bool // modeJSON: the body exceeded maxResp
 	broken bool // modeSSE: the stream was cut
+	// refusal is the JSON-RPC error message of a modeRefused answer.
+	refusal string
 }
 
 func (fw *filterWriter) Header() http.Header { return fw.w.Header() }
@@ -678,7 +715,8 @@ func (fw *filterWriter) WriteHeader(code int) {
 	case (mt == "text/event-stream" || mt == "application/json") && contentCoded(fw.w.Header()):
 		// Compressed bytes cannot be filtered, and passed on they would
 		// show the client every entry: refused whole (fail closed).
-		fw.mode = modeCoded
+		fw.f.log.Warn("rsmiddleware: content-coded answer cannot be filtered; put compression outside MCPFilter", "content_encoding", fw.w.Header().Get("Content-Encoding"))
+		fw.refuse("the MCP server's answer is content-coded; the filter reads only identity answers")
 		return
 	case mt == "text/event-stream":
 		fw.mode = modeSSE
@@ -686,6 +724,14 @@ func (fw *filterWriter) WriteHeader(code int) {
 	case mt == "application/json":
 		fw.mode = modeJSON
 		return // the header is sent with the filtered body
+	case fw.trim:
+		// A media type the filter does not read (text/plain,
+		// application/json-seq, none) may still carry the list to a
+		// client that does not look at it: refused whole at its first
+		// byte (fail closed). An answer without a body (202 to a batch,
+		// 200 to a GET) shows nothing and goes out as it is, at finish.
+		fw.mode = modeUnread
+		return
 	default:
 		fw.mode = modePass
 	}
@@ -697,7 +743,14 @@ func (fw *filterWriter) Write(b []byte) (int, error) {
 		fw.WriteHeader(http.StatusOK)
 	}
 	switch fw.mode {
-	case modeCoded:
+	case modeUnread:
+		if len(b) == 0 {
+			return 0, nil
+		}
+		fw.f.log.Warn("rsmiddleware: answer of a media type the filter cannot read; it reads application/json and text/event-stream", "content_type", fw.w.Header().Get("Content-Type"))
+		fw.refuse("the MCP server's answer could not be checked: its media type is neither application/json nor text/event-stream")
+		return len(b), nil
+	case modeRefused:
 		return len(b), nil
 	case modeJSON:
 		if !fw.over && int64(len(fw.buf)+len(b)) <= fw.f.maxResp {
@@ -720,8 +773,8 @@ func (fw *filterWriter) Write(b []byte) (int, error) {
 
 // Flush sends what is complete: for event streams, every whole event.
 func (fw *filterWriter) Flush() {
-	if fw.mode == modeJSON {
-		return
+	if fw.mode == modeJSON || fw.mode == modeRefused || fw.mode == modeUnread {
+		return // nothing is sent before finish
 	}
 	if fl, ok := fw.w.(http.Flusher); ok {
 		fl.Flush()
@@ -733,12 +786,12 @@ func (fw *filterWriter) Unwrap() http.ResponseWriter { return fw.w }
 
 func (fw *filterWriter) finish() {
 	switch fw.mode {
-	case modeCoded:
-		h := fw.w.Header()
-		fw.f.log.Warn("rsmiddleware: content-coded answer cannot be filtered; put compression outside MCPFilter", "content_encoding", h.Get("Content-Encoding"))
-		h.Del("Content-Encoding")
+	case modeUnread:
+		fw.w.WriteHeader(fw.status)
+	case modeRefused:
+		fw.w.Header().Del("Content-Encoding")
 		fw.status = http.StatusBadGateway
-		writeRPCError(fw.w, http.StatusBadGateway, fw.singleID(), -32603, "the MCP server's answer is content-coded; the filter reads only identity answers")
+		writeRPCError(fw.w, http.StatusBadGateway, fw.singleID(), -32603, fw.refusal)
 	case modeJSON:
 		if fw.over {
 			fw.f.log.Warn("rsmiddleware: JSON answer too large to filter", "limit", fw.f.maxResp)
@@ -780,6 +833,12 @@ func (fw *filterWriter) finish() {
 		}
 		fw.emit(q, res, 0, false, status)
 	}
+}
+
+// refuse replaces the answer by a JSON-RPC error -32603 with message msg
+// (502, JSON-RPC 2.0 §5.1), written by finish: its bytes are dropped.
+func (fw *filterWriter) refuse(msg string) {
+	fw.mode, fw.refusal = modeRefused, msg
 }
 
 // singleID is the id of the only request, for a JSON-RPC error answer.

@@ -101,3 +101,24 @@ func TestGatewayAsksForUncompressedAnswers(t *testing.T) {
 		t.Errorf("the upstream got Accept-Encoding %q, want identity", got)
 	}
 }
+
+// An upstream tools/list answer of a media type the filter does not read
+// (text/plain) is not passed on to a caller whose list would be trimmed:
+// the gateway answers 502 with the JSON-RPC error -32603 under the
+// request's id, and the hidden tool's name never reaches the client.
+func TestGatewayRefusesUnreadableListAnswers(t *testing.T) {
+	s := newStack(t, true, baseConfig)
+	s.up.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":9,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}},{"name":"admin_stats","inputSchema":{"type":"object"}}]}}`)
+	})
+	resp := rawPost(t, s, s.token(t, "user-bot"), "", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, nil)
+	body, _ := io.ReadAll(resp.Body)
+	if strings.Contains(string(body), "admin_stats") {
+		t.Fatalf("the answer shows the hidden tool: %s", body)
+	}
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), `"id":9`) || !strings.Contains(string(body), "-32603") {
+		t.Fatalf("%d %s, want 502 with a JSON-RPC error -32603 under id 9", resp.StatusCode, body)
+	}
+}
