@@ -99,14 +99,16 @@ func TestMCPFilterBoundsBatches(t *testing.T) {
 		t.Fatalf("a single request under 2025-06-18: %d, reached %d", resp.StatusCode, reached.Load())
 	}
 
-	// Refused for want of scopes, a long batch is still one audit event.
+	// A long batch of hidden tool calls is refused for its length before
+	// its scopes are read (its messages past the bound are not), and is
+	// one audit event.
 	mark = len(fx.audit.String())
-	resp := fx.postVersion(t, tok, "", batchOf(5000, "tools/call", `,"params":{"name":"admin_stats"}`))
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("a long batch of hidden tool calls: %d", resp.StatusCode)
-	}
-	if lines := auditLines(t, fx.audit.String()[mark:]); len(lines) != 1 || lines[0].Method != "batch" || lines[0].Result != AuditDenied {
+	wantInvalidRequest(t, "a long batch of hidden tool calls", fx.postVersion(t, tok, "", batchOf(5000, "tools/call", `,"params":{"name":"admin_stats"}`)))
+	if lines := auditLines(t, fx.audit.String()[mark:]); len(lines) != 1 || lines[0].Method != "batch" || lines[0].Result != AuditRPCError {
 		t.Fatalf("a long batch of hidden tool calls: audit %+v", lines)
+	}
+	if n := reached.Load(); n != 3 {
+		t.Fatalf("a long batch of hidden tool calls reached the server")
 	}
 }
 

@@ -520,15 +520,21 @@ func (f *MCPFilter) AuditDenied(r *http.Request, p *Principal, body []byte) {
 // batch too long one of MethodBatch.
 func (f *MCPFilter) auditRequests(r *http.Request, p *Principal, token string, body []byte, result string, status int) {
 	reqs, err := parseRequests(body, false)
+	code := 0
 	if errors.Is(err, errBatchTooLong) {
 		reqs = []*rpcRequest{{method: MethodBatch}}
+		if result == AuditInvalid {
+			// Refused for its length with a verified token: audited as
+			// refuseBatch audits it, with the -32600 of the answer.
+			result, code = AuditRPCError, codeInvalidRequest
+		}
 	} else if err != nil || len(reqs) == 0 {
 		reqs = []*rpcRequest{{method: MethodUnknown}}
 	}
 	start := f.now()
 	fw := &filterWriter{f: f, base: f.baseEvent(r, p, token, start), start: start}
 	for _, q := range reqs {
-		fw.emit(q, result, 0, false, status)
+		fw.emit(q, result, code, false, status)
 	}
 }
 

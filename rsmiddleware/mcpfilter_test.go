@@ -89,7 +89,7 @@ type filterFixture struct {
 	audit *syncBuffer
 }
 
-func newFilterFixture(t *testing.T, upstream http.Handler, mod func(*MCPFilterConfig)) *filterFixture {
+func newFilterFixture(t testing.TB, upstream http.Handler, mod func(*MCPFilterConfig)) *filterFixture {
 	t.Helper()
 	ks := newKeyServer(t)
 	audit := &syncBuffer{}

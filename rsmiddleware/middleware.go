@@ -111,7 +111,10 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 //     -32600 (JSON that is no Request or Response object, an empty batch)
 //     or -32602 (a request whose params do not name its tool, prompt or
 //     resource unambiguously), with the request's id when it can be read
-//     (JSON-RPC 2.0 §5.1; a batch gets an array, §6).
+//     (JSON-RPC 2.0 §5.1; a batch gets an array, §6). A batch of more
+//     than MaxBatchRequests messages: 400 with -32600, id null, its
+//     messages past the bound unread (and so before its scopes are
+//     checked).
 //   - A request of a stateless MCP revision (Stateless) whose scopes are
 //     read from the body and whose Mcp-Method or Mcp-Name header is missing
 //     or differs from the body: 400 with JSON-RPC error -32020
@@ -202,6 +205,18 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 				return
 			}
 			calls, err := peekJSONRPC(body)
+			if errors.Is(err, errBatchTooLong) {
+				// Refused as MCPFilter refuses it, its messages past
+				// MaxBatchRequests unread: -32600 with id null.
+				text := batchTooLongText
+				if Stateless(r) {
+					text = noBatchesText
+				}
+				r.Body = newBufferedBody(body, false, r.Body)
+				m.refuse(r, p, http.StatusBadRequest)
+				writeRPCError(w, http.StatusBadRequest, "null", codeInvalidRequest, text)
+				return
+			}
 			if err != nil {
 				r.Body = newBufferedBody(body, false, r.Body)
 				m.refuse(r, p, http.StatusBadRequest)

@@ -76,7 +76,10 @@ var (
 // "jsonrpc" of "2.0", an id, one of result and error). The error is an
 // *invalidMessage: -32700 for a body that is not JSON, -32600 for one that
 // is no such message or an empty batch, -32602 for a request whose params
-// are refused.
+// are refused. A batch of more than MaxBatchRequests messages is
+// errBatchTooLong, told at its first message past the bound: the messages
+// after it are not read, so what a long batch costs is bounded by that
+// number, not by its length.
 //
 // The body is validated with json.Valid first; the scanner below then walks
 // known-valid JSON without decoding values it does not need.
@@ -99,6 +102,9 @@ func peekJSONRPC(body []byte) ([]rpcCall, error) {
 			return nil, errEmptyBatch
 		}
 		for body[i] != ']' {
+			if len(calls) == MaxBatchRequests {
+				return nil, errBatchTooLong
+			}
 			end := skipValue(body, i)
 			c, err := peekMessage(body[i:end])
 			if err != nil {
