@@ -74,6 +74,8 @@ type MCPFilterConfig struct {
 // application/json-seq, none) to a request
 // whose answer it would trim: to a list request whose entries the caller
 // may not all see, or to a GET stream. Other answers pass untouched.
+// Interim answers (1xx but 101, RFC 9110 §15.2) go on as they come, and
+// the final answer after them is filtered as any other.
 //
 // It is safe for concurrent use.
 type MCPFilter struct {
@@ -711,6 +713,12 @@ func (fw *filterWriter) Header() http.Header { return fw.w.Header() }
 
 func (fw *filterWriter) WriteHeader(code int) {
 	if fw.mode != modeUndecided {
+		return
+	}
+	if interim(code) {
+		// An interim answer (103 Early Hints and the like) carries no
+		// body: it goes on, and the final answer after it is filtered.
+		fw.w.WriteHeader(code)
 		return
 	}
 	fw.status = code

@@ -207,6 +207,13 @@ func (b *SessionBinding) Wrap(next http.Handler) http.Handler {
 	})
 }
 
+// interim reports whether code is that of an interim answer (RFC 9110
+// §15.2), sent before the final one; 101 Switching Protocols ends the
+// exchange and is final, as net/http treats it.
+func interim(code int) bool {
+	return code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols
+}
+
 // visibleASCII reports whether s is made of 0x21-0x7E only, the characters
 // of a session ID (MCP Streamable HTTP, session management).
 func visibleASCII(s string) bool {
