@@ -36,6 +36,12 @@ func (sw *statelessWriter) strip() {
 }
 
 func (sw *statelessWriter) WriteHeader(code int) {
+	if interim(code) && !sw.wrote {
+		// The final answer is still to come, and stripped then.
+		sw.Header().Del(SessionHeader)
+		sw.ResponseWriter.WriteHeader(code)
+		return
+	}
 	sw.strip()
 	sw.ResponseWriter.WriteHeader(code)
 }
@@ -92,6 +98,10 @@ func (sw *statelessWriter) Unwrap() http.ResponseWriter { return sw.ResponseWrit
 // 2026-07-28 or later) are not bound: their Mcp-Session-Id is removed
 // before the handler sees it and any the handler sets is dropped. Older
 // revisions, chosen by the same header, keep the binding.
+//
+// The session ID is taken from the final answer: an interim answer (1xx
+// but 101, RFC 9110 §15.2, such as 103 Early Hints) goes on before it
+// without Mcp-Session-Id when the binding signs or drops it.
 //
 // Wrap it inside Middleware.Wrap, so the principal is in the context.
 // Without Key, sessions not used for IdleTimeout are forgotten and at most
@@ -397,6 +407,18 @@ func (sw *signingWriter) sign() {
 }
 
 func (sw *signingWriter) WriteHeader(code int) {
+	if interim(code) && !sw.wroteHeader {
+		// An interim answer goes out without the session ID, which is
+		// signed in the final answer after it.
+		h := sw.Header()
+		ids, ok := h[SessionHeader]
+		delete(h, SessionHeader)
+		sw.ResponseWriter.WriteHeader(code)
+		if ok {
+			h[SessionHeader] = ids
+		}
+		return
+	}
 	sw.sign()
 	sw.ResponseWriter.WriteHeader(code)
 }
@@ -437,6 +459,11 @@ func (sw *sessionWriter) capture() {
 }
 
 func (sw *sessionWriter) WriteHeader(code int) {
+	if interim(code) && !sw.wroteHeader {
+		// The session ID is bound from the final answer after it.
+		sw.ResponseWriter.WriteHeader(code)
+		return
+	}
 	sw.capture()
 	if sw.status == 0 {
 		sw.status = code
