@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"hash"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -140,7 +141,13 @@ type sessionEntry struct {
 	lastUsed time.Time
 }
 
-func ownerKey(p *Principal) string { return p.Subject + "\x00" + p.ClientID }
+// ownerKey is the default owner: the subject's length in decimal, ':',
+// the subject and the client ID. The length tells the two apart whatever
+// bytes they hold (a JSON string may hold U+0000, RFC 8259 §7), so no
+// other subject and client ID have the same owner.
+func ownerKey(p *Principal) string {
+	return strconv.Itoa(len(p.Subject)) + ":" + p.Subject + p.ClientID
+}
 
 func (b *SessionBinding) now() time.Time {
 	if b.Now != nil {
@@ -259,8 +266,7 @@ func newSessionSigner(key []byte) *sessionSigner {
 
 // mac computes into st.sum the HMAC-SHA256 (RFC 2104) under the key of
 // "mcp-session" 0x00 owner 0x00 id. An id holds no 0x00, so owner and id
-// are told apart even when owner holds one (the default owner: subject
-// 0x00 client ID).
+// are told apart even when owner holds one (a subject may).
 func (st *macState) mac(owner, id string) []byte {
 	st.buf = append(append(append(append(st.buf[:0], "mcp-session\x00"...), owner...), 0), id...)
 	st.h.Reset()
