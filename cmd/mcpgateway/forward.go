@@ -200,10 +200,13 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	res, err := f.transport.RoundTrip(out)
-	if err == nil && (res.StatusCode < 100 || res.StatusCode > 599) {
+	if err == nil && (res.StatusCode < 100 || res.StatusCode > 599 || res.StatusCode == http.StatusSwitchingProtocols) {
 		// RFC 9110 §15: a status code outside 100..599 is invalid (an
 		// HTTP/1.1 status line's three digits may read 000); the server
-		// cannot write it (WriteHeader panics below 100).
+		// cannot write it (WriteHeader panics below 100). 101 switches to
+		// a protocol the request's Upgrade named (RFC 9110 §7.8), and the
+		// gateway sends none: net/http's transport hands it on with the
+		// connection as its body, which no client here asked for.
 		res.Body.Close()
 		res, err = nil, fmt.Errorf("%w: status code %d", errUpstreamStatus, res.StatusCode)
 	}
