@@ -182,7 +182,9 @@ func (b *SessionBinding) Wrap(next http.Handler) http.Handler {
 			// token. State the server hands out is bound to the token's
 			// subject instead (StateKey).
 			r.Header.Del(SessionHeader)
-			next.ServeHTTP(&statelessWriter{ResponseWriter: w}, r)
+			sw := &statelessWriter{ResponseWriter: w}
+			next.ServeHTTP(sw, r)
+			sw.strip() // a handler that wrote nothing gets net/http's 200
 			return
 		}
 		if len(r.Header.Values(SessionHeader)) > 1 {
@@ -205,7 +207,9 @@ func (b *SessionBinding) Wrap(next http.Handler) http.Handler {
 				}
 				r.Header.Set(SessionHeader, raw)
 			}
-			next.ServeHTTP(&signingWriter{ResponseWriter: w, s: signer, owner: me}, r)
+			sw := &signingWriter{ResponseWriter: w, s: signer, owner: me}
+			next.ServeHTTP(sw, r)
+			sw.sign() // a handler that wrote nothing gets net/http's 200
 			return
 		}
 		if id != "" && !b.check(id, me) {
@@ -214,6 +218,11 @@ func (b *SessionBinding) Wrap(next http.Handler) http.Handler {
 		}
 		sw := &sessionWriter{ResponseWriter: w, b: b, owner: me}
 		next.ServeHTTP(sw, r)
+		if !sw.wroteHeader {
+			// The handler wrote nothing: net/http sends 200 with its header.
+			sw.capture()
+			sw.status = http.StatusOK
+		}
 		// A session is forgotten once the handler has ended it (2xx) or
 		// does not know it (404). A server may refuse the DELETE (MCP
 		// Streamable HTTP: 405 when clients may not end sessions), and the
