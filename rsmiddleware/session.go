@@ -468,8 +468,17 @@ func (sw *sessionWriter) capture() {
 		return
 	}
 	sw.wroteHeader = true
-	if id := sw.Header().Get(SessionHeader); id != "" {
+	h := sw.Header()
+	if len(h.Values(SessionHeader)) == 0 {
+		return
+	}
+	// One ID goes out, the one bound: a client keeping another field's
+	// would hold an ID bound to no one.
+	if id := h.Get(SessionHeader); id != "" {
+		h.Set(SessionHeader, id)
 		sw.b.bind(id, sw.owner) // new session, or refresh lastUsed of ours
+	} else {
+		h.Del(SessionHeader)
 	}
 }
 

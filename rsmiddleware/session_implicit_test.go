@@ -52,3 +52,44 @@ func TestSessionBindingSeesAnAnswerTheHandlerNeverWrote(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionBindingHandsOutOneSessionID: a handler answer with more than
+// one Mcp-Session-Id field reaches the client with one, the ID the binding
+// bound (signed with Key, recorded without), so no ID reaches the client
+// unbound.
+func TestSessionBindingHandsOutOneSessionID(t *testing.T) {
+	for _, key := range [][]byte{keyA, nil} {
+		name := "signed"
+		if key == nil {
+			name = "recorded"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newSignedFixture(t)
+			for _, ids := range [][]string{{"two-a", "two-b"}, {"", "two-c"}} {
+				twice := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Header.Get(SessionHeader) == "" {
+						w.Header()[SessionHeader] = ids
+					}
+					w.WriteHeader(http.StatusOK)
+				})
+				srv := httptest.NewServer(f.mw.Wrap((&SessionBinding{Key: key}).Wrap(twice)))
+				t.Cleanup(srv.Close)
+				alice, bob := f.token("alice", "c1"), f.token("bob", "c1")
+				resp := f.do(srv, http.MethodPost, alice, "")
+				got := resp.Header.Values(SessionHeader)
+				if ids[0] == "" {
+					if len(got) != 0 {
+						t.Fatalf("%q handed out as %q, want none (the first is empty)", ids, got)
+					}
+					continue
+				}
+				if len(got) != 1 {
+					t.Fatalf("%q handed out as %q, want one", ids, got)
+				}
+				if resp := f.do(srv, http.MethodPost, bob, got[0]); resp.StatusCode != http.StatusNotFound {
+					t.Fatalf("another subject with alice's session: %d, want 404", resp.StatusCode)
+				}
+			}
+		})
+	}
+}
