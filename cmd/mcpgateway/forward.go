@@ -228,6 +228,10 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	removeConnectionFields(h, res.Header["Connection"])
+	// An Mcp-Session-Id is only ever a header field: the session binding
+	// signs the one in the header, and one sent as a trailer would hand
+	// the client the upstream's own ID. It is not passed on as a trailer.
+	delete(res.Trailer, "Mcp-Session-Id")
 	if len(res.Trailer) > 0 {
 		keys := make([]string, 0, len(res.Trailer))
 		for k := range res.Trailer {
@@ -245,6 +249,7 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		panic(http.ErrAbortHandler)
 	}
 	if len(res.Trailer) > 0 {
+		delete(res.Trailer, "Mcp-Session-Id")
 		for k, v := range res.Trailer {
 			h[http.TrailerPrefix+k] = v
 		}

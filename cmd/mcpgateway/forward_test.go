@@ -209,3 +209,42 @@ func TestGatewayAbortsTheAnswerWhenTheUpstreamBreaksOff(t *testing.T) {
 		t.Fatalf("audit: %s", s.audit.String())
 	}
 }
+
+// Trailers pass through, except an Mcp-Session-Id: the client only ever
+// holds session IDs the gateway signed, never the upstream's own, whether
+// declared in advance or sent as an undeclared trailer (http.TrailerPrefix).
+func TestGatewayPassesNoSessionIDInTrailers(t *testing.T) {
+	s := newStack(t, false, baseConfig)
+	s.up.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Trailer", "Mcp-Session-Id, X-Up-Checksum")
+		// An event stream is passed on as it arrives, chunked, so
+		// trailers can follow it.
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n")
+		w.(http.Flusher).Flush()
+		w.Header().Set("Mcp-Session-Id", "upstream-raw-session")
+		w.Header().Set("X-Up-Checksum", "abc")
+		w.Header().Set(http.TrailerPrefix+"mcp-session-id", "upstream-raw-session-2")
+	})
+	resp := rawPost(t, s, s.token(t, "user-bot"), "", initialize, nil)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if got := resp.Trailer.Get("X-Up-Checksum"); got != "abc" {
+		t.Errorf("trailer X-Up-Checksum = %q, want it passed on", got)
+	}
+	for k, v := range resp.Trailer {
+		if strings.EqualFold(k, "Mcp-Session-Id") {
+			t.Errorf("the client got the trailer %s: %q", k, v)
+		}
+	}
+	for _, v := range resp.Header.Values("Mcp-Session-Id") {
+		if strings.Contains(v, "upstream-raw-session") {
+			t.Errorf("the client got the upstream's raw session ID in the header: %q", v)
+		}
+	}
+}
