@@ -113,4 +113,21 @@ func TestMCPFilterContentCodingEdges(t *testing.T) {
 			t.Errorf("%d %s, want the answer as sent: a notification gets no list", resp.StatusCode, body)
 		}
 	})
+	t.Run("a GET stream of a caller with every scope, with an audit", func(t *testing.T) {
+		// No request of the stream is known, so the audit reads nothing
+		// of it and nothing is to be cut: the stream goes out as sent.
+		fx := newFilterFixture(t, typedUpstream("text/event-stream", "gzip", false), nil)
+		req, _ := http.NewRequest(http.MethodGet, fx.srv.URL, nil)
+		req.Header.Set("Authorization", "Bearer "+fx.token("mcp:tools mcp:admin mcp:read"))
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Accept-Encoding", "gzip")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "gzip" {
+			t.Errorf("%d %v, want the server's gzip stream", resp.StatusCode, resp.Header)
+		}
+	})
 }

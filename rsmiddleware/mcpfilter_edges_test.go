@@ -41,8 +41,8 @@ func TestParseRequestsReadsNamesOfCallsAndPromptsOnly(t *testing.T) {
 			t.Errorf("%s: %v, tool %q; want %q", body, err, reqs[0].tool, want)
 		}
 	}
-	// A response without an id (JSON-RPC 2.0 §5 allows null only, but it
-	// is forwarded as sent) is one event, not refused.
+	// A response without an id (JSON-RPC 2.0 §5 requires one, null at
+	// least) is one event, not refused: the server judges it.
 	if reqs, err := parseRequests([]byte(`{"jsonrpc":"2.0","result":{}}`), true); err != nil || len(reqs) != 1 || !reqs[0].response {
 		t.Errorf("a response without id: %v, %d messages", err, len(reqs))
 	}
