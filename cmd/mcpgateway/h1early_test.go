@@ -348,29 +348,69 @@ func TestH1TransportPassesOnAnEarlyAnswerOfAnUpstreamThatStopsReading(t *testing
 }
 
 // A large body goes out in 32 KiB writes (as net.TCPConn's ReadFrom sends
-// it), not in pieces of the 4 KiB request buffer.
+// it), not in pieces of the 4 KiB request buffer. With a
+// ResponseHeaderTimeout no write is larger than 32 KiB, each under its own
+// deadline, also when the body's length is unknown (chunked, RFC 9112
+// §7.1), whose reader hands the whole body to one write; without one the
+// body is written as it comes.
 func TestH1TransportWritesALargeBodyIn32KiBPieces(t *testing.T) {
 	for _, timeout := range []time.Duration{0, time.Minute} {
-		var conns atomic.Int32
-		url := answerUpstream(t, &conns, okAnswer, okAnswer)
-		var writes atomic.Int32
-		tr := newH1Transport(t)
-		tr.ResponseHeaderTimeout = timeout
-		dial := tr.Dial
-		tr.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
+		for _, chunked := range []bool{false, true} {
+			var conns atomic.Int32
+			url := answerUpstream(t, &conns, okAnswer, okAnswer)
+			var writes, largest atomic.Int32
+			tr := newH1Transport(t)
+			tr.ResponseHeaderTimeout = timeout
+			dial := tr.Dial
+			tr.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := dial(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return writeSizes{writeCounter{c, &writes}, &largest}, nil
 			}
-			return writeCounter{c, &writes}, nil
-		}
-		body := bytes.Repeat([]byte("b"), 1<<20)
-		if _, got := postBytes(t, tr, url, body); got != "ok" {
-			t.Fatalf("answer %q", got)
-		}
-		// The header and the first bytes, then 32 pieces at most.
-		if n := writes.Load(); n > 34 {
-			t.Errorf("timeout %v: a 1 MiB body took %d writes, want at most 34", timeout, n)
+			body := bytes.Repeat([]byte("b"), 1<<20)
+			// The context only ends a request that would wait for ever
+			// (an upstream still waiting for the body a failed write lost).
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+			if chunked {
+				req.ContentLength = -1
+			}
+			res, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatalf("timeout %v, chunked %v: %v", timeout, chunked, err)
+			}
+			got, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if err != nil || string(got) != "ok" {
+				t.Fatalf("timeout %v, chunked %v: answer %q, %v", timeout, chunked, got, err)
+			}
+			// The header and the first bytes, then 32 pieces at most (and
+			// the last chunk of a chunked body).
+			if n := writes.Load(); n > 35 {
+				t.Errorf("timeout %v, chunked %v: a 1 MiB body took %d writes, want at most 35", timeout, chunked, n)
+			}
+			if n := largest.Load(); timeout > 0 && n > writePiece {
+				t.Errorf("timeout %v, chunked %v: a write of %d bytes, want at most %d", timeout, chunked, n, writePiece)
+			}
 		}
 	}
+}
+
+// writeSizes keeps the size of the largest write to a connection.
+type writeSizes struct {
+	net.Conn
+	largest *atomic.Int32
+}
+
+func (c writeSizes) Write(p []byte) (int, error) {
+	for {
+		l := c.largest.Load()
+		if int32(len(p)) <= l || c.largest.CompareAndSwap(l, int32(len(p))) {
+			break
+		}
+	}
+	return c.Conn.Write(p)
 }
