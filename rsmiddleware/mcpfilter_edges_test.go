@@ -111,3 +111,11 @@ func TestAuditRefusedBodyLimits(t *testing.T) {
 		}
 	})
 }
+
+// A notification before two requests under one id does not hide them.
+func TestSharedIDLooksPastNotifications(t *testing.T) {
+	reqs, err := parseRequests([]byte(`[{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1.0,"method":"ping"}]`), false)
+	if err != nil || !sharedID(reqs) {
+		t.Errorf("%v, shared: %v; want two requests under one id", err, err == nil && sharedID(reqs))
+	}
+}
