@@ -645,3 +645,20 @@ func TestForwarderSendsARequestInOneWrite(t *testing.T) {
 		}
 	}
 }
+
+// The pool holds connections to several upstreams: a request takes an
+// idle connection to its own address, whichever upstream was used last.
+func TestH1TransportPoolsConnectionsOfSeveralUpstreams(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	a, aConns := countingServer(t, h)
+	b, bConns := countingServer(t, h)
+	tr := newH1Transport(t)
+	for _, url := range []string{a.URL, b.URL, a.URL, b.URL, a.URL} {
+		if _, body := get(t, tr, url); body != "ok" {
+			t.Fatalf("GET %s: %q", url, body)
+		}
+	}
+	if na, nb := aConns.Load(), bConns.Load(); na != 1 || nb != 1 {
+		t.Errorf("%d and %d connections, want one to each upstream", na, nb)
+	}
+}
