@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -537,8 +538,9 @@ func TestForwarderFlushesWhatArrivedWhileTheUpstreamPauses(t *testing.T) {
 // of staying open until a request reaches them.
 func TestH1TransportSweepsIdleConnectionsTheUpstreamClosed(t *testing.T) {
 	closeNow := make(chan struct{})
-	var answered sync.WaitGroup
+	var answered, closed sync.WaitGroup
 	answered.Add(3)
+	closed.Add(3)
 	closing := rawUpstream(t, func(n int, c net.Conn) {
 		if _, _, err := readRequest(bufio.NewReader(c)); err != nil {
 			return
@@ -546,6 +548,8 @@ func TestH1TransportSweepsIdleConnectionsTheUpstreamClosed(t *testing.T) {
 		io.WriteString(c, okAnswer)
 		answered.Done()
 		<-closeNow
+		c.Close()
+		closed.Done()
 	})
 	staying := rawUpstream(t, func(n int, c net.Conn) {
 		br := bufio.NewReader(c)
@@ -577,6 +581,25 @@ func TestH1TransportSweepsIdleConnectionsTheUpstreamClosed(t *testing.T) {
 	}
 	answered.Wait()
 	close(closeNow) // the upstream closes all three
+	closed.Wait()
+	// The sweep sees a close once its FIN has reached this side: wait
+	// for that on each idle connection to the closing upstream, so the
+	// sweep below is what is tested, not the kernel's timing.
+	closingAddr := strings.TrimPrefix(closing, "http://")
+	for {
+		tr.mu.Lock()
+		open := 0
+		for _, c := range tr.idle {
+			if c.addr == closingAddr && alive(c.conn) {
+				open++
+			}
+		}
+		tr.mu.Unlock()
+		if open == 0 {
+			break
+		}
+		runtime.Gosched()
+	}
 	mu.Lock()
 	now = now.Add(2 * sweepEvery)
 	mu.Unlock()
