@@ -685,3 +685,65 @@ func TestH1TransportPoolsConnectionsOfSeveralUpstreams(t *testing.T) {
 		t.Errorf("%d and %d connections, want one to each upstream", na, nb)
 	}
 }
+
+// A request is sent again only on a reused connection that closed before
+// its answer, and only when its body can be had again: a fresh
+// connection's close is the upstream's answer to this request, and a PUT
+// whose body was read once cannot be sent whole a second time.
+func TestH1TransportSendsAgainOnlyOnAReusedConnectionWithABodyToResend(t *testing.T) {
+	t.Run("fresh connection", func(t *testing.T) {
+		var conns atomic.Int32
+		u := rawUpstream(t, func(n int, c net.Conn) {
+			conns.Add(1)
+			readRequest(bufio.NewReader(c)) // then close, unanswered
+		})
+		tr := newH1Transport(t)
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		if res, err := tr.RoundTrip(req); err == nil {
+			res.Body.Close()
+			t.Fatalf("status %d, want the connection's error", res.StatusCode)
+		}
+		if got := conns.Load(); got != 1 {
+			t.Errorf("%d connections, want 1: a GET unanswered on a fresh connection is not sent again", got)
+		}
+	})
+	t.Run("reused connection, body without GetBody", func(t *testing.T) {
+		var conns, puts atomic.Int32
+		u := rawUpstream(t, func(n int, c net.Conn) {
+			conns.Add(1)
+			br := bufio.NewReader(c)
+			for {
+				req, _, err := readRequest(br)
+				if err != nil {
+					return
+				}
+				if req.Method == http.MethodPut {
+					puts.Add(1)
+					return // close, unanswered
+				}
+				io.WriteString(c, okAnswer)
+			}
+		})
+		tr := newH1Transport(t)
+		if _, body := get(t, tr, u); body != "ok" {
+			t.Fatalf("first answer %q", body)
+		}
+		// A body of unknown length, sent chunked: sent again, it would
+		// go out empty and still be a well-formed PUT.
+		req, _ := http.NewRequest(http.MethodPut, u, io.NopCloser(strings.NewReader(`{"v":1}`)))
+		if req.GetBody != nil || req.ContentLength != 0 {
+			t.Fatal("the test needs a body of unknown length that cannot be had again")
+		}
+		res, err := tr.RoundTrip(req)
+		if err == nil {
+			res.Body.Close()
+			t.Fatalf("status %d, want the connection's error", res.StatusCode)
+		}
+		if !errors.Is(err, errUpstreamClosed) {
+			t.Errorf("error %v, want the upstream's close before its answer", err)
+		}
+		if c, p := conns.Load(), puts.Load(); c != 1 || p != 1 {
+			t.Errorf("%d connections and %d PUTs, want 1 and 1: a PUT whose body was read is not sent again", c, p)
+		}
+	})
+}
