@@ -49,8 +49,15 @@ func TestDependenciesStayLight(t *testing.T) {
 		first, _, _ := strings.Cut(dep, "/")
 		if strings.Contains(first, ".") && !strings.HasPrefix(dep, "github.com/go-jose/go-jose/v4") &&
 			!strings.HasPrefix(dep, "github.com/mcpauth/mcpauth/metadata") && !strings.HasPrefix(dep, "github.com/mcpauth/mcpauth/rsmiddleware") &&
-			dep != "github.com/mcpauth/mcpauth/dpop" {
-			t.Errorf("rsmiddleware core depends on %s (allowed: std, go-jose, metadata, dpop)", dep)
+			dep != "github.com/mcpauth/mcpauth/dpop" && dep != "github.com/mcpauth/mcpauth/internal/bearerretry" {
+			t.Errorf("rsmiddleware core depends on %s (allowed: std, go-jose, metadata, dpop, internal/bearerretry)", dep)
+		}
+	}
+	// internal/bearerretry, shared with the gateway: the standard library only.
+	for _, dep := range list("../internal/bearerretry") {
+		first, _, _ := strings.Cut(dep, "/")
+		if strings.Contains(first, ".") && dep != "github.com/mcpauth/mcpauth/internal/bearerretry" {
+			t.Errorf("internal/bearerretry depends on %s (allowed: std)", dep)
 		}
 	}
 	// dpop is shared by clients, the AS and resource servers: the standard

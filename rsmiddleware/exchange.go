@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpauth/mcpauth/internal/bearerretry"
 	"github.com/mcpauth/mcpauth/metadata"
 )
 
@@ -345,50 +346,15 @@ func (t *exchangeTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		closeBody()
 		return nil, err
 	}
-	// A body sent once can be sent again only through GetBody; whether it
-	// can is known before the first send reads it.
-	replay := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-	res, err := t.send(req, tok)
-	if err != nil || res.StatusCode != http.StatusUnauthorized {
-		return res, err
-	}
-	// The resource refused the exchanged token (RFC 6750 §3.1
-	// invalid_token: revoked, or signed by a key it no longer trusts). It
-	// is dropped from the cache and the request sent once more with a
-	// token exchanged anew; the second answer, 401 or not, is passed on.
-	t.e.drop(inbound, t.resource, tok)
-	if !replay {
-		return res, nil
-	}
-	again := req
-	if req.GetBody != nil {
-		body, err := req.GetBody()
-		if err != nil {
-			return res, nil
-		}
-		again = req.Clone(req.Context())
-		again.Body = body
-	}
-	fresh, err := t.e.exchangeCanonical(req.Context(), inbound, t.resource)
-	if err != nil {
-		if again.Body != nil {
-			_ = again.Body.Close()
-		}
-		return res, nil
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
-	_ = res.Body.Close()
-	res, err = t.send(again, fresh)
-	if err == nil && res.StatusCode == http.StatusUnauthorized {
-		t.e.drop(inbound, t.resource, fresh)
-	}
-	return res, err
-}
-
-func (t *exchangeTransport) send(req *http.Request, tok *ExchangedToken) (*http.Response, error) {
-	out := req.Clone(req.Context())
-	out.Header.Set("Authorization", "Bearer "+tok.AccessToken)
-	return t.base.RoundTrip(out)
+	// A 401 from the resource drops the exchanged token from the cache and
+	// the request is sent once more with a token exchanged anew.
+	return bearerretry.RoundTrip(t.base, req, tok, bearerretry.Tokens[*ExchangedToken]{
+		Get: func(ctx context.Context) (*ExchangedToken, error) {
+			return t.e.exchangeCanonical(ctx, inbound, t.resource)
+		},
+		Drop:  func(tok *ExchangedToken) { t.e.drop(inbound, t.resource, tok) },
+		Value: func(tok *ExchangedToken) string { return tok.AccessToken },
+	})
 }
 
 func carriesToken(req *http.Request, tok string) bool {

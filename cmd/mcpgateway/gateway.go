@@ -20,6 +20,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/mcpauth/mcpauth/dpop"
+	"github.com/mcpauth/mcpauth/internal/bearerretry"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/rsmiddleware"
 )
@@ -445,12 +446,6 @@ func (t *ccTransport) drop(tok *oauth2.Token) {
 	t.mu.Unlock()
 }
 
-func (t *ccTransport) send(req *http.Request, tok *oauth2.Token) (*http.Response, error) {
-	out := req.Clone(req.Context())
-	out.Header.Set("Authorization", "Bearer "+tok.AccessToken)
-	return t.base.RoundTrip(out)
-}
-
 func (t *ccTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	tok, err := t.token(req.Context())
 	if err != nil {
@@ -459,40 +454,11 @@ func (t *ccTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	// A body sent once can be sent again only through GetBody; fetch that
-	// before the first send reads it.
-	replay := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-	res, err := t.send(req, tok)
-	if err != nil || res.StatusCode != http.StatusUnauthorized {
-		return res, err
-	}
-	t.drop(tok)
-	if !replay {
-		return res, nil
-	}
-	again := req
-	if req.GetBody != nil {
-		body, err := req.GetBody()
-		if err != nil {
-			return res, nil
-		}
-		again = req.Clone(req.Context())
-		again.Body = body
-	}
-	tok, err = t.token(req.Context())
-	if err != nil {
-		if again.Body != nil {
-			_ = again.Body.Close()
-		}
-		return res, nil
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
-	_ = res.Body.Close()
-	res, err = t.send(again, tok)
-	if err == nil && res.StatusCode == http.StatusUnauthorized {
-		t.drop(tok)
-	}
-	return res, err
+	return bearerretry.RoundTrip(t.base, req, tok, bearerretry.Tokens[*oauth2.Token]{
+		Get:   t.token,
+		Drop:  t.drop,
+		Value: func(tok *oauth2.Token) string { return tok.AccessToken },
+	})
 }
 
 // bodyDeadline bounds the time r's body takes to arrive (the server has no
