@@ -22,46 +22,58 @@ const SessionHeader = "Mcp-Session-Id"
 // practices, state handle hijacking).
 func StateKey(p *Principal, handle string) string { return p.Subject + ":" + handle }
 
-// statelessWriter drops an Mcp-Session-Id the handler sets: a stateless
-// exchange never mints one.
-type statelessWriter struct {
+// sessionHeaderWriter lets final rewrite the Mcp-Session-Id of the
+// handler's final answer, once, just before that answer's header goes out:
+// at its first WriteHeader of a final code, Write or Flush, or after the
+// handler if it wrote nothing (net/http then sends 200 with the header).
+// An interim answer (1xx) goes out without the field, which the final
+// answer may still carry.
+type sessionHeaderWriter struct {
 	http.ResponseWriter
-	wrote bool
+	final  func(http.Header)
+	done   bool
+	status int // of the final answer; 0 until it is written
 }
 
-func (sw *statelessWriter) strip() {
-	if !sw.wrote {
-		sw.wrote = true
-		sw.Header().Del(SessionHeader)
-	}
-}
-
-func (sw *statelessWriter) WriteHeader(code int) {
-	if interim(code) && !sw.wrote {
-		// The final answer is still to come, and stripped then.
-		sw.Header().Del(SessionHeader)
-		sw.ResponseWriter.WriteHeader(code)
+func (sw *sessionHeaderWriter) finish(code int) {
+	if sw.done {
 		return
 	}
-	sw.strip()
+	sw.done = true
+	sw.status = code
+	sw.final(sw.Header())
+}
+
+func (sw *sessionHeaderWriter) WriteHeader(code int) {
+	if interim(code) && !sw.done {
+		h := sw.Header()
+		ids, ok := h[SessionHeader]
+		delete(h, SessionHeader)
+		sw.ResponseWriter.WriteHeader(code)
+		if ok {
+			h[SessionHeader] = ids
+		}
+		return
+	}
+	sw.finish(code)
 	sw.ResponseWriter.WriteHeader(code)
 }
 
-func (sw *statelessWriter) Write(p []byte) (int, error) {
-	sw.strip()
+func (sw *sessionHeaderWriter) Write(p []byte) (int, error) {
+	sw.finish(http.StatusOK)
 	return sw.ResponseWriter.Write(p)
 }
 
 // Flush supports streaming (SSE) responses.
-func (sw *statelessWriter) Flush() {
-	sw.strip()
+func (sw *sessionHeaderWriter) Flush() {
+	sw.finish(http.StatusOK)
 	if f, ok := sw.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
-func (sw *statelessWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
+func (sw *sessionHeaderWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
 
 // SessionBinding binds MCP sessions to the principal (subject and client ID)
 // whose request created them, so a session ID presented with another
@@ -181,10 +193,11 @@ func (b *SessionBinding) Wrap(next http.Handler) http.Handler {
 			// honoured nor minted, and every request stands on its own
 			// token. State the server hands out is bound to the token's
 			// subject instead (StateKey).
+			// A stateless exchange never mints one either.
 			r.Header.Del(SessionHeader)
-			sw := &statelessWriter{ResponseWriter: w}
+			sw := &sessionHeaderWriter{ResponseWriter: w, final: func(h http.Header) { h.Del(SessionHeader) }}
 			next.ServeHTTP(sw, r)
-			sw.strip() // a handler that wrote nothing gets net/http's 200
+			sw.finish(http.StatusOK)
 			return
 		}
 		if len(r.Header.Values(SessionHeader)) > 1 {
@@ -207,22 +220,18 @@ func (b *SessionBinding) Wrap(next http.Handler) http.Handler {
 				}
 				r.Header.Set(SessionHeader, raw)
 			}
-			sw := &signingWriter{ResponseWriter: w, s: signer, owner: me}
+			sw := &sessionHeaderWriter{ResponseWriter: w, final: func(h http.Header) { signer.signHeader(h, me) }}
 			next.ServeHTTP(sw, r)
-			sw.sign() // a handler that wrote nothing gets net/http's 200
+			sw.finish(http.StatusOK)
 			return
 		}
 		if id != "" && !b.check(id, me) {
 			http.Error(w, "session not found", http.StatusNotFound)
 			return
 		}
-		sw := &sessionWriter{ResponseWriter: w, b: b, owner: me}
+		sw := &sessionHeaderWriter{ResponseWriter: w, final: func(h http.Header) { b.bindHeader(h, me) }}
 		next.ServeHTTP(sw, r)
-		if !sw.wroteHeader {
-			// The handler wrote nothing: net/http sends 200 with its header.
-			sw.capture()
-			sw.status = http.StatusOK
-		}
+		sw.finish(http.StatusOK)
 		// A session is forgotten once the handler has ended it (2xx) or
 		// does not know it (404). A server may refuse the DELETE (MCP
 		// Streamable HTTP: 405 when clients may not end sessions), and the
@@ -395,121 +404,31 @@ func (b *SessionBinding) bind(id, owner string) {
 	b.owner[id] = b.lru.PushFront(&sessionEntry{id: id, owner: owner, lastUsed: now})
 }
 
-// signingWriter replaces the session ID the handler hands out by its
-// signed form. An ID that cannot be signed (not visible ASCII) is dropped:
-// no client could present it.
-type signingWriter struct {
-	http.ResponseWriter
-	s           *sessionSigner
-	owner       string
-	wroteHeader bool
-}
-
-func (sw *signingWriter) sign() {
-	if sw.wroteHeader {
-		return
-	}
-	sw.wroteHeader = true
-	h := sw.Header()
+// signHeader replaces the session ID the handler hands out by its signed
+// form. An ID that cannot be signed (not visible ASCII) is dropped: no
+// client could present it.
+func (s *sessionSigner) signHeader(h http.Header, owner string) {
 	if len(h.Values(SessionHeader)) == 0 {
 		return
 	}
-	if s, ok := sw.s.sign(h.Get(SessionHeader), sw.owner); ok {
-		h.Set(SessionHeader, s)
+	if signed, ok := s.sign(h.Get(SessionHeader), owner); ok {
+		h.Set(SessionHeader, signed)
 	} else {
 		h.Del(SessionHeader)
 	}
 }
 
-func (sw *signingWriter) WriteHeader(code int) {
-	if interim(code) && !sw.wroteHeader {
-		// An interim answer goes out without the session ID, which is
-		// signed in the final answer after it.
-		h := sw.Header()
-		ids, ok := h[SessionHeader]
-		delete(h, SessionHeader)
-		sw.ResponseWriter.WriteHeader(code)
-		if ok {
-			h[SessionHeader] = ids
-		}
-		return
-	}
-	sw.sign()
-	sw.ResponseWriter.WriteHeader(code)
-}
-
-func (sw *signingWriter) Write(p []byte) (int, error) {
-	sw.sign()
-	return sw.ResponseWriter.Write(p)
-}
-
-// Flush supports streaming (SSE) responses.
-func (sw *signingWriter) Flush() {
-	sw.sign()
-	if f, ok := sw.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (sw *signingWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
-
-// sessionWriter records the session ID the handler hands out.
-type sessionWriter struct {
-	http.ResponseWriter
-	b           *SessionBinding
-	owner       string
-	wroteHeader bool
-	status      int // of the answer; 0 until written
-}
-
-func (sw *sessionWriter) capture() {
-	if sw.wroteHeader {
-		return
-	}
-	sw.wroteHeader = true
-	h := sw.Header()
+// bindHeader binds the session ID the handler hands out to owner. One ID
+// goes out, the one bound: a client keeping another field's would hold an
+// ID bound to no one.
+func (b *SessionBinding) bindHeader(h http.Header, owner string) {
 	if len(h.Values(SessionHeader)) == 0 {
 		return
 	}
-	// One ID goes out, the one bound: a client keeping another field's
-	// would hold an ID bound to no one.
 	if id := h.Get(SessionHeader); id != "" {
 		h.Set(SessionHeader, id)
-		sw.b.bind(id, sw.owner) // new session, or refresh lastUsed of ours
+		b.bind(id, owner) // new session, or refresh lastUsed of ours
 	} else {
 		h.Del(SessionHeader)
 	}
 }
-
-func (sw *sessionWriter) WriteHeader(code int) {
-	if interim(code) && !sw.wroteHeader {
-		// The session ID is bound from the final answer after it.
-		sw.ResponseWriter.WriteHeader(code)
-		return
-	}
-	sw.capture()
-	if sw.status == 0 {
-		sw.status = code
-	}
-	sw.ResponseWriter.WriteHeader(code)
-}
-
-func (sw *sessionWriter) Write(p []byte) (int, error) {
-	sw.capture()
-	if sw.status == 0 {
-		sw.status = http.StatusOK
-	}
-	return sw.ResponseWriter.Write(p)
-}
-
-// Flush supports streaming (SSE) responses.
-func (sw *sessionWriter) Flush() {
-	sw.capture()
-	if f, ok := sw.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (sw *sessionWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
