@@ -80,7 +80,8 @@ func TestExampleClient(t *testing.T) {
 	}
 }
 
-// TestExampleClientThroughTheGateway runs the README's whole chain on one
+// TestExampleClientThroughTheGateway runs the whole chain of the README's
+// ten-minute tour (step 2, the gateway in front of a TypeScript server) on one
 // machine: the AS of deploy/authserver.yaml, the TypeScript SDK server of
 // the tests answering in event streams (its defaults), cmd/mcpgateway with
 // deploy/mcpgateway.yaml (upstream_auth included) in front of it, and the

@@ -124,7 +124,8 @@ func poll(t *testing.T, within time.Duration, what string, cond func() bool) {
 }
 
 // keyReload bounds how long an instance takes to see a key written by
-// another process (the README: every 15 seconds), with room for a slow CI.
+// another process (signing.key_reload in docs/CONFIGURATION.md: every 15
+// seconds), with room for a slow CI.
 const keyReload = 45 * time.Second
 
 func TestInstancesOnOnePostgresAreOneAuthorizationServer(t *testing.T) {

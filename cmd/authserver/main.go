@@ -28,7 +28,7 @@
 //	version        print the version
 //
 // The configuration file comes from --config or AUTHSERVER_CONFIG; without
-// one the server runs on development defaults (see the README), on a
+// one the server runs on development defaults (docs/CONFIGURATION.md), on a
 // loopback listen address only unless AUTHSERVER_DEV=1.
 // AUTHSERVER_ISSUER, AUTHSERVER_LISTEN, AUTHSERVER_STORAGE and
 // AUTHSERVER_SECRET override the keys of the same name; each of them, like

@@ -21,7 +21,7 @@ import (
 )
 
 // Config is the gateway's configuration file. The keys are public interface;
-// README.md documents each.
+// docs/GATEWAY.md documents each.
 type Config struct {
 	Listen   string `yaml:"listen"`
 	Resource string `yaml:"resource"`

@@ -17,7 +17,8 @@ func env(m map[string]string) Lookup {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
-// The configuration of the README, key for key.
+// The configuration of docs/GATEWAY.md, key for key
+// (TestTheDocumentedConfigurationIsTheTestedOne holds them together).
 const readmeConfig = `
 listen: 127.0.0.1:8090
 resource: https://mcp.acme.example/mcp     # this gateway's canonical URI: the tokens' aud

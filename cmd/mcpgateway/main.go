@@ -14,7 +14,7 @@
 //
 //	mcpgateway --config FILE [--check]
 //
-// The configuration keys are documented in README.md.
+// The configuration keys are documented in docs/GATEWAY.md.
 package main
 
 import (

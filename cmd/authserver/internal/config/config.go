@@ -35,7 +35,7 @@ import (
 )
 
 // Config is the whole configuration file. Field tags are the public YAML
-// keys; see the README's configuration reference.
+// keys; docs/CONFIGURATION.md is their reference.
 type Config struct {
 	// Issuer is the AS's issuer identifier (RFC 8414 §2): an absolute http(s)
 	// URL without query, fragment or trailing slash.
