@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/mcpauth/mcpauth/examples/stack/launch"
 )
@@ -113,4 +116,122 @@ func TestTheReadmeCommandsAreTheTestedOnes(t *testing.T) {
 			t.Errorf(".ci/run runs %q, the README %q: want one and the same test command", tests, readmeTests)
 		}
 	})
+}
+
+// headingAnchor is the fragment GitHub gives a Markdown heading: lower case,
+// every character but letters, digits, spaces, hyphens and underscores
+// removed, spaces made hyphens.
+func headingAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+var (
+	markdownHeading = regexp.MustCompile(`^#{1,6} (.*)`)
+	markdownTarget  = regexp.MustCompile(`\]\(([^)\s]*)\)`)
+	codeSpan        = regexp.MustCompile("`[^`]*`")
+)
+
+// markdownFile is what links need of a Markdown file: its headings'
+// anchors, and its links' targets with their line numbers, both outside
+// code blocks.
+type markdownFile struct {
+	anchors map[string]bool
+	targets []string
+	lines   []int
+}
+
+func readMarkdown(t *testing.T, name string) *markdownFile {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &markdownFile{anchors: map[string]bool{}}
+	seen := map[string]int{}
+	code := false
+	for i, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "```") {
+			code = !code
+		}
+		if code {
+			continue
+		}
+		if h := markdownHeading.FindStringSubmatch(l); h != nil {
+			a := headingAnchor(h[1])
+			if n := seen[a]; n > 0 {
+				m.anchors[a+"-"+strconv.Itoa(n)] = true
+			} else {
+				m.anchors[a] = true
+			}
+			seen[a]++
+		}
+		for _, t := range markdownTarget.FindAllStringSubmatch(codeSpan.ReplaceAllString(l, ""), -1) {
+			m.targets, m.lines = append(m.targets, t[1]), append(m.lines, i+1)
+		}
+	}
+	return m
+}
+
+// TestDocumentationLinksResolve follows every relative link of the
+// repository's Markdown files (the README's links to the chapters in docs/
+// among them): the file it names exists and, for a Markdown file, so does
+// the heading its fragment names.
+func TestDocumentationLinksResolve(t *testing.T) {
+	var names []string
+	err := filepath.WalkDir(moduleRoot, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == ".git") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".md") {
+			names = append(names, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]*markdownFile{}
+	read := func(name string) *markdownFile {
+		if files[name] == nil {
+			files[name] = readMarkdown(t, name)
+		}
+		return files[name]
+	}
+	var links int
+	for _, name := range names {
+		m := read(name)
+		for i, target := range m.targets {
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			links++
+			path, fragment, _ := strings.Cut(target, "#")
+			dest := name
+			if path != "" {
+				dest = filepath.Join(filepath.Dir(name), path)
+				if _, err := os.Stat(dest); err != nil {
+					t.Errorf("%s:%d: %s: %v", name, m.lines[i], target, err)
+					continue
+				}
+			}
+			if fragment != "" && strings.HasSuffix(dest, ".md") && !read(dest).anchors[fragment] {
+				t.Errorf("%s:%d: %s: no heading of %s has the anchor #%s", name, m.lines[i], target, dest, fragment)
+			}
+		}
+	}
+	if !slices.Contains(names, filepath.Join(moduleRoot, "README.md")) || links == 0 {
+		t.Fatalf("read %d Markdown files with %d relative links: the walk missed the README", len(names), links)
+	}
 }
