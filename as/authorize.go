@@ -2,26 +2,31 @@ package as
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ory/fosite"
 
+	"github.com/mcpauth/mcpauth/as/authflow"
 	"github.com/mcpauth/mcpauth/as/loginui"
+	"github.com/mcpauth/mcpauth/storage"
 )
 
 // singleAuthorizeParams may appear at most once (RFC 6749 §3.1).
 var singleAuthorizeParams = []string{"response_type", "scope", "state", "code_challenge", "code_challenge_method",
-	"prompt", "response_mode", "nonce", "dpop_jkt"}
+	"prompt", "response_mode", "nonce", "dpop_jkt", "max_age"}
 
 // serveAuthorize is the authorization endpoint (RFC 6749 §4.1.1, RFC 7636,
-// RFC 8707, RFC 9207). It validates the request, hands the person-facing part
-// to loginui, and redirects with a code, or with an error, always with iss.
-// An unknown client or a redirect URI that does not match gets an HTML error
-// page and is never redirected (RFC 6749 §4.1.2.1).
+// RFC 8707, RFC 9207). It validates the request once into a transaction
+// (authflow) and runs the step authflow.Next decides; the pages' steps
+// return to serveContinue. An unknown client or a redirect URI that does
+// not match gets an HTML error page and is never redirected (RFC 6749
+// §4.1.2.1).
 func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
@@ -36,221 +41,370 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, http.StatusBadRequest, "Bad request", "The request could not be read.")
 		return
 	}
-	// The OAuth parameters come from the query; the login and consent forms
-	// post back to the same URL with their own fields in the body. A POSTed
-	// authorization request without a query uses the body.
+	// The parameters come from the query, or from the body of a request
+	// POSTed without one (RFC 6749 §3.1).
 	q := r.URL.Query()
 	if r.Method == http.MethodPost && q.Get("client_id") == "" {
 		q = cloneValues(r.PostForm)
 	}
-	ctx := r.Context()
-	if len(q["client_id"]) != 1 || len(q["redirect_uri"]) > 1 {
-		s.errorPage(w, http.StatusBadRequest, "Invalid request", "The request must name exactly one client_id and at most one redirect_uri.")
+	t, aerr := s.validateAuthorization(r, q)
+	if aerr != nil {
+		s.answerError(w, r, aerr)
 		return
+	}
+	s.proceed(w, r, t)
+}
+
+// serveContinue is where every step of a transaction returns to it
+// (loginui.ContinuePath): a GET with the sealed transaction, whose step is
+// spent here before the next is decided. Any other method, HEAD included,
+// is 405 before the transaction is read, so a link preview cannot spend it.
+func (s *Server) serveContinue(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	if r.Method != http.MethodGet {
+		h.Set("Allow", http.MethodGet)
+		s.errorPage(w, http.StatusMethodNotAllowed, "Method not allowed", "")
+		return
+	}
+	if s.ui == nil {
+		s.errorPage(w, http.StatusNotFound, "Not found", "There is no such page.")
+		return
+	}
+	sess := s.ui.Session(w, r)
+	t, err := (*authflow.Transaction)(nil), authflow.ErrInvalid
+	if vs := r.URL.Query()["txn"]; len(vs) == 1 {
+		t, err = s.flow.Open(r.Context(), vs[0], sess.ID)
+	}
+	switch {
+	case err == nil:
+		s.proceed(w, r, t)
+	case errors.Is(err, authflow.ErrUsed), errors.Is(err, authflow.ErrExpired), errors.Is(err, authflow.ErrInvalid), errors.Is(err, authflow.ErrOtherSession):
+		s.errorPage(w, http.StatusBadRequest, "Sign-in expired", "This step of the sign-in has expired, was already used, or was started in another browser. Please start again from the application.")
+	default:
+		s.log.error(r.Context(), "using an authorization transaction", "err", err)
+		s.errorPage(w, http.StatusServiceUnavailable, "Temporarily unavailable", "Please try again in a moment.")
+	}
+}
+
+// authzError is how the authorization endpoint answers a request it
+// refuses: with err nil, a page of ours (never a redirect); otherwise the
+// OAuth error err for the client at redirectURI, redirected when toClient,
+// else first shown on our page with a link back (RFC 9700 §4.11.2: a
+// registered redirect URI alone does not make the server safe to bounce
+// through).
+type authzError struct {
+	status             int
+	title, detail      string
+	redirectURI, state string
+	toClient           bool
+	err                error
+}
+
+func (s *Server) answerError(w http.ResponseWriter, r *http.Request, e *authzError) {
+	if e.err == nil {
+		s.errorPage(w, e.status, e.title, e.detail)
+		return
+	}
+	oe := s.toOAuthError(r.Context(), e.err)
+	if !e.toClient {
+		s.clientErrorPage(w, e.redirectURI, e.state, oe.Code, oe.Description)
+		return
+	}
+	s.redirectError(w, r, e.redirectURI, e.state, oe.Code, oe.Description)
+}
+
+// validateAuthorization checks an authorization request, once: the client
+// and its redirect URI, then (errors now going back to the client) the
+// parameters, PKCE (RFC 7636 §4.3, S256 only), the resource (RFC 8707),
+// the scopes, prompt and max_age (OpenID Connect Core §3.1.2.1), and
+// fosite's own checks. It returns the transaction that records the result.
+func (s *Server) validateAuthorization(r *http.Request, q url.Values) (*authflow.Transaction, *authzError) {
+	ctx := r.Context()
+	page := func(status int, title, detail string) *authzError {
+		return &authzError{status: status, title: title, detail: detail}
+	}
+	if len(q["client_id"]) != 1 || len(q["redirect_uri"]) > 1 {
+		return nil, page(http.StatusBadRequest, "Invalid request", "The request must name exactly one client_id and at most one redirect_uri.")
 	}
 	c, err := s.clients.get(ctx, q.Get("client_id"))
 	if err != nil {
 		if isUnavailable(err) {
 			s.log.error(ctx, "client lookup", "err", err)
-			s.errorPage(w, http.StatusServiceUnavailable, "Temporarily unavailable", "Please try again in a moment.")
-			return
+			return nil, page(http.StatusServiceUnavailable, "Temporarily unavailable", "Please try again in a moment.")
 		}
-		s.errorPage(w, http.StatusBadRequest, "Unknown client", "The application that sent you here is not registered with this server.")
-		return
+		return nil, page(http.StatusBadRequest, "Unknown client", "The application that sent you here is not registered with this server.")
 	}
 	redirectURI := q.Get("redirect_uri")
 	if redirectURI == "" {
 		if len(c.redirectURIs) != 1 {
-			s.errorPage(w, http.StatusBadRequest, "Invalid request", "The request has no redirect_uri.")
-			return
+			return nil, page(http.StatusBadRequest, "Invalid request", "The request has no redirect_uri.")
 		}
 		redirectURI = c.redirectURIs[0]
 	} else if !matchRedirectURI(c.redirectURIs, redirectURI) {
-		s.errorPage(w, http.StatusBadRequest, "Invalid redirect URI", "The redirect URI does not match any registered for this application.")
-		return
-	} else if !slices.Contains(c.redirectURIs, redirectURI) {
-		// A loopback URI on another port: fosite, which checks the redirect
-		// URI again, sees the client with this one added.
-		ctx = withLoopbackRedirect(ctx, redirectURI)
+		return nil, page(http.StatusBadRequest, "Invalid redirect URI", "The redirect URI does not match any registered for this application.")
 	}
 	if !c.GetGrantTypes().Has("authorization_code") {
-		s.errorPage(w, http.StatusBadRequest, "Unauthorized client", "This application may not use the authorization code flow.")
-		return
+		return nil, page(http.StatusBadRequest, "Unauthorized client", "This application may not use the authorization code flow.")
 	}
-	// From here on errors go back to the client, with state and iss: by a
-	// redirect for clients the operator configured, or once the person has
-	// answered one of our pages; otherwise on our own page with a link
-	// back (RFC 9700 §4.11.2: a registered redirect URI alone does not make
-	// the server safe to bounce through).
 	state := q.Get("state")
-	interacted := false
-	fail := func(err error) {
-		e := s.toOAuthError(ctx, err)
-		if c.source != "config" && !interacted {
-			s.clientErrorPage(w, redirectURI, state, e.Code, e.Description)
-			return
-		}
-		s.redirectError(w, r, redirectURI, state, e.Code, e.Description)
+	fail := func(err error) *authzError {
+		return &authzError{redirectURI: redirectURI, state: state, toClient: c.source == "config", err: err}
 	}
+	req, err := s.checkParams(c, redirectURI, q)
+	if err != nil {
+		return nil, fail(err)
+	}
+	if s.ui == nil {
+		return nil, page(http.StatusServiceUnavailable, "Login unavailable", "This server has no login pages configured.")
+	}
+	if err := s.fositeChecks(r, q, req); err != nil {
+		if errors.Is(err, errRedirectInvalid) {
+			return nil, page(http.StatusBadRequest, "Invalid request", "The authorization request is not valid.")
+		}
+		return nil, fail(err)
+	}
+	d := authflow.Display{ClientName: c.name, RedirectHost: hostOf(redirectURI), LoopbackOnly: allLoopback(c.redirectURIs), ResourceName: s.resourceName(req.Resource)}
+	if c.source == "cimd" || strings.HasPrefix(c.id, "https://") {
+		d.CIMDHost = hostOf(c.id)
+	}
+	return s.flow.New(*req, d), nil
+}
+
+// checkParams checks the parameters of a request from client c, whose
+// redirect URI is known good, and returns them as an authflow.Request.
+func (s *Server) checkParams(c *client, redirectURI string, q url.Values) (*authflow.Request, error) {
 	for _, p := range singleAuthorizeParams {
 		if len(q[p]) > 1 {
-			fail(fosite.ErrInvalidRequest.WithHintf("The parameter %q is repeated.", p))
-			return
+			return nil, fosite.ErrInvalidRequest.WithHintf("The parameter %q is repeated.", p)
 		}
 	}
-	if q.Get("response_type") != "code" {
-		fail(fosite.ErrUnsupportedResponseType.WithHint("Only response_type=code is supported."))
-		return
-	}
-	if rm := q.Get("response_mode"); rm != "" && rm != "query" {
-		fail(fosite.ErrUnsupportedResponseMode.WithHint("Only response_mode=query is supported."))
-		return
-	}
-	if q.Get("request") != "" || q.Get("request_uri") != "" {
-		fail(fosite.ErrRequestNotSupported)
-		return
+	switch {
+	case q.Get("response_type") != "code":
+		return nil, fosite.ErrUnsupportedResponseType.WithHint("Only response_type=code is supported.")
+	case q.Get("response_mode") != "" && q.Get("response_mode") != "query":
+		return nil, fosite.ErrUnsupportedResponseMode.WithHint("Only response_mode=query is supported.")
+	case q.Get("request") != "" || q.Get("request_uri") != "":
+		return nil, fosite.ErrRequestNotSupported
+	case len(q.Get("state")) > maxState:
+		return nil, fosite.ErrInvalidRequest.WithHintf("The state parameter is longer than %d bytes.", maxState)
 	}
 	if err := checkPKCE(q.Get("code_challenge"), q.Get("code_challenge_method")); err != nil {
-		fail(err)
-		return
+		return nil, err
 	}
 	if jkt := q.Get("dpop_jkt"); jkt != "" && !validJKT(jkt) {
-		fail(fosite.ErrInvalidRequest.WithHint("The dpop_jkt parameter is not a SHA-256 JWK thumbprint."))
-		return
+		return nil, fosite.ErrInvalidRequest.WithHint("The dpop_jkt parameter is not a SHA-256 JWK thumbprint.")
 	}
 	res, err := s.pickResource(c, q["resource"])
 	if err != nil {
-		fail(err)
-		return
+		return nil, err
 	}
-	scopes, err := grantScopes(c, res, fosite.RemoveEmpty(splitSpace(q.Get("scope"))))
+	named := fosite.RemoveEmpty(splitSpace(q.Get("scope")))
+	scopes, err := grantScopes(c, res, named)
 	if err != nil {
-		fail(err)
-		return
+		return nil, err
 	}
 	prompts := splitSpace(q.Get("prompt"))
 	if slices.Contains(prompts, "none") {
-		fail(&fosite.RFC6749Error{ErrorField: "login_required", DescriptionField: "This server always asks the person; prompt=none is not supported.", CodeField: http.StatusBadRequest})
-		return
+		return nil, &fosite.RFC6749Error{ErrorField: "login_required", DescriptionField: "This server always asks the person; prompt=none is not supported.", CodeField: http.StatusBadRequest}
 	}
-	if s.ui == nil {
-		s.errorPage(w, http.StatusServiceUnavailable, "Login unavailable", "This server has no login pages configured.")
-		return
+	maxAge := int64(-1)
+	if v, ok := q["max_age"]; ok {
+		if maxAge, err = strconv.ParseInt(v[0], 10, 64); err != nil || maxAge < 0 || strings.HasPrefix(v[0], "+") {
+			return nil, fosite.ErrInvalidRequest.WithHint("max_age must be a number of seconds.")
+		}
 	}
+	return &authflow.Request{
+		ClientID:        c.id,
+		RedirectURI:     redirectURI,
+		RedirectURISent: q.Get("redirect_uri") != "",
+		State:           q.Get("state"),
+		CodeChallenge:   q.Get("code_challenge"),
+		Resource:        res.URI,
+		ResourceParams:  q["resource"],
+		Scopes:          scopes,
+		ScopesNamed:     len(named) > 0,
+		DPoPJKT:         q.Get("dpop_jkt"),
+		ForceLogin:      slices.Contains(prompts, "login"),
+		ForceConsent:    slices.Contains(prompts, "consent"),
+		MaxAge:          maxAge,
+		// RFC 8252 §8.6: a public client on loopback or a private-use
+		// scheme cannot prove which program it is; a remembered consent
+		// still takes one click.
+		ConfirmRemembered:  c.public && localRedirect(redirectURI),
+		ClientRedirectURIs: slices.Clone(c.redirectURIs),
+		ErrorsToClient:     c.source == "config",
+	}, nil
+}
 
-	// Hand fosite a request already within policy: narrowed scopes, the
-	// chosen redirect URI as sent, no audience of the client's choosing.
+// resourceName is the display name of the configured resource uri.
+func (s *Server) resourceName(uri string) string {
+	for i := range s.resources {
+		if s.resources[i].URI == uri {
+			return s.resources[i].Name
+		}
+	}
+	return ""
+}
+
+// maxState bounds the client's state, which the transaction carries
+// through every page.
+const maxState = 4096
+
+// errRedirectInvalid: fosite found the redirect URI unusable; the answer
+// is our page, never a redirect.
+var errRedirectInvalid = errors.New("as: redirect URI not valid for fosite")
+
+// fositeChecks runs fosite's own parsing of the request once, handing it
+// a request already within policy: narrowed scopes, the chosen redirect
+// URI as sent, no audience of the client's choosing.
+func (s *Server) fositeChecks(r *http.Request, q url.Values, req *authflow.Request) error {
+	s.authorizeParses.Add(1)
 	fq := cloneValues(q)
-	fq.Set("scope", strings.Join(scopes, " "))
+	fq.Set("scope", strings.Join(req.Scopes, " "))
 	fq.Del("audience")
 	// fosite refuses a state shorter than its minimum entropy (at least 8
 	// whatever it is configured to), an absent one included. state belongs
 	// to the client and is optional with PKCE (OAuth 2.1 §4.1.1, §7.12): the
-	// check is handed a placeholder and the client's own value, absent or of
-	// any length, is put back on the request it returns (restoreState).
+	// check is handed a placeholder.
 	fq.Set("state", statePlaceholder)
+	ctx := requestState(r.Context(), req.RedirectURI)
 	fr := r.Clone(ctx)
 	fr.Form = fq
 	fr.PostForm = url.Values{}
 	fr.Body = http.NoBody
 	ar, err := s.provider.NewAuthorizeRequest(ctx, fr)
-	restoreState(ar, state)
+	if err != nil && (ar == nil || !ar.IsRedirectURIValid()) {
+		return errRedirectInvalid
+	}
 	if err != nil {
-		if ar == nil || !ar.IsRedirectURIValid() {
-			s.errorPage(w, http.StatusBadRequest, "Invalid request", "The authorization request is not valid.")
-			return
-		}
-		fail(err)
-		return
+		return err
 	}
+	return nil
+}
 
-	prompt := loginui.Prompt{
-		ClientID:     c.id,
-		ClientName:   c.name,
-		RedirectURI:  redirectURI,
-		RedirectHost: hostOf(redirectURI),
-		LoopbackOnly: allLoopback(c.redirectURIs),
-		Resource:     res.URI,
-		ResourceName: res.Name,
-		Scopes:       scopes,
-		ScopesNamed:  len(fosite.RemoveEmpty(splitSpace(q.Get("scope")))) > 0,
-		ForceLogin:   slices.Contains(prompts, "login"),
-		ForceConsent: slices.Contains(prompts, "consent"),
-		RedirectURIs: slices.Clone(c.redirectURIs),
-		// RFC 8252 §8.6: a public client on loopback or a private-use
-		// scheme cannot prove which program it is; a remembered consent
-		// still takes one click.
-		ConfirmRemembered: c.public && localRedirect(redirectURI),
-	}
-	if c.source == "cimd" || strings.HasPrefix(c.id, "https://") {
-		prompt.CIMDHost = hostOf(c.id)
-	}
-	result, ok := s.ui.Authorize(w, r, prompt)
-	if !ok {
+// proceed runs the step authflow.Next decides for transaction t, bound to
+// this browser's session.
+func (s *Server) proceed(w http.ResponseWriter, r *http.Request, t *authflow.Transaction) {
+	ctx := r.Context()
+	sess := s.ui.Session(w, r)
+	t.Session = sess.ID
+	in, err := s.flowInput(ctx, t, sess)
+	if err != nil {
+		s.log.error(ctx, "reading the person's consent and record", "err", err)
+		s.errorPage(w, http.StatusServiceUnavailable, "Temporarily unavailable", "The service cannot complete this step right now. Please try again in a moment.")
 		return
 	}
-	interacted = result.Interacted
-	if result.Denied && len(result.NotPermitted) > 0 {
+	d := authflow.Next(in)
+	req := &t.Request
+	switch d.Step {
+	case authflow.SignIn, authflow.SignInAt:
+		s.ui.SignIn(w, r, t, d)
+	case authflow.Consent, authflow.Confirm:
+		s.ui.Ask(w, r, t, d)
+	case authflow.NotPermitted:
 		// Beyond what the person's organisation allows (claim_scopes): a
 		// page that says so, with the access_denied answer as the way back,
 		// rather than a narrowed grant the client would ask past again.
-		loc, err := s.errorResponseURL(redirectURI, state, "access_denied", "The person's organisation does not permit the requested scope.")
+		s.log.audit(ctx, "consent.not_permitted", "sub", sess.Subject, "client_id", req.ClientID, "resource", req.Resource, "scope", strings.Join(d.NotPermitted, " "))
+		loc, err := s.errorResponseURL(req.RedirectURI, req.State, "access_denied", "The person's organisation does not permit the requested scope.")
 		if err != nil {
 			s.errorPage(w, http.StatusBadRequest, "Invalid redirect URI", "The redirect URI cannot be used.")
 			return
 		}
-		s.ui.NotPermittedPage(w, result.NotPermitted, loc)
+		s.ui.NotPermittedPage(w, d.NotPermitted, loc)
+	case authflow.Deny:
+		s.redirectError(w, r, req.RedirectURI, req.State, "access_denied", "The person denied the request.")
+	case authflow.Issue:
+		s.issueCode(w, r, t, sess.Subject, d.Scopes)
+	}
+}
+
+// flowInput gathers what authflow.Next decides on: whether the session's
+// person is active, their scope cap, and their remembered consent.
+func (s *Server) flowInput(ctx context.Context, t *authflow.Transaction, sess authflow.Session) (authflow.Input, error) {
+	in := authflow.Input{Txn: t, Session: sess, OnlyProvider: s.ui.OnlyProvider(), Now: s.now()}
+	if sess.Subject == "" {
+		return in, nil
+	}
+	var err error
+	if in.Active, err = s.userActive(ctx, sess.Subject); err != nil || !in.Active {
+		return in, err
+	}
+	if in.Cap.Scopes, in.Cap.Capped, err = s.personCap(ctx, sess.Subject, false); err != nil {
+		return in, err
+	}
+	c, err := s.cfg.Store.GetConsent(ctx, sess.Subject, t.Request.ClientID, t.Request.Resource)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+	case err != nil:
+		return in, err
+	default:
+		in.Remembered = authflow.Remembered(c, in.Now, t.Request.ClientRedirectURIs)
+	}
+	return in, nil
+}
+
+// issueCode redirects to the client with a code for subject and scopes
+// (RFC 6749 §4.1.2), bound to the transaction's resource (RFC 8707), PKCE
+// challenge (RFC 7636 §4.4) and DPoP key (RFC 9449 §10), with iss (RFC
+// 9207 §2).
+func (s *Server) issueCode(w http.ResponseWriter, r *http.Request, t *authflow.Transaction, subject string, scopes []string) {
+	req := &t.Request
+	fail := func(err error) {
+		s.answerError(w, r, &authzError{redirectURI: req.RedirectURI, state: req.State, toClient: req.ErrorsToClient || t.Interacted(), err: err})
+	}
+	ctx := requestState(r.Context(), req.RedirectURI)
+	fc, err := s.clients.GetClient(ctx, req.ClientID)
+	if err != nil {
+		fail(err)
 		return
 	}
-	if result.Denied {
-		fail(&fosite.RFC6749Error{ErrorField: "access_denied", DescriptionField: "The person denied the request.", CodeField: http.StatusForbidden})
+	if !matchRedirectURI(fc.GetRedirectURIs(), req.RedirectURI) {
+		// The client's registration changed since the request.
+		s.errorPage(w, http.StatusBadRequest, "Invalid redirect URI", "The redirect URI does not match any registered for this application.")
 		return
 	}
-	sess := newSession(result.Subject)
-	sess.GrantedAt = s.now()
-	// RFC 9449 §10: the code may only be redeemed with a proof of this key.
-	sess.AuthorizeJKT = q.Get("dpop_jkt")
-	ar.SetRequestedAudience(fosite.Arguments{res.URI})
-	ar.GrantAudience(res.URI)
-	for _, sc := range result.Scopes {
-		if slices.Contains(scopes, sc) {
+	ru, err := url.Parse(req.RedirectURI)
+	if err != nil {
+		s.errorPage(w, http.StatusBadRequest, "Invalid redirect URI", "The redirect URI cannot be used.")
+		return
+	}
+	ar := fosite.NewAuthorizeRequest()
+	ar.ResponseTypes = fosite.Arguments{"code"}
+	ar.Client = fc
+	ar.RedirectURI = ru
+	ar.State = req.State
+	ar.Form = req.FositeForm()
+	ar.RequestedScope = fosite.Arguments(slices.Clone(req.Scopes))
+	ar.SetRequestedAudience(fosite.Arguments{req.Resource})
+	ar.GrantAudience(req.Resource)
+	for _, sc := range scopes {
+		if slices.Contains(req.Scopes, sc) {
 			ar.GrantScope(sc)
 		}
 	}
+	sess := newSession(subject)
+	sess.GrantedAt = s.now()
+	// RFC 9449 §10: the code may only be redeemed with a proof of this key.
+	sess.AuthorizeJKT = req.DPoPJKT
 	// What the person granted bounds every refresh of this grant (RFC 6749 §6).
 	sess.Scopes = slices.Clone(ar.GetGrantedScopes())
 	// The PKCE challenge goes into the code's own record (redeem.go).
-	form := ar.GetRequestForm()
-	ctx = withPKCE(ctx, form.Get("code_challenge"), form.Get("code_challenge_method"))
+	reqStateFrom(ctx).pkce = &pkceChallenge{Challenge: req.CodeChallenge, Method: "S256"}
 	resp, err := s.provider.NewAuthorizeResponse(ctx, ar, sess)
 	if err != nil {
 		fail(err)
 		return
 	}
 	resp.AddParameter("iss", s.issuer)
-	writeAuthorizeResponse(w, ar, resp, state)
+	writeAuthorizeResponse(w, ar, resp, req.State)
 }
 
 // statePlaceholder stands in for the client's state during fosite's request
 // parsing; it is longer than any minimum entropy fosite enforces.
 const statePlaceholder = "mcpauth-state-placeholder-0123456789abcdef"
-
-// restoreState puts the client's state (possibly empty) back on the request
-// fosite parsed with statePlaceholder, so that nothing fosite writes or
-// stores carries the placeholder.
-func restoreState(ar fosite.AuthorizeRequester, state string) {
-	if r, ok := ar.(*fosite.AuthorizeRequest); ok && r != nil {
-		r.State = state
-		if r.Form == nil {
-			return
-		}
-		if state == "" {
-			r.Form.Del("state")
-		} else {
-			r.Form.Set("state", state)
-		}
-	}
-}
 
 // writeAuthorizeResponse redirects with the code (RFC 6749 §4.1.2): the
 // response's parameters added to the redirect URI's own query, and state
@@ -338,15 +492,6 @@ func loopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// loopbackRedirectKey carries, for one authorization request, a loopback
-// redirect URI that matchRedirectURI accepted on a port other than the
-// registered one.
-type loopbackRedirectKey struct{}
-
-func withLoopbackRedirect(ctx context.Context, uri string) context.Context {
-	return context.WithValue(ctx, loopbackRedirectKey{}, uri)
 }
 
 // errorResponseURL is the redirect URI with an error response (RFC 6749

@@ -186,8 +186,6 @@ func (m *clientManager) convert(sc *storage.Client) (*client, error) {
 
 var _ fosite.ClientManager = (*clientManager)(nil)
 
-type assertionAlgKey struct{}
-
 // GetClient implements fosite.ClientManager. Unknown clients give
 // fosite.ErrNotFound; an unreachable store gives temporarily_unavailable.
 func (m *clientManager) GetClient(ctx context.Context, id string) (fosite.Client, error) {
@@ -195,12 +193,14 @@ func (m *clientManager) GetClient(ctx context.Context, id string) (fosite.Client
 	if err != nil {
 		return nil, err
 	}
-	if alg, ok := ctx.Value(assertionAlgKey{}).(string); ok {
+	st := reqStateFrom(ctx)
+	if st != nil && st.assertionAlg != "" {
 		cc := *c
-		cc.assertionAlg = alg
+		cc.assertionAlg = st.assertionAlg
 		return &cc, nil
 	}
-	if uri, ok := ctx.Value(loopbackRedirectKey{}).(string); ok && matchRedirectURI(c.redirectURIs, uri) && !slices.Contains(c.redirectURIs, uri) {
+	if st != nil && st.loopbackRedirect != "" && matchRedirectURI(c.redirectURIs, st.loopbackRedirect) && !slices.Contains(c.redirectURIs, st.loopbackRedirect) {
+		uri := st.loopbackRedirect
 		cc := *c
 		cc.redirectURIs = append(slices.Clone(c.redirectURIs), uri)
 		return &cc, nil
@@ -580,8 +580,12 @@ func (m *clientManager) authenticateAssertion(ctx context.Context, r *http.Reque
 	if time.Unix(int64(*cl.Exp), 0).After(m.now().Add(maxAssertionLifetime)) {
 		return nil, fosite.ErrInvalidClient.WithHint("The client assertion lives too long.")
 	}
-	ctx = context.WithValue(ctx, assertionAlgKey{}, h.Alg)
+	// GetClient, called by fosite while it verifies the assertion, shows
+	// the client with this alg; no later lookup in the request does.
+	ctx, st := withReqState(ctx)
+	st.assertionAlg = h.Alg
 	c, err := m.f.DefaultClientAuthenticationStrategy(ctx, r, form)
+	st.assertionAlg = ""
 	if err != nil {
 		return nil, authErr(err)
 	}

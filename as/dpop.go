@@ -41,19 +41,6 @@ func errInvalidDPoPProof(desc string) *fosite.RFC6749Error {
 	return &fosite.RFC6749Error{ErrorField: "invalid_dpop_proof", DescriptionField: desc, CodeField: http.StatusBadRequest}
 }
 
-type dpopKey struct{}
-
-// withDPoPKey records the thumbprint of the request's checked proof.
-func withDPoPKey(ctx context.Context, jkt string) context.Context {
-	return context.WithValue(ctx, dpopKey{}, jkt)
-}
-
-// dpopKeyFrom is the thumbprint of the token request's proof key, or "".
-func dpopKeyFrom(ctx context.Context) string {
-	s, _ := ctx.Value(dpopKey{}).(string)
-	return s
-}
-
 // dpopJTIs adapts the shared one-time-id store (the one client assertion
 // jti values use) to dpop.JTIStore, so a proof is usable once across every
 // instance (RFC 9449 §11.1).

@@ -47,8 +47,6 @@ type redemption struct {
 	personRead    bool
 }
 
-type redemptionKey struct{}
-
 // rememberPerson keeps the record of subject read with a token, for
 // userActive in the same request.
 func rememberPerson(ctx context.Context, subject string, u *storage.User) {
@@ -64,17 +62,6 @@ func rememberedPerson(ctx context.Context, subject string) (*storage.User, bool)
 		return m.person, true
 	}
 	return nil, false
-}
-
-// withRedemption returns ctx carrying an empty redemption memo.
-func withRedemption(ctx context.Context) context.Context {
-	return context.WithValue(ctx, redemptionKey{}, &redemption{})
-}
-
-// redemptionFrom returns the memo of ctx, or nil.
-func redemptionFrom(ctx context.Context) *redemption {
-	m, _ := ctx.Value(redemptionKey{}).(*redemption)
-	return m
 }
 
 // remembered returns the memo's record of the code with signature sig, or
@@ -95,17 +82,4 @@ func remembered(ctx context.Context, sig string) *redemption {
 type pkceChallenge struct {
 	Challenge string `json:"c"`
 	Method    string `json:"m"`
-}
-
-type pkceKey struct{}
-
-// withPKCE returns ctx carrying the validated challenge of an authorization
-// request, for CreateAuthorizeCodeSession to fold into the code record.
-func withPKCE(ctx context.Context, challenge, method string) context.Context {
-	return context.WithValue(ctx, pkceKey{}, &pkceChallenge{Challenge: challenge, Method: method})
-}
-
-func pkceFrom(ctx context.Context) *pkceChallenge {
-	p, _ := ctx.Value(pkceKey{}).(*pkceChallenge)
-	return p
 }

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ory/fosite"
@@ -20,6 +21,7 @@ import (
 	"github.com/ory/fosite/handler/pkce"
 	"github.com/ory/fosite/token/hmac"
 
+	"github.com/mcpauth/mcpauth/as/authflow"
 	"github.com/mcpauth/mcpauth/as/loginui"
 	"github.com/mcpauth/mcpauth/internal/seal"
 	"github.com/mcpauth/mcpauth/internal/secret"
@@ -52,10 +54,15 @@ type Server struct {
 	provider  *fosite.Fosite
 	fcfg      *fositeConfig
 	ui        *loginui.UI
-	log       logger
-	now       func() time.Time
-	metadata  []byte
-	handler   http.Handler
+	// flow opens the authorization transactions the pages seal.
+	flow *authflow.Codec
+	// authorizeParses counts fosite's parses of authorization requests:
+	// one per request, whatever the pages that follow.
+	authorizeParses atomic.Int64
+	log             logger
+	now             func() time.Time
+	metadata        []byte
+	handler         http.Handler
 	// users decides whether a grant's person may still use it (nil: all may).
 	users UserDirectory
 	// upstreams are Config.UpstreamIDs.
@@ -296,6 +303,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.clients.f = s.provider
 
 	s.ui = cfg.UI
+	if s.flow, err = authflow.NewCodec(cfg.Secret, cfg.Store, 0, cfg.Now); err != nil {
+		return nil, err
+	}
 	s.users = cfg.Users
 	s.upstreams = slices.Clone(cfg.UpstreamIDs)
 	if s.ui != nil {
@@ -333,6 +343,7 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	bp := s.basePath
 	mux.Handle(bp+"/authorize", http.HandlerFunc(s.serveAuthorize))
+	mux.Handle(bp+loginui.ContinuePath, http.HandlerFunc(s.serveContinue))
 	mux.Handle(bp+"/token", cors(noStore(oneAuthorization(http.HandlerFunc(s.serveToken)))))
 	mux.Handle(bp+"/introspect", noStore(oneAuthorization(http.HandlerFunc(s.serveIntrospect))))
 	mux.Handle(bp+"/revoke", cors(noStore(oneAuthorization(http.HandlerFunc(s.serveRevoke)))))
@@ -352,6 +363,10 @@ func (s *Server) routes() http.Handler {
 	}
 	if s.ui != nil {
 		uh := s.ui.Handler()
+		// The steps of an authorization transaction.
+		mux.Handle(bp+loginui.LoginPath, uh)
+		mux.Handle(bp+loginui.UpstreamPath, uh)
+		mux.Handle(bp+loginui.ConsentPath, uh)
 		mux.Handle(bp+"/consents", uh)
 		mux.Handle(bp+"/logout", uh)
 		mux.Handle(bp+"/ui/", uh)

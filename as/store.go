@@ -319,7 +319,7 @@ var errCodeRace = errors.New("as: authorization code already redeemed")
 // their own, still served here until they expire.
 
 // CreatePKCERequestSession writes nothing when the code record already
-// carries the challenge (ctx from serveAuthorize, see withPKCE).
+// carries the challenge (ctx from issueCode, reqState.pkce).
 func (s *tokenStore) CreatePKCERequestSession(ctx context.Context, sig string, r fosite.Requester) error {
 	if pkceFrom(ctx) != nil {
 		return nil
@@ -436,8 +436,8 @@ func (s *tokenStore) RevokeAccessToken(ctx context.Context, requestID string) er
 // transaction begun by BeginTX it is told again after the commit: a list
 // rebuilt between the revocation and the commit could not see it.
 func (s *tokenStore) notifyRevoked(ctx context.Context) {
-	if r, ok := ctx.Value(revokedInTx{}).(*atomic.Bool); ok {
-		r.Store(true)
+	if st := reqStateFrom(ctx); st != nil && st.revoked != nil {
+		st.revoked.Store(true)
 	}
 	if s.revoked != nil {
 		s.revoked()
@@ -578,17 +578,14 @@ func (s *tokenStore) RevokeRefreshToken(ctx context.Context, requestID string) e
 
 // Transactions: fosite's storage.Transactional delegates to the store's.
 
-// revokedInTx is the context key of a transaction's mark (an
-// *atomic.Bool) that tokens were revoked in it.
-type revokedInTx struct{}
-
 func (s *tokenStore) BeginTX(ctx context.Context) (context.Context, error) {
 	c, err := s.store.BeginTX(ctx)
 	if err != nil {
 		return c, mapStoreErr(err)
 	}
-	if _, ok := c.Value(revokedInTx{}).(*atomic.Bool); !ok {
-		c = context.WithValue(c, revokedInTx{}, new(atomic.Bool))
+	c, st := withReqState(c)
+	if st.revoked == nil {
+		st.revoked = new(atomic.Bool)
 	}
 	return c, nil
 }
@@ -597,7 +594,7 @@ func (s *tokenStore) BeginTX(ctx context.Context) (context.Context, error) {
 // the revocations made in it.
 func (s *tokenStore) Commit(ctx context.Context) error {
 	err := mapStoreErr(s.store.Commit(ctx))
-	if r, ok := ctx.Value(revokedInTx{}).(*atomic.Bool); ok && r.Load() && s.revoked != nil {
+	if st := reqStateFrom(ctx); st != nil && st.revoked != nil && st.revoked.Swap(false) && s.revoked != nil {
 		s.revoked()
 	}
 	return err

@@ -4,27 +4,20 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcpauth/mcpauth/storage"
 )
 
-func benchPrompt() Prompt {
-	return Prompt{
-		ClientID: "demo-app", ClientName: "Demo app", RedirectURI: "https://app.example/callback",
-		RedirectHost: "app.example", Resource: "http://127.0.0.1:8080/mcp", ResourceName: "Example MCP server",
-		Scopes: []string{"mcp:tools"},
-	}
-}
-
 // BenchmarkAuthorizeRememberedConsent is the path of a returning person:
 // decode the session cookie, look up the stored session and the consent,
 // answer.
 func BenchmarkAuthorizeRememberedConsent(b *testing.B) {
 	h := newHarness(b, nil)
-	p := benchPrompt()
-	if err := h.store.PutConsent(context.Background(), &storage.Consent{Subject: "alice", ClientID: p.ClientID, Resource: p.Resource, Scopes: p.Scopes, GrantedAt: time.Now()}); err != nil {
+	if err := h.store.PutConsent(context.Background(), &storage.Consent{Subject: "alice", ClientID: "demo-app", Resource: "http://127.0.0.1:8080/mcp",
+		Scopes: []string{"mcp:tools"}, RedirectURIs: []string{"https://app.example/callback"}, GrantedAt: time.Now()}); err != nil {
 		b.Fatal(err)
 	}
 	cookie := &http.Cookie{Name: "mcpauth_session", Value: h.encodeSession(h.storedSession(b, "alice"))}
@@ -33,22 +26,23 @@ func BenchmarkAuthorizeRememberedConsent(b *testing.B) {
 	for b.Loop() {
 		r := httptest.NewRequest(http.MethodGet, path, nil)
 		r.AddCookie(cookie)
-		if _, ok := h.ui.Authorize(httptest.NewRecorder(), r, p); !ok {
-			b.Fatal("not authorized")
+		rec := httptest.NewRecorder()
+		h.serveAuthorize(rec, r)
+		if rec.Code != http.StatusSeeOther || !strings.Contains(rec.Header().Get("Location"), "code=") {
+			b.Fatalf("not authorized: status %d", rec.Code)
 		}
 	}
 }
 
 // BenchmarkLoginPage renders the login form for a new visitor (session,
-// CSRF and flow token minted, template executed).
+// CSRF token and transaction sealed, template executed).
 func BenchmarkLoginPage(b *testing.B) {
 	h := newHarness(b, nil)
-	p := benchPrompt()
 	path := authorizePath()
 	b.ReportAllocs()
 	for b.Loop() {
 		rec := httptest.NewRecorder()
-		if _, ok := h.ui.Authorize(rec, httptest.NewRequest(http.MethodGet, path, nil), p); ok || rec.Code != http.StatusOK {
+		if h.serveAuthorize(rec, httptest.NewRequest(http.MethodGet, path, nil)); rec.Code != http.StatusOK {
 			b.Fatalf("status %d", rec.Code)
 		}
 	}

@@ -1,6 +1,8 @@
 package loginui
 
 import (
+	"github.com/mcpauth/mcpauth/as/authflow"
+
 	"context"
 	"log/slog"
 	"net/http"
@@ -182,15 +184,17 @@ func TestAStateIsGoodOnlyAtItsProvidersCallback(t *testing.T) {
 // refused as not ours, even sealed with our keys.
 func TestAStateWeWouldNotIssueIsRefused(t *testing.T) {
 	e := newUpstreamEnv(t, false, "")
-	good := pendingUpstream{ID: randomID(), Upstream: "corp", Return: "/consents", Exp: time.Now().Add(time.Minute).Unix()}
+	good := pendingUpstream{ID: randomID(), Upstream: "corp", Page: "consents", Exp: time.Now().Add(time.Minute).Unix()}
 	for _, tc := range []struct {
 		name   string
 		change func(*pendingUpstream)
 	}{
-		{"returning to another site", func(p *pendingUpstream) { p.Return = "https://evil.example/" }},
-		{"returning to a network path", func(p *pendingUpstream) { p.Return = "//evil.example/x" }},
-		{"returning to a backslash path", func(p *pendingUpstream) { p.Return = "/\\evil.example" }},
-		{"returning nowhere", func(p *pendingUpstream) { p.Return = "" }},
+		{"returning to another site", func(p *pendingUpstream) { p.Page = "https://evil.example/" }},
+		{"returning to a network path", func(p *pendingUpstream) { p.Page = "//evil.example/x" }},
+		{"returning to a backslash path", func(p *pendingUpstream) { p.Page = "/\\evil.example" }},
+		{"returning to a page without sign-in", func(p *pendingUpstream) { p.Page = "logout" }},
+		{"returning nowhere", func(p *pendingUpstream) { p.Page = "" }},
+		{"returning to a transaction and a page", func(p *pendingUpstream) { p.Txn = &authflow.Transaction{ID: "t"} }},
 		{"without an id", func(p *pendingUpstream) { p.ID = "" }},
 	} {
 		p := good

@@ -2,60 +2,57 @@ package loginui_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
+	"time"
 
+	"github.com/mcpauth/mcpauth/as/authflow"
 	"github.com/mcpauth/mcpauth/as/loginui"
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/storage/memory"
 )
 
-// The authorization endpoint validates the request, then lets the pages log
-// the person in and ask for consent. When Authorize returns true the endpoint
-// answers with a 303 to the client.
-func ExampleUI_Authorize() {
+// The authorization endpoint validates the request once into a
+// transaction, and authflow.Next decides the step; for a visitor nobody
+// signed in, that is the login page, whose form posts the sealed
+// transaction to the login step's own path.
+func ExampleUI_SignIn() {
 	store := memory.New()
 	hash, err := password.Hash("s3cret")
 	if err != nil {
 		panic(err)
 	}
+	secret := []byte("an example secret of at least 32 bytes")
 	ui, err := loginui.New(loginui.Config{
 		Users:    []loginui.User{{Username: "alice", PasswordHash: hash}},
 		Consents: store,
 		JTIs:     store,
-		Secret:   []byte("an example secret of at least 32 bytes"),
+		Secret:   secret,
 	})
+	if err != nil {
+		panic(err)
+	}
+	flow, err := authflow.NewCodec(secret, store, 0, nil)
 	if err != nil {
 		panic(err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/authorize", func(w http.ResponseWriter, r *http.Request) {
 		// as/ has checked client_id, redirect_uri, PKCE, resource and scope here.
-		p := loginui.Prompt{
-			ClientID:     "demo-app",
-			ClientName:   "Demo app",
-			RedirectURI:  "http://127.0.0.1:7777/callback",
-			RedirectHost: "127.0.0.1:7777",
-			LoopbackOnly: true,
-			Resource:     "http://127.0.0.1:8080/mcp",
-			ResourceName: "Example MCP server",
-			Scopes:       []string{"mcp:tools"},
+		t := flow.New(authflow.Request{
+			ClientID: "demo-app", RedirectURI: "http://127.0.0.1:7777/callback", State: r.URL.Query().Get("state"),
+			Resource: "http://127.0.0.1:8080/mcp", Scopes: []string{"mcp:tools"}, MaxAge: -1,
+		}, authflow.Display{ClientName: "Demo app", RedirectHost: "127.0.0.1:7777", LoopbackOnly: true})
+		sess := ui.Session(w, r)
+		t.Session = sess.ID
+		d := authflow.Next(authflow.Input{Txn: t, Session: sess, OnlyProvider: ui.OnlyProvider(), Now: time.Now()})
+		if d.Step == authflow.SignIn {
+			ui.SignIn(w, r, t, d)
 		}
-		res, ok := ui.Authorize(w, r, p)
-		if !ok {
-			return // a login, consent or error page was written
-		}
-		q := url.Values{"state": {r.URL.Query().Get("state")}}
-		if res.Denied {
-			q.Set("error", "access_denied")
-		} else {
-			q.Set("code", "issued-for-"+res.Subject)
-		}
-		http.Redirect(w, r, p.RedirectURI+"?"+q.Encode(), http.StatusSeeOther)
 	})
-	mux.Handle("/", ui.Handler()) // /logout, /consents, /ui/
+	mux.Handle("/", ui.Handler()) // the steps, /logout, /consents, /ui/
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -63,9 +60,13 @@ func ExampleUI_Authorize() {
 	if err != nil {
 		panic(err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	fmt.Println(resp.StatusCode, resp.Header.Get("X-Frame-Options"))
-	// Output: 200 DENY
+	fmt.Println(strings.Contains(string(body), `action="`+loginui.LoginPath+`"`), strings.Contains(string(body), `name="txn"`))
+	// Output:
+	// 200 DENY
+	// true true
 }
 
 // as/ answers an unknown client or an unregistered redirect URI with an HTML

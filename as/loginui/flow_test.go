@@ -152,8 +152,8 @@ func TestPostedAuthorizationRequest(t *testing.T) {
 	params, _ := url.ParseQuery(strings.TrimPrefix(authorizePath("state", "posted"), "/authorize?"))
 	login := b.post("/authorize", params)
 	f := login.form(t, "username", "alice", "password", alicePW)
-	if !strings.Contains(f.Action, "state=posted") || strings.Contains(f.Action, "password") {
-		t.Fatalf("login form posts to %q, want the parameters in its query", f.Action)
+	if f.Action != LoginPath || f.Fields.Get("txn") == "" || f.Fields.Get("state") != "" {
+		t.Fatalf("login form posts to %q with %v, want the login step with the transaction only", f.Action, f.Fields)
 	}
 	consent := b.submit(f)
 	if !strings.Contains(consent.Body, "Allow access?") {

@@ -14,7 +14,7 @@ var update = flag.Bool("update", false, "rewrite the golden pages in testdata/")
 // tokenRE matches the per-request values (CSRF and flow tokens, dates) that
 // are scrubbed before comparison.
 var (
-	tokenRE = regexp.MustCompile(`name="(csrf|flow|session_id)" value="[^"]*"`)
+	tokenRE = regexp.MustCompile(`name="(csrf|flow|txn|session_id)" value="[^"]*"`)
 	dateRE  = regexp.MustCompile(`\d{4}-\d{2}-\d{2}`)
 	timeRE  = regexp.MustCompile(`\d{2}:\d{2} UTC`)
 )

@@ -7,9 +7,11 @@ import (
 	"time"
 )
 
-// Handler serves /logout, /consents (list and revoke the logged-in person's
-// consents) and the /ui/ assets. Paths may arrive with or without BasePath
-// in front.
+// Handler serves the steps of an authorization transaction (LoginPath,
+// UpstreamPath, ConsentPath), the providers' callbacks
+// (/upstream/{id}/callback), /logout, /consents (list and revoke the
+// logged-in person's consents) and the /ui/ assets. Paths may arrive with
+// or without BasePath in front.
 func (u *UI) Handler() http.Handler {
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {
@@ -25,6 +27,12 @@ func (u *UI) Handler() http.Handler {
 		}
 		setPageHeaders(w.Header())
 		switch {
+		case path == LoginPath:
+			u.serveLoginStep(w, r)
+		case path == UpstreamPath && len(u.cfg.Upstreams) > 0:
+			u.serveUpstreamStep(w, r)
+		case path == ConsentPath:
+			u.serveConsentStep(w, r)
 		case path == "/logout":
 			u.serveLogout(w, r)
 		case path == "/consents":
@@ -111,16 +119,16 @@ func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if f.Step == stepLogin {
-			u.handleLoginPost(w, r, sess, f, bind, nil)
+			u.handleLoginPost(w, r, sess, f, bind)
 			return
 		}
 		if f.Step == stepUpstream {
-			u.handleUpstreamPost(w, r, sess, f, bind, selfURL(r), nil)
+			u.handleUpstreamPost(w, r, sess, f, "consents", bind)
 			return
 		}
 	}
 	if sess.Subject == "" || !u.active(r.Context(), sess.Subject) {
-		u.renderLogin(w, r, sess, bind, nil, http.StatusOK, "", "")
+		u.renderLogin(w, r, sess, loginFor{page: bind}, http.StatusOK, "", "")
 		return
 	}
 	if f != nil && f.Step == "end_session" {

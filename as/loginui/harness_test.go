@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/mcpauth/mcpauth/as/authflow"
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/storage/memory"
 )
@@ -66,18 +68,134 @@ func (c *clock) Advance(d time.Duration) {
 	c.off += d
 }
 
-// harness is a real HTTP server: /authorize builds a Prompt from the query
-// (standing in for as/, which validates the request first) and answers a
-// result with a 303 to the redirect URI; every other path is UI.Handler.
+// harness is a real HTTP server: /authorize builds a transaction from the
+// query and /authorize/continue opens one (standing in for as/, which
+// validates the request first), both run the step authflow.Next decides,
+// and an answer is a 303 to the redirect URI with a made-up code; every
+// other path is UI.Handler.
 type harness struct {
 	t     testing.TB
 	ui    *UI
 	store *memory.Store
 	srv   *httptest.Server
 	clock *clock
-	// results counts Authorize calls that returned true.
+	// results are the answers sent to the client, in order.
 	mu      sync.Mutex
 	results []Result
+}
+
+// Result is an answer the harness sent to the client.
+type Result struct {
+	Subject      string
+	Scopes       []string // granted
+	Denied       bool
+	Interacted   bool
+	NotPermitted []string
+	// AuthTime is when Subject signed in.
+	AuthTime time.Time
+}
+
+// serveAuthorize builds the transaction as/ would from the query, or from
+// the body of a request POSTed without one. The test_* parameters set
+// what as/ works out from the client's registration.
+func (h *harness) serveAuthorize(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if r.Method == http.MethodPost && q.Get("client_id") == "" {
+		if err := r.ParseForm(); err != nil {
+			ErrorPage(w, http.StatusBadRequest, "Bad request", "")
+			return
+		}
+		q = r.PostForm
+	}
+	ru, err := url.Parse(q.Get("redirect_uri"))
+	if err != nil || ru.Host == "" {
+		ErrorPage(w, http.StatusBadRequest, "Invalid request", "The redirect URI is not registered.")
+		return
+	}
+	maxAge := int64(-1)
+	if v := q.Get("max_age"); v != "" {
+		maxAge, _ = strconv.ParseInt(v, 10, 64)
+	}
+	redirects := []string{ru.String()}
+	if v := q.Get("test_redirect_uris"); v != "" {
+		redirects = strings.Fields(v)
+	}
+	t := h.ui.flow.New(authflow.Request{
+		ClientID:           q.Get("client_id"),
+		RedirectURI:        ru.String(),
+		State:              q.Get("state"),
+		CodeChallenge:      q.Get("code_challenge"),
+		Resource:           q.Get("resource"),
+		Scopes:             strings.Fields(q.Get("scope")),
+		ScopesNamed:        q.Get("test_default_scopes") != "1",
+		ForceLogin:         q.Get("prompt") == "login",
+		ForceConsent:       q.Get("prompt") == "consent",
+		MaxAge:             maxAge,
+		ConfirmRemembered:  q.Get("test_confirm") == "1",
+		ClientRedirectURIs: redirects,
+	}, authflow.Display{
+		ClientName:   q.Get("test_client_name"),
+		RedirectHost: ru.Host,
+		CIMDHost:     q.Get("test_cimd_host"),
+		LoopbackOnly: ru.Hostname() == "127.0.0.1",
+		ResourceName: "Example MCP server",
+	})
+	h.proceed(w, r, t)
+}
+
+// serveContinue opens the transaction a step returns to, as as/ does.
+func (h *harness) serveContinue(w http.ResponseWriter, r *http.Request) {
+	sess := h.ui.Session(w, r)
+	t, err := h.ui.flow.Open(r.Context(), r.URL.Query().Get("txn"), sess.ID)
+	if err != nil {
+		ErrorPage(w, http.StatusBadRequest, "Sign-in expired", err.Error())
+		return
+	}
+	h.proceed(w, r, t)
+}
+
+// proceed runs the step authflow.Next decides, as as/ does.
+func (h *harness) proceed(w http.ResponseWriter, r *http.Request, t *authflow.Transaction) {
+	ctx := r.Context()
+	sess := h.ui.Session(w, r)
+	t.Session = sess.ID
+	in := authflow.Input{Txn: t, Session: sess, OnlyProvider: h.ui.OnlyProvider(), Now: h.ui.now()}
+	if sess.Subject != "" {
+		in.Active = h.ui.active(ctx, sess.Subject)
+		var err error
+		if in.Cap.Scopes, in.Cap.Capped, err = h.ui.ScopeCap(ctx, sess.Subject); err != nil {
+			ErrorPage(w, http.StatusServiceUnavailable, "Temporarily unavailable", "")
+			return
+		}
+		if c, err := h.store.GetConsent(ctx, sess.Subject, t.Request.ClientID, t.Request.Resource); err == nil {
+			in.Remembered = authflow.Remembered(c, in.Now, t.Request.ClientRedirectURIs)
+		}
+	}
+	d := authflow.Next(in)
+	res := Result{Subject: sess.Subject, Interacted: t.Interacted(), AuthTime: sess.AuthTime}
+	v := url.Values{"state": {t.Request.State}}
+	switch d.Step {
+	case authflow.SignIn, authflow.SignInAt:
+		h.ui.SignIn(w, r, t, d)
+		return
+	case authflow.Consent, authflow.Confirm:
+		h.ui.Ask(w, r, t, d)
+		return
+	case authflow.NotPermitted:
+		res.Denied, res.NotPermitted = true, d.NotPermitted
+		v.Set("error", "access_denied")
+	case authflow.Deny:
+		res.Denied = true
+		v.Set("error", "access_denied")
+	case authflow.Issue:
+		res.Scopes = d.Scopes
+		v.Set("code", "code-for-"+sess.Subject)
+		v.Set("granted", strings.Join(d.Scopes, " "))
+	}
+	h.mu.Lock()
+	h.results = append(h.results, res)
+	h.mu.Unlock()
+	http.Redirect(w, r, t.Request.RedirectURI+"?"+v.Encode(), http.StatusSeeOther)
 }
 
 func newHarness(t testing.TB, mod func(*Config)) *harness {
@@ -110,54 +228,8 @@ func newHarnessAt(t testing.TB, mod func(h *harness, c *Config)) *harness {
 	}
 	h.ui = ui
 	mux := http.NewServeMux()
-	mux.HandleFunc("/authorize", func(w http.ResponseWriter, r *http.Request) {
-		// Like as/: the parameters come from the query, or from the body
-		// of an authorization request POSTed without a query.
-		q := r.URL.Query()
-		if r.Method == http.MethodPost && q.Get("client_id") == "" {
-			if err := r.ParseForm(); err != nil {
-				ErrorPage(w, http.StatusBadRequest, "Bad request", "")
-				return
-			}
-			q = r.PostForm
-		}
-		ru, err := url.Parse(q.Get("redirect_uri"))
-		if err != nil || ru.Host == "" {
-			ErrorPage(w, http.StatusBadRequest, "Invalid request", "The redirect URI is not registered.")
-			return
-		}
-		p := Prompt{
-			ClientID:     q.Get("client_id"),
-			ClientName:   q.Get("test_client_name"),
-			RedirectURI:  ru.String(),
-			RedirectHost: ru.Host,
-			CIMDHost:     q.Get("test_cimd_host"),
-			LoopbackOnly: ru.Hostname() == "127.0.0.1",
-			Resource:     q.Get("resource"),
-			ResourceName: "Example MCP server",
-			Scopes:       strings.Fields(q.Get("scope")),
-			ScopesNamed:  q.Get("test_default_scopes") != "1",
-			ForceLogin:   q.Get("prompt") == "login",
-			ForceConsent: q.Get("prompt") == "consent",
-			// as/ sets it for public loopback and private-use-scheme clients.
-			ConfirmRemembered: q.Get("test_confirm") == "1",
-		}
-		res, ok := h.ui.Authorize(w, r, p)
-		if !ok {
-			return
-		}
-		h.mu.Lock()
-		h.results = append(h.results, res)
-		h.mu.Unlock()
-		v := url.Values{"state": {q.Get("state")}}
-		if res.Denied {
-			v.Set("error", "access_denied")
-		} else {
-			v.Set("code", "code-for-"+res.Subject)
-			v.Set("granted", strings.Join(res.Scopes, " "))
-		}
-		http.Redirect(w, r, p.RedirectURI+"?"+v.Encode(), http.StatusSeeOther)
-	})
+	mux.HandleFunc("/authorize", h.serveAuthorize)
+	mux.HandleFunc(ContinuePath, h.serveContinue)
 	mux.HandleFunc("/callback", callbackPage)
 	mux.Handle("/", ui.Handler())
 	h.srv.Config.Handler = mux

@@ -15,20 +15,31 @@ import (
 	"github.com/mcpauth/mcpauth/storage"
 )
 
-// handleLoginPost checks a submitted login form. On success it rotates the
-// session id and answers 303 See Other to the same URL (RFC 9700 §4.12), so
-// the next step is a GET that the authorization endpoint validates afresh.
-// p is nil for logins on the pages Handler serves.
-func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess session, f *submittedForm, bind string, p *Prompt) {
+// handleLoginPost checks a login form of the pages Handler serves (bind
+// names the page). On success it answers 303 See Other to the same page
+// (RFC 9700 §4.12).
+func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess session, f *submittedForm, bind string) {
 	ok, err := u.checkForm(r.Context(), sess, f, stepLogin, bind)
 	if err != nil {
 		u.storageError(w, r, "using flow token", err)
 		return
 	}
+	again := loginFor{page: bind}
 	if !ok {
-		u.renderLogin(w, r, sess, bind, p, http.StatusForbidden, "This sign-in form has expired or was already used. Please try again.", f.Username)
+		u.renderLogin(w, r, sess, again, http.StatusForbidden, "This sign-in form has expired or was already used. Please try again.", f.Username)
 		return
 	}
+	if _, ok := u.checkLogin(w, r, sess, f, again); ok {
+		http.Redirect(w, r, selfURL(r), http.StatusSeeOther)
+	}
+}
+
+// checkLogin checks the username and password of a login form whose own
+// tokens were checked: the throttle first, then the password, then the
+// person's record. On success it ends the browser's previous session,
+// starts a new one (a new id: session fixation) and returns it; otherwise
+// it shows the login page of again with the reason and returns false.
+func (u *UI) checkLogin(w http.ResponseWriter, r *http.Request, sess session, f *submittedForm, again loginFor) (session, bool) {
 	now := u.now()
 	acct := u.throttleName(f.Username)
 	addr := u.cfg.ClientAddr(r)
@@ -47,25 +58,25 @@ func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess sessio
 	})
 	if err != nil {
 		u.storageError(w, r, "reserving a login attempt", err)
-		return
+		return session{}, false
 	}
 	if wait > 0 {
 		secs := int((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		u.audit(r.Context(), "login.throttled", "user_digest", digest(acct), "addr", ip, "retry_after_s", secs)
-		u.renderLogin(w, r, sess, bind, p, http.StatusTooManyRequests,
+		u.renderLogin(w, r, sess, again, http.StatusTooManyRequests,
 			fmt.Sprintf("Too many sign-in attempts. Please wait %s and try again.", humanSeconds(secs)), f.Username)
-		return
+		return session{}, false
 	}
 	good, err := u.checkPassword(r.Context(), f.Username, f.Password)
 	if err != nil {
 		u.ErrorPage(w, http.StatusServiceUnavailable, "Temporarily unavailable", "Too many sign-ins are in progress. Please try again in a moment.")
-		return
+		return session{}, false
 	}
 	if !good {
 		u.audit(r.Context(), "login.failed", "user_digest", digest(acct), "addr", ip)
-		u.renderLogin(w, r, sess, bind, p, http.StatusUnauthorized, "Incorrect username or password.", f.Username)
-		return
+		u.renderLogin(w, r, sess, again, http.StatusUnauthorized, "Incorrect username or password.", f.Username)
+		return session{}, false
 	}
 	if u.cfg.Records != nil {
 		// The stored record says whether an operator disabled the person;
@@ -73,12 +84,12 @@ func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess sessio
 		rec, err := u.cfg.Records.RecordLogin(r.Context(), &storage.User{Subject: f.Username, LastSeen: now})
 		if err != nil {
 			u.storageError(w, r, "recording the login", err)
-			return
+			return session{}, false
 		}
 		if rec.Disabled {
 			u.audit(r.Context(), "login.refused", "sub", f.Username, "addr", ip, "reason", "disabled")
-			u.renderLogin(w, r, sess, bind, p, http.StatusUnauthorized, "Incorrect username or password.", f.Username)
-			return
+			u.renderLogin(w, r, sess, again, http.StatusUnauthorized, "Incorrect username or password.", f.Username)
+			return session{}, false
 		}
 	}
 	if err := u.throttle.succeed(r.Context(), now, []string{keyAcctAddr, keyAcct}, []string{keyAddr}); err != nil {
@@ -90,18 +101,14 @@ func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess sessio
 	if err := u.endSession(r.Context(), sess); err != nil {
 		u.log.ErrorContext(r.Context(), "loginui: ending the previous session", "err", err)
 	}
-	ns, err := u.startSession(r, f.Username, bind, now)
+	ns, err := u.startSession(r, f.Username, now)
 	if err != nil {
 		u.storageError(w, r, "storing session", err)
-		return
+		return session{}, false
 	}
 	u.writeSession(w, ns)
 	u.audit(r.Context(), "login.succeeded", "sub", f.Username, "addr", ip)
-	next := selfURL(r)
-	if p != nil {
-		next = authorizeAction(r)
-	}
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	return ns, true
 }
 
 // throttleName is the name a username is counted under: a keyed hash of

@@ -60,11 +60,13 @@ func TestALoginPostedWithTheRequestInItsBody(t *testing.T) {
 	b := h.browser()
 	path := authorizePath("state", "in-body")
 	f := b.get(path).form(t, "username", "alice", "password", alicePW)
-	params, _ := url.ParseQuery(strings.TrimPrefix(path, "/authorize?"))
+	// Parameters of another request in the body change nothing: the step
+	// goes on with the transaction it carries.
+	params, _ := url.ParseQuery(strings.TrimPrefix(authorizePath("state", "other", "scope", "mcp:tools mcp:admin"), "/authorize?"))
 	for k, vs := range params {
 		f.Fields[k] = vs
 	}
-	req, err := http.NewRequest(http.MethodPost, h.srv.URL+"/authorize", strings.NewReader(f.Fields.Encode()))
+	req, err := http.NewRequest(http.MethodPost, h.srv.URL+f.Action, strings.NewReader(f.Fields.Encode()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +77,14 @@ func TestALoginPostedWithTheRequestInItsBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/authorize?"+params.Encode() {
-		t.Fatalf("status %d Location %q, want 303 to /authorize?%s", resp.StatusCode, resp.Header.Get("Location"), params.Encode())
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), ContinuePath+"?txn=") {
+		t.Fatalf("status %d Location %q, want 303 back to the transaction", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	if p := b.get(resp.Header.Get("Location")); !strings.Contains(p.Body, "Allow access?") {
-		t.Fatalf("after the login: status %d, want the consent page", p.StatusCode)
+	p := b.get(resp.Header.Get("Location"))
+	if !strings.Contains(p.Body, "Allow access?") || strings.Contains(p.Body, "mcp:admin") {
+		t.Fatalf("after the login: status %d, want the consent page for mcp:tools only", p.StatusCode)
+	}
+	if loc := b.submit(p.form(t, "action", "approve")).redirectedTo(t); loc.Query().Get("state") != "in-body" || loc.Query().Get("granted") != "mcp:tools" {
+		t.Fatalf("redirected to %s", loc)
 	}
 }

@@ -1,15 +1,17 @@
 // Package loginui serves the person-facing pages of the authorization server:
-// the login form, the consent page, the list of remembered consents and
-// log-out. It knows nothing of OAuth wire formats; the authorization endpoint
-// in as/ validates the request (RFC 6749 §4.1.1, RFC 7636, RFC 8707) and then
-// calls UI.Authorize with a Prompt describing what is asked.
+// the login form, sign-in through upstream providers, the consent page, the
+// list of remembered consents and log-out. It knows nothing of OAuth wire
+// formats and decides no policy: the authorization endpoint in as/
+// validates the request once into an authflow.Transaction, authflow.Next
+// decides the step, and this package renders that step's page (SignIn, Ask)
+// and records the person's answer in the transaction.
 //
-// Every form posts back to the URL it was served from, query intact, with a
-// hidden mcpauth_step field, so the authorization endpoint re-parses and
-// re-validates the authorization request on every step. Each form carries a
-// CSRF token tied to the browser session and a single-use flow token bound to
-// the session and to the authorization request (RFC 9700 §4.7 and §2.1:
-// state belongs to the client; this flow state is our own).
+// The forms of a transaction post to paths of their own (LoginPath,
+// UpstreamPath, ConsentPath) with the sealed transaction, which is bound to
+// the browser session and usable once per step; each step records its
+// outcome and returns the browser to ContinuePath (RFC 9700 §4.7 and §2.1:
+// state belongs to the client; the transaction is our own). Every form also
+// carries a CSRF token tied to the browser session.
 //
 // Security measures follow the project's SECURITY-CHECKLIST ("Authorization
 // endpoint and browser pages"): sessions in gorilla/securecookie cookies
@@ -35,6 +37,7 @@ import (
 
 	"github.com/gorilla/securecookie"
 
+	"github.com/mcpauth/mcpauth/as/authflow"
 	"github.com/mcpauth/mcpauth/internal/clientaddr"
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/internal/seal"
@@ -191,55 +194,6 @@ type Config struct {
 	ClientNames func(ctx context.Context, clientID string) string
 }
 
-// Prompt is what the authorization endpoint asks the person to approve. Every
-// field has been validated by the caller; the strings are still untrusted for
-// display and are always escaped.
-type Prompt struct {
-	ClientID, ClientName string
-	RedirectURI          string
-	RedirectHost         string // host of the redirect URI, shown next to the (untrusted) name
-	CIMDHost             string // host of the client_id URL for CIMD clients, else ""
-	LoopbackOnly         bool   // every registered redirect URI is loopback: show a warning
-	Resource             string // canonical resource URI
-	ResourceName         string
-	Scopes               []string // requested (already narrowed to what the client may have)
-	// ScopesNamed is true when the client named the scopes it wants; false
-	// when Scopes are the resource's defaults. A named scope beyond what an
-	// upstream person's claims allow is refused, a default one left out.
-	ScopesNamed  bool
-	ForceLogin   bool // prompt=login
-	ForceConsent bool // prompt=consent
-	// RedirectURIs are all the redirect URIs the client has registered (for
-	// a CIMD client, those of its document). A consent is remembered for
-	// this set: when the client's redirect URIs change, the person is asked
-	// again, since the page told them where codes would go.
-	RedirectURIs []string
-	// ConfirmRemembered makes a remembered consent still take one click
-	// ("Continue to App as alice?") instead of a silent redirect. The AS
-	// sets it for public clients returning to loopback or a private-use
-	// scheme, where any local program could present the client's id
-	// (RFC 8252 §8.6).
-	ConfirmRemembered bool
-}
-
-// Result is the person's answer.
-type Result struct {
-	Subject string
-	Scopes  []string // granted
-	Denied  bool     // the person pressed Deny: the AS answers access_denied
-	// AuthTime is when the person last entered their password (OIDC
-	// auth_time); zero when Denied before logging in.
-	AuthTime time.Time
-	// Interacted is true when the person answered a page in this request
-	// (the consent or continue page); false when a remembered consent let
-	// the request through without one.
-	Interacted bool
-	// NotPermitted, with Denied, are requested scopes the person's claims
-	// at their upstream provider do not allow (claim_scopes): the AS
-	// answers access_denied on a page that says so.
-	NotPermitted []string
-}
-
 // UI serves the login, consent, consent-list and log-out pages.
 type UI struct {
 	cfg           Config
@@ -255,6 +209,7 @@ type UI struct {
 	sessionKeyMAC []byte
 	checks        chan struct{}
 	refreshSeal   *seal.Sealer
+	flow          *authflow.Codec
 	log           *slog.Logger
 	now           func() time.Time
 }
@@ -401,8 +356,13 @@ func New(cfg Config) (*UI, error) {
 	if err != nil {
 		return nil, err
 	}
+	flow, err := authflow.NewCodec(cfg.Secret, cfg.JTIs, cfg.FlowTTL, cfg.Now)
+	if err != nil {
+		return nil, err
+	}
 	return &UI{
 		refreshSeal:   refreshSeal,
+		flow:          flow,
 		cfg:           cfg,
 		users:         users,
 		disabled:      disabled,
@@ -427,107 +387,6 @@ const (
 	stepUpstream = "upstream"
 	maxFormBytes = 16 << 10
 )
-
-// Authorize returns (result, true) when the person is logged in and has
-// approved (now, or earlier by a remembered consent covering these scopes for
-// this client+resource) or denied. Otherwise it has written a page (login
-// form, consent form, error) and returns false. Forms POST back to the same
-// /authorize URL (query intact), so the AS re-validates the request each
-// step. When it returns true it may have set a cookie header; the caller then
-// writes its 303 redirect to the client (RFC 9700 §4.12: never 307).
-func (u *UI) Authorize(w http.ResponseWriter, r *http.Request, p Prompt) (Result, bool) {
-	setPageHeaders(w.Header())
-	sess := u.readSession(r)
-
-	var form *submittedForm
-	if r.Method == http.MethodPost {
-		f, err := u.parseForm(w, r)
-		if err != nil {
-			u.ErrorPage(w, http.StatusBadRequest, "Bad request", "The form could not be read. Please start again from the application.")
-			return Result{}, false
-		}
-		form = f
-	}
-	bind := authorizeBinding(r, p)
-
-	if form != nil && form.Step == stepLogin {
-		u.handleLoginPost(w, r, sess, form, bind, &p)
-		return Result{}, false
-	}
-	if form != nil && form.Step == stepUpstream {
-		u.handleUpstreamPost(w, r, sess, form, bind, authorizeAction(r), &p)
-		return Result{}, false
-	}
-
-	loggedIn := sess.Subject != "" && u.active(r.Context(), sess.Subject)
-	if loggedIn && p.ForceLogin && sess.LoginFor != bind {
-		loggedIn = false
-	}
-	if !loggedIn {
-		if form != nil && form.Step == stepConsent {
-			// The session ended between the pages; start over with a login.
-			u.renderLogin(w, r, sess, bind, &p, http.StatusForbidden, "Your session expired. Please sign in again.", "")
-			return Result{}, false
-		}
-		if len(u.cfg.Upstreams) == 1 && len(u.users) == 0 && form == nil {
-			// One provider and no local accounts: nothing to choose.
-			u.startUpstream(w, r, sess, &u.cfg.Upstreams[0], bind, authorizeAction(r), p.ForceLogin)
-			return Result{}, false
-		}
-		u.renderLogin(w, r, sess, bind, &p, http.StatusOK, "", "")
-		return Result{}, false
-	}
-
-	// The person's claims at their provider cap what they may be granted.
-	if allowed, capped, err := u.ScopeCap(r.Context(), sess.Subject); err != nil {
-		u.storageError(w, r, "reading the user record", err)
-		return Result{}, false
-	} else if capped {
-		kept, beyond, denied := capScopes(p.Scopes, allowed, p.ScopesNamed)
-		if denied {
-			u.finish(w, sess)
-			u.audit(r.Context(), "consent.not_permitted", "sub", sess.Subject, "client_id", p.ClientID, "resource", p.Resource, "scope", strings.Join(beyond, " "))
-			return Result{Subject: sess.Subject, Denied: true, NotPermitted: beyond, AuthTime: time.Unix(sess.AuthTime, 0)}, true
-		}
-		p.Scopes = kept
-	}
-
-	if form != nil && form.Step == stepConsent {
-		return u.handleConsentPost(w, r, sess, form, bind, p)
-	}
-
-	// Step-up (MCP authorization, scope challenge handling): a remembered
-	// consent covers the scopes it lists, the page asks only about the
-	// others, and the answer covers them all. prompt=consent asks about all.
-	var approved []string
-	if !p.ForceConsent {
-		var err error
-		if approved, err = u.approvedScopes(r.Context(), sess.Subject, p); err != nil {
-			u.storageError(w, r, "reading consent", err)
-			return Result{}, false
-		}
-		if covers(approved, p.Scopes) && p.ConfirmRemembered {
-			u.renderContinue(w, r, sess, bind, p, http.StatusOK)
-			return Result{}, false
-		}
-		if covers(approved, p.Scopes) {
-			u.finish(w, sess)
-			return Result{Subject: sess.Subject, Scopes: slices.Clone(p.Scopes), AuthTime: time.Unix(sess.AuthTime, 0)}, true
-		}
-	}
-	u.renderConsent(w, r, sess, bind, p, approved, http.StatusOK, "")
-	return Result{}, false
-}
-
-// finish clears the one-request login marker used to satisfy prompt=login,
-// so a replay of the same authorization URL asks for the password again.
-func (u *UI) finish(w http.ResponseWriter, sess session) {
-	if sess.LoginFor == "" {
-		return
-	}
-	sess.LoginFor = ""
-	u.writeSession(w, sess)
-}
 
 func (u *UI) userExists(name string) bool {
 	_, ok := u.users[name]
@@ -558,90 +417,6 @@ func (u *UI) UserActive(name string) bool { return u.active(context.Background()
 // only forgetting the consent. Call it before serving.
 func (u *UI) SetGrantRevoker(r GrantRevoker) { u.revoker = r }
 
-// approvedScopes returns the scopes of the remembered, unexpired consent of
-// subject for this client and resource: what the person already approved,
-// nil when nothing is remembered.
-func (u *UI) approvedScopes(ctx context.Context, subject string, p Prompt) ([]string, error) {
-	c, err := u.cfg.Consents.GetConsent(ctx, subject, p.ClientID, p.Resource)
-	if errors.Is(err, storage.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if expired(c, u.now()) {
-		return nil, nil
-	}
-	if !slices.Equal(c.RedirectURIs, redirectSet(p.RedirectURIs)) {
-		// Given for other redirect URIs: as if nothing were remembered.
-		return nil, nil
-	}
-	return c.Scopes, nil
-}
-
-// covers reports whether approved is not nil and includes every scope of requested.
-func covers(approved, requested []string) bool {
-	if approved == nil {
-		return false
-	}
-	for _, s := range requested {
-		if !slices.Contains(approved, s) {
-			return false
-		}
-	}
-	return true
-}
-
-func (u *UI) handleConsentPost(w http.ResponseWriter, r *http.Request, sess session, f *submittedForm, bind string, p Prompt) (Result, bool) {
-	if ok, err := u.checkForm(r.Context(), sess, f, stepConsent, bind); err != nil {
-		u.storageError(w, r, "using flow token", err)
-		return Result{}, false
-	} else if !ok {
-		approved, _ := u.approvedScopes(r.Context(), sess.Subject, p)
-		u.renderConsent(w, r, sess, bind, p, approved, http.StatusForbidden, "This form has expired or was already used. Please review the request again.")
-		return Result{}, false
-	}
-	switch f.Action {
-	case "deny":
-		u.finish(w, sess)
-		u.audit(r.Context(), "consent.denied", "sub", sess.Subject, "client_id", p.ClientID, "resource", p.Resource, "scope", strings.Join(p.Scopes, " "))
-		return Result{Subject: sess.Subject, Denied: true, AuthTime: time.Unix(sess.AuthTime, 0), Interacted: true}, true
-	case "approve":
-	default:
-		u.ErrorPage(w, http.StatusBadRequest, "Bad request", "Please choose Allow or Deny.")
-		return Result{}, false
-	}
-	scopes := slices.Clone(p.Scopes)
-	remembered := scopes
-	redirects := redirectSet(p.RedirectURIs)
-	old, err := u.cfg.Consents.GetConsent(r.Context(), sess.Subject, p.ClientID, p.Resource)
-	switch {
-	case err == nil && !expired(old, u.now()) && slices.Equal(old.RedirectURIs, redirects):
-		remembered = union(old.Scopes, scopes)
-	case err != nil && !errors.Is(err, storage.ErrNotFound):
-		u.storageError(w, r, "reading consent", err)
-		return Result{}, false
-	}
-	c := &storage.Consent{
-		Subject:      sess.Subject,
-		ClientID:     p.ClientID,
-		Resource:     p.Resource,
-		Scopes:       remembered,
-		RedirectURIs: redirects,
-		GrantedAt:    u.now(),
-	}
-	if u.cfg.ConsentTTL > 0 {
-		c.ExpiresAt = c.GrantedAt.Add(u.cfg.ConsentTTL)
-	}
-	if err := u.cfg.Consents.PutConsent(r.Context(), c); err != nil {
-		u.storageError(w, r, "storing consent", err)
-		return Result{}, false
-	}
-	u.finish(w, sess)
-	u.audit(r.Context(), "consent.granted", "sub", sess.Subject, "client_id", p.ClientID, "resource", p.Resource, "scope", strings.Join(scopes, " "))
-	return Result{Subject: sess.Subject, Scopes: scopes, AuthTime: time.Unix(sess.AuthTime, 0), Interacted: true}, true
-}
-
 // audit writes one audit event in the shape the AS uses: message "audit",
 // attribute "event" (login.succeeded, login.failed, login.throttled,
 // consent.granted, consent.denied, consent.revoked, logout), then subject,
@@ -662,17 +437,6 @@ func digest(v string) string {
 // ExpiresAt never does).
 func expired(c *storage.Consent, now time.Time) bool {
 	return !c.ExpiresAt.IsZero() && !now.Before(c.ExpiresAt)
-}
-
-// redirectSet is the sorted, de-duplicated form of a client's redirect URIs
-// that a consent is stored with; nil for none.
-func redirectSet(uris []string) []string {
-	if len(uris) == 0 {
-		return nil
-	}
-	out := slices.Clone(uris)
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 func union(a, b []string) []string {

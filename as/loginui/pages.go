@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/mcpauth/mcpauth/as/authflow"
 )
 
 //go:embed templates/*.html
@@ -48,6 +50,8 @@ type view struct {
 	Step   string
 	CSRF   string
 	Flow   string
+	// Txn is the sealed authorization transaction the forms carry.
+	Txn    string
 	Error  string
 	Notice string
 
@@ -55,9 +59,10 @@ type view struct {
 	Username string
 	// Upstreams are the sign-in providers' buttons, posting step
 	// "upstream" with UpstreamFlow; Password shows the password form.
-	Upstreams    []upstreamView
-	UpstreamFlow string
-	Password     bool
+	Upstreams      []upstreamView
+	UpstreamFlow   string
+	UpstreamAction string
+	Password       bool
 
 	// Consent.
 	Subject      string
@@ -196,82 +201,81 @@ func errorPage(w http.ResponseWriter, base string, status int, title, detail str
 	render(w, status, "error.html", &view{Title: title, Base: base, Detail: detail})
 }
 
+// loginFor is what a login form signs in for: an authorization
+// transaction (txn), or one of the pages Handler serves (page, its flow
+// binding). maxAge is the transaction's max_age for a provider (-1: any).
+type loginFor struct {
+	txn    *authflow.Transaction
+	maxAge int64
+	page   string
+}
+
 // renderLogin writes the login form, giving the visitor a session first if
-// needed. p is nil on the pages Handler serves.
-func (u *UI) renderLogin(w http.ResponseWriter, r *http.Request, sess session, bind string, p *Prompt, status int, msg, username string) {
+// needed. A transaction's forms post it, sealed for this session, to
+// LoginPath and UpstreamPath; a page's post back to the page.
+func (u *UI) renderLogin(w http.ResponseWriter, r *http.Request, sess session, lf loginFor, status int, msg, username string) {
 	sess = u.ensureSession(w, sess)
 	v := &view{
 		Title:    "Sign in",
 		Base:     u.cfg.BasePath,
-		Action:   selfURL(r),
 		Step:     stepLogin,
 		CSRF:     u.csrfToken(sess),
-		Flow:     u.newFlow(sess, stepLogin, bind),
 		Error:    msg,
 		Username: username,
 		Password: len(u.users) > 0 || len(u.cfg.Upstreams) == 0,
 	}
 	if len(u.cfg.Upstreams) > 0 {
 		v.Upstreams = u.upstreamViews()
-		v.UpstreamFlow = u.newFlow(sess, stepUpstream, bind)
 	}
-	if p != nil {
-		v.Action = authorizeAction(r)
-		v.ClientID, v.ClientName, v.RedirectHost = p.ClientID, displayName(p), p.RedirectHost
+	if t := lf.txn; t != nil {
+		t.Session = sess.ID
+		if !u.sealInto(w, r, v, t) {
+			return
+		}
+		v.Action, v.UpstreamAction = u.cfg.BasePath+LoginPath, u.cfg.BasePath+UpstreamPath
+		v.ClientID, v.ClientName, v.RedirectHost = t.Request.ClientID, displayName(t), t.Display.RedirectHost
+	} else {
+		v.Action, v.UpstreamAction = selfURL(r), selfURL(r)
+		v.Flow = u.newFlow(sess, stepLogin, lf.page)
+		if len(u.cfg.Upstreams) > 0 {
+			v.UpstreamFlow = u.newFlow(sess, stepUpstream, lf.page)
+		}
 	}
 	render(w, status, "login.html", v)
 }
 
-// renderContinue is the one-click page for a remembered consent that must
-// not be used silently (Prompt.ConfirmRemembered). It posts the consent form
-// with action=approve, so it carries the same CSRF and flow tokens.
-func (u *UI) renderContinue(w http.ResponseWriter, r *http.Request, sess session, bind string, p Prompt, status int) {
-	v := &view{
-		Title:        "Continue?",
-		Base:         u.cfg.BasePath,
-		Action:       authorizeAction(r),
-		Step:         stepConsent,
-		CSRF:         u.csrfToken(sess),
-		Flow:         u.newFlow(sess, stepConsent, bind),
-		Subject:      u.who(r.Context(), sess.Subject),
-		ClientID:     p.ClientID,
-		ClientName:   displayName(&p),
-		RedirectHost: p.RedirectHost,
-		LoopbackOnly: p.LoopbackOnly,
-		Resource:     p.Resource,
-		ResourceName: p.ResourceName,
+// sealInto seals t for the page's forms; on failure it writes an error
+// page and returns false.
+func (u *UI) sealInto(w http.ResponseWriter, r *http.Request, v *view, t *authflow.Transaction) bool {
+	sealed, err := u.flow.Seal(t)
+	if err != nil {
+		u.log.ErrorContext(r.Context(), "loginui: sealing the transaction", "err", err)
+		u.ErrorPage(w, http.StatusInternalServerError, "Something went wrong", "Please start again from the application.")
+		return false
 	}
-	if v.ResourceName == "" {
-		v.ResourceName = p.Resource
+	v.Txn = sealed
+	return true
+}
+
+// renderContinue is the one-click page for a remembered consent that must
+// not be used silently (Request.ConfirmRemembered). It posts the consent
+// form with action=approve, so it carries the same CSRF token and
+// transaction.
+func (u *UI) renderContinue(w http.ResponseWriter, r *http.Request, sess session, t *authflow.Transaction, status int) {
+	v := u.askView(r, sess, t, "Continue?")
+	if !u.sealInto(w, r, v, t) {
+		return
 	}
 	render(w, status, "continue.html", v)
 }
 
-// renderConsent shows the consent page for p. Scopes in approved (a
-// remembered consent) are listed apart as already allowed, so a step-up asks
-// only about the new ones.
-func (u *UI) renderConsent(w http.ResponseWriter, r *http.Request, sess session, bind string, p Prompt, approved []string, status int, msg string) {
-	v := &view{
-		Title:        "Allow access?",
-		Base:         u.cfg.BasePath,
-		Action:       authorizeAction(r),
-		Step:         stepConsent,
-		CSRF:         u.csrfToken(sess),
-		Flow:         u.newFlow(sess, stepConsent, bind),
-		Error:        msg,
-		Subject:      u.who(r.Context(), sess.Subject),
-		ClientID:     p.ClientID,
-		ClientName:   displayName(&p),
-		RedirectHost: p.RedirectHost,
-		CIMDHost:     p.CIMDHost,
-		LoopbackOnly: p.LoopbackOnly,
-		Resource:     p.Resource,
-		ResourceName: p.ResourceName,
-	}
-	if v.ResourceName == "" {
-		v.ResourceName = p.Resource
-	}
-	for _, s := range p.Scopes {
+// renderConsent shows the consent page for what t asks. Scopes in
+// approved (a remembered consent) are listed apart as already allowed, so
+// a step-up asks only about the new ones.
+func (u *UI) renderConsent(w http.ResponseWriter, r *http.Request, sess session, t *authflow.Transaction, approved []string, status int, msg string) {
+	v := u.askView(r, sess, t, "Allow access?")
+	v.Error = msg
+	for _, s := range t.Asked {
 		sv := scopeView{Name: s, Description: u.cfg.ScopeDescriptions[s]}
 		if slices.Contains(approved, s) {
 			v.Approved = append(v.Approved, sv)
@@ -279,7 +283,34 @@ func (u *UI) renderConsent(w http.ResponseWriter, r *http.Request, sess session,
 			v.Scopes = append(v.Scopes, sv)
 		}
 	}
+	if !u.sealInto(w, r, v, t) {
+		return
+	}
 	render(w, status, "consent.html", v)
+}
+
+// askView is what the consent and continue pages show of t.
+func (u *UI) askView(r *http.Request, sess session, t *authflow.Transaction, title string) *view {
+	d := &t.Display
+	v := &view{
+		Title:        title,
+		Base:         u.cfg.BasePath,
+		Action:       u.cfg.BasePath + ConsentPath,
+		Step:         stepConsent,
+		CSRF:         u.csrfToken(sess),
+		Subject:      u.who(r.Context(), sess.Subject),
+		ClientID:     t.Request.ClientID,
+		ClientName:   displayName(t),
+		RedirectHost: d.RedirectHost,
+		CIMDHost:     d.CIMDHost,
+		LoopbackOnly: d.LoopbackOnly,
+		Resource:     t.Request.Resource,
+		ResourceName: d.ResourceName,
+	}
+	if v.ResourceName == "" {
+		v.ResourceName = t.Request.Resource
+	}
+	return v
 }
 
 // maxNameRunes bounds how much of a client-chosen name is shown.
@@ -289,10 +320,10 @@ const maxNameRunes = 80
 // control and format characters (bidi overrides that could reverse "edualC"
 // into "Claude", zero-width joiners) are dropped and long names are cut.
 // html/template escapes the rest.
-func displayName(p *Prompt) string {
-	name := cleanText(p.ClientName)
+func displayName(t *authflow.Transaction) string {
+	name := cleanText(t.Display.ClientName)
 	if strings.TrimSpace(name) == "" {
-		name = cleanText(p.ClientID)
+		name = cleanText(t.Request.ClientID)
 	}
 	return name
 }

@@ -1,6 +1,8 @@
 package loginui
 
 import (
+	"github.com/mcpauth/mcpauth/as/authflow"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -143,18 +145,14 @@ func TestFormsNeedTheirTokens(t *testing.T) {
 		{"a login without a CSRF token is refused", stepLogin, func(f, _ form) form { f.Fields.Del("csrf"); return f }},
 		{"a login with a wrong CSRF token is refused", stepLogin, func(f, _ form) form { f.Fields.Set("csrf", "AAAA"); return f }},
 		{"a login with another session's CSRF token is refused", stepLogin, func(f, o form) form { f.Fields.Set("csrf", o.Fields.Get("csrf")); return f }},
-		{"a login without a flow token is refused", stepLogin, func(f, _ form) form { f.Fields.Del("flow"); return f }},
-		{"a login with another session's flow token is refused", stepLogin, func(f, o form) form { f.Fields.Set("flow", o.Fields.Get("flow")); return f }},
+		{"a login without a transaction is refused", stepLogin, func(f, _ form) form { f.Fields.Del("txn"); return f }},
+		{"a login with another session's transaction is refused", stepLogin, func(f, o form) form { f.Fields.Set("txn", o.Fields.Get("txn")); return f }},
 		{"a consent without a CSRF token is refused", stepConsent, func(f, _ form) form { f.Fields.Del("csrf"); return f }},
 		{"a consent with another session's CSRF token is refused", stepConsent, func(f, o form) form { f.Fields.Set("csrf", o.Fields.Get("csrf")); return f }},
-		{"a consent with a login flow token is refused", stepConsent, func(f, o form) form { f.Fields.Set("flow", o.Fields.Get("flow")); return f }},
-		{"a consent without a flow token is refused", stepConsent, func(f, _ form) form { f.Fields.Del("flow"); return f }},
-		{"a consent posted to another authorization request is refused", stepConsent, func(f, _ form) form {
-			f.Action = strings.Replace(f.Action, "state=st-1", "state=st-evil", 1)
-			return f
-		}},
-		{"a consent posted with a wider scope is refused", stepConsent, func(f, _ form) form {
-			f.Action = strings.Replace(f.Action, "scope=mcp%3Atools", "scope=mcp%3Atools+mcp%3Aadmin", 1)
+		{"a consent with a login page's transaction is refused", stepConsent, func(f, o form) form { f.Fields.Set("txn", o.Fields.Get("txn")); return f }},
+		{"a consent without a transaction is refused", stepConsent, func(f, _ form) form { f.Fields.Del("txn"); return f }},
+		{"a consent with a garbled transaction is refused", stepConsent, func(f, _ form) form {
+			f.Fields.Set("txn", f.Fields.Get("txn")[:len(f.Fields.Get("txn"))-2]+"AA")
 			return f
 		}},
 	} {
@@ -318,7 +316,7 @@ func TestClientNamesAreCleaned(t *testing.T) {
 		{"a blank name falls back to the client id", "\u200b ", "client-1", "client-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := displayName(&Prompt{ClientName: tc.client, ClientID: tc.id}); got != tc.want {
+			if got := displayName(&authflow.Transaction{Display: authflow.Display{ClientName: tc.client}, Request: authflow.Request{ClientID: tc.id}}); got != tc.want {
 				t.Fatalf("displayName = %q, want %q", got, tc.want)
 			}
 		})
@@ -520,7 +518,7 @@ func TestSecureCookies(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, func(c *Config) { c.Secure = tc.secure; c.BasePath = tc.base })
 			rec := httptest.NewRecorder()
-			h.ui.Authorize(rec, httptest.NewRequest(http.MethodGet, authorizePath(), nil), Prompt{ClientID: "demo-app"})
+			h.serveAuthorize(rec, httptest.NewRequest(http.MethodGet, authorizePath(), nil))
 			cs := rec.Result().Cookies()
 			if len(cs) != 1 {
 				t.Fatalf("%d cookies", len(cs))
@@ -591,20 +589,27 @@ func TestNewRejectsBadConfig(t *testing.T) {
 func TestHostileRequestsNeverFail500(t *testing.T) {
 	h := newHarness(t, nil)
 	for _, tc := range []struct {
-		name, ctype, body string
-		want              int
+		name, path, ctype, body string
+		want                    int
 	}{
-		{"a duplicated step field is a bad request", "application/x-www-form-urlencoded", "mcpauth_step=login&mcpauth_step=consent", 400},
-		{"an unknown step is a bad request", "application/x-www-form-urlencoded", "mcpauth_step=admin", 400},
-		{"broken percent-encoding is a bad request", "application/x-www-form-urlencoded", "mcpauth_step=%zz", 400},
-		{"a JSON body is a bad request", "application/json", `{"mcpauth_step":"login"}`, 400},
-		{"an oversized body is a bad request", "application/x-www-form-urlencoded", "x=" + strings.Repeat("a", 64<<10), 400},
-		{"an overlong username is a bad request", "application/x-www-form-urlencoded", "mcpauth_step=login&username=" + strings.Repeat("a", 300), 400},
-		{"a garbage flow token is refused", "application/x-www-form-urlencoded", "mcpauth_step=login&csrf=x&flow=%00%ff", 403},
-		{"a consent without a session shows the login form", "application/x-www-form-urlencoded", "mcpauth_step=consent&action=approve", 403},
+		{"a duplicated step field is a bad request", LoginPath, "application/x-www-form-urlencoded", "mcpauth_step=login&mcpauth_step=consent", 400},
+		{"an unknown step is a bad request", LoginPath, "application/x-www-form-urlencoded", "mcpauth_step=admin", 400},
+		{"another step's field is a bad request", ConsentPath, "application/x-www-form-urlencoded", "mcpauth_step=login", 400},
+		{"broken percent-encoding is a bad request", LoginPath, "application/x-www-form-urlencoded", "mcpauth_step=%zz", 400},
+		{"a JSON body is a bad request", LoginPath, "application/json", `{"mcpauth_step":"login"}`, 400},
+		{"an oversized body is a bad request", LoginPath, "application/x-www-form-urlencoded", "x=" + strings.Repeat("a", 64<<10), 400},
+		{"an overlong username is a bad request", LoginPath, "application/x-www-form-urlencoded", "mcpauth_step=login&username=" + strings.Repeat("a", 300), 400},
+		{"an overlong transaction is a bad request", ConsentPath, "application/x-www-form-urlencoded", "txn=" + strings.Repeat("a", 13<<10), 400},
+		{"a garbage transaction is refused", LoginPath, "application/x-www-form-urlencoded", "mcpauth_step=login&csrf=x&txn=%00%ff", 403},
+		{"a consent without a session is refused", ConsentPath, "application/x-www-form-urlencoded", "mcpauth_step=consent&action=approve", 403},
+		{"a GET of a step is not allowed", ConsentPath + "?txn=x", "", "", 405},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodPost, h.srv.URL+authorizePath(), strings.NewReader(tc.body))
+			method := http.MethodPost
+			if tc.body == "" {
+				method = http.MethodGet
+			}
+			req, _ := http.NewRequest(method, h.srv.URL+tc.path, strings.NewReader(tc.body))
 			req.Header.Set("Content-Type", tc.ctype)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {

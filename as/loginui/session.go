@@ -9,7 +9,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,15 +21,13 @@ type session struct {
 	ID       string `json:"id"`
 	Subject  string `json:"sub,omitempty"`
 	AuthTime int64  `json:"auth_time,omitempty"`
-	// LoginFor is the binding of the authorization request during which the
-	// person last typed their password: it satisfies prompt=login for that
-	// request only and is cleared when the request completes.
-	LoginFor string `json:"login_for,omitempty"`
 	Exp      int64  `json:"exp"`
 }
 
-// flowToken is the single-use token in every form. It binds the form to the
-// session and to the authorization request (or page) it was served for.
+// flowToken is the single-use token in the forms of the pages Handler
+// serves (the login on /consents). It binds the form to the session and to
+// the page it was served for. The forms of an authorization carry its
+// transaction instead (authflow).
 type flowToken struct {
 	ID   string `json:"jti"`
 	Sess string `json:"sid"`
@@ -99,8 +96,8 @@ func (u *UI) sessionKey(id string) string {
 
 // startSession stores a new signed-in session for subject and returns its
 // cookie form.
-func (u *UI) startSession(r *http.Request, subject, loginFor string, now time.Time) (session, error) {
-	s := session{ID: randomID(), Subject: subject, AuthTime: now.Unix(), LoginFor: loginFor, Exp: now.Add(u.cfg.SessionTTL).Unix()}
+func (u *UI) startSession(r *http.Request, subject string, now time.Time) (session, error) {
+	s := session{ID: randomID(), Subject: subject, AuthTime: now.Unix(), Exp: now.Add(u.cfg.SessionTTL).Unix()}
 	err := u.cfg.Sessions.CreateSession(r.Context(), &storage.Session{
 		ID:            u.sessionKey(s.ID),
 		Subject:       subject,
@@ -220,56 +217,6 @@ func (u *UI) checkForm(ctx context.Context, s session, f *submittedForm, step, b
 	return true, nil
 }
 
-// authorizeBinding identifies one authorization request: the validated
-// prompt plus every query parameter (state, code_challenge, ...). A flow
-// token minted for one request is refused on any other.
-func authorizeBinding(r *http.Request, p Prompt) string {
-	h := sha256.New()
-	for _, v := range []string{"authorize", p.ClientID, p.RedirectURI, p.Resource, strings.Join(p.Scopes, " "), requestParams(r).Encode()} {
-		h.Write([]byte(v))
-		h.Write([]byte{0})
-	}
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
-}
-
-// formFields are the fields our own forms add; everything else in a POSTed
-// authorization request is an authorization parameter.
-var formFields = []string{stepField, "csrf", "flow", "username", "password", "action", "session_id", "upstream"}
-
-// requestParams returns the authorization request's parameters: the query,
-// or for an authorization request POSTed without a query (RFC 6749 §3.1) the
-// body minus our own form fields. Call after the form is parsed.
-func requestParams(r *http.Request) url.Values {
-	q := r.URL.Query()
-	if len(q) > 0 || r.Method != http.MethodPost || r.PostForm == nil {
-		return q
-	}
-	out := url.Values{}
-	for k, vs := range r.PostForm {
-		if !slices.Contains(formFields, k) {
-			out[k] = vs
-		}
-	}
-	return out
-}
-
-// authorizeAction is where the pages of an authorization request post to and
-// redirect to after login: the same URL, and for a POSTed request without a
-// query, the same path with its parameters moved into the query so every
-// later step carries them.
-func authorizeAction(r *http.Request) string {
-	self := selfURL(r)
-	if r.URL.RawQuery != "" {
-		return self
-	}
-	params := requestParams(r)
-	if len(params) == 0 {
-		return self
-	}
-	path, _, _ := strings.Cut(self, "?")
-	return path + "?" + params.Encode()
-}
-
 // pageBinding is the binding for forms on the pages Handler serves.
 func pageBinding(name string) string {
 	h := sha256.Sum256([]byte("page\x00" + name))
@@ -289,6 +236,8 @@ type submittedForm struct {
 	SessionID string
 	// Upstream is the id of the provider chosen on the login page.
 	Upstream string
+	// Txn is the sealed authorization transaction the form belongs to.
+	Txn string
 }
 
 var errBadForm = errors.New("loginui: bad form")
@@ -299,6 +248,7 @@ const (
 	maxUsernameLen = 256
 	maxPasswordLen = 1024
 	maxClientIDLen = 2048
+	maxTxnLen      = 12 << 10
 )
 
 // parseFields reads a posted form. Every field may appear at most once;
@@ -319,6 +269,7 @@ func parseFields(v url.Values) (*submittedForm, error) {
 		{"client_id", &f.ClientID, maxClientIDLen},
 		{"session_id", &f.SessionID, 128},
 		{"upstream", &f.Upstream, 64},
+		{"txn", &f.Txn, maxTxnLen},
 	} {
 		vs := v[fd.name]
 		if len(vs) > 1 || (len(vs) == 1 && len(vs[0]) > fd.max) {

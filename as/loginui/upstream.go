@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/mcpauth/mcpauth/as/authflow"
 	"github.com/mcpauth/mcpauth/internal/seal"
 	"github.com/mcpauth/mcpauth/storage"
 	"github.com/mcpauth/mcpauth/upstream"
@@ -80,30 +82,54 @@ type pendingUpstream struct {
 	ID       string `json:"jti"`
 	Upstream string `json:"up"`
 	Sess     string `json:"sid"`
-	Bind     string `json:"bind"`
-	Return   string `json:"ret"`
 	Nonce    string `json:"nonce"`
 	Verifier string `json:"pkce"`
 	Exp      int64  `json:"exp"`
-	// Fresh asks the provider for a new authentication (prompt=login at
-	// our authorization endpoint): max_age=0, and an auth_time no older
-	// than Start.
-	Fresh bool  `json:"fresh,omitempty"`
-	Start int64 `json:"iat"`
+	// MaxAge, when not negative, asks the provider for an authentication
+	// no older than this many seconds before Start (max_age, OpenID
+	// Connect Core §3.1.2.1; 0 for prompt=login at our authorization
+	// endpoint), and the ID token's auth_time must show one.
+	MaxAge int64 `json:"max_age"`
+	Start  int64 `json:"iat"`
+	// Txn is the authorization transaction the sign-in returns to; Page,
+	// without one, the page of Handler's it returns to.
+	Txn  *authflow.Transaction `json:"txn,omitempty"`
+	Page string                `json:"page,omitempty"`
+}
+
+// signInPages are the pages of Handler's that sign a person in and that a
+// sign-in through a provider returns to.
+var signInPages = []string{"consents"}
+
+// returnsHome reports whether p returns to a transaction or to one of
+// signInPages, not both: a state naming anything else is not one we issue.
+func (p *pendingUpstream) returnsHome() bool {
+	if p.Txn != nil {
+		return p.Page == ""
+	}
+	return slices.Contains(signInPages, p.Page)
+}
+
+// pendingFor is what a sign-in returns to when it succeeds: its
+// authorization transaction, or one of the pages Handler serves.
+type pendingFor struct {
+	txn  *authflow.Transaction
+	page string
 }
 
 const pendingCookieName = "mcpauth_upstream_state" // securecookie MAC name, never set as a cookie
 
-// startUpstream sends the person to provider up for the authorization
-// request bound by bind, returning afterwards to ret. The state is bound
-// to this browser's session and single use (checked at the callback).
-func (u *UI) startUpstream(w http.ResponseWriter, r *http.Request, sess session, up *Upstream, bind, ret string, fresh bool) {
+// startUpstream sends the person to provider up, returning afterwards to
+// pf, with an authentication no older than maxAge seconds (-1: any). The
+// state is bound to this browser's session and single use (checked at the
+// callback).
+func (u *UI) startUpstream(w http.ResponseWriter, r *http.Request, sess session, up *Upstream, pf pendingFor, maxAge int64) {
 	sess = u.ensureSession(w, sess)
 	now := u.now()
 	p := pendingUpstream{
-		ID: randomID(), Upstream: up.Provider.ID(), Sess: sess.ID, Bind: bind, Return: ret,
+		ID: randomID(), Upstream: up.Provider.ID(), Sess: sess.ID, Txn: pf.txn, Page: pf.page,
 		Nonce: upstream.RandomToken(), Verifier: upstream.NewVerifier(), Exp: now.Add(u.cfg.FlowTTL).Unix(),
-		Fresh: fresh, Start: now.Unix(),
+		MaxAge: maxAge, Start: now.Unix(),
 	}
 	state, err := u.cookies.Encode(pendingCookieName, p)
 	if err != nil {
@@ -112,8 +138,8 @@ func (u *UI) startUpstream(w http.ResponseWriter, r *http.Request, sess session,
 		return
 	}
 	var params []string
-	if fresh {
-		params = []string{"max_age", "0"}
+	if maxAge >= 0 {
+		params = []string{"max_age", strconv.FormatInt(maxAge, 10)}
 	}
 	dest, err := up.Provider.AuthCodeURL(r.Context(), state, p.Nonce, p.Verifier, params...)
 	if err != nil {
@@ -132,7 +158,7 @@ const freshSkew = 2 * time.Minute
 
 // Callback parameter limits; anything longer is refused.
 const (
-	maxStateLen = 4096
+	maxStateLen = 16 << 10
 	maxCodeLen  = 4096
 )
 
@@ -191,12 +217,7 @@ func (u *UI) serveCallback(w http.ResponseWriter, r *http.Request, id string) {
 		u.ErrorPage(w, http.StatusMethodNotAllowed, "Method not allowed", "")
 		return
 	}
-	var up *Upstream
-	for i := range u.cfg.Upstreams {
-		if u.cfg.Upstreams[i].Provider.ID() == id {
-			up = &u.cfg.Upstreams[i]
-		}
-	}
+	up := u.upstreamByID(id)
 	if up == nil {
 		u.ErrorPage(w, http.StatusNotFound, "Not found", "There is no such page.")
 		return
@@ -209,7 +230,7 @@ func (u *UI) serveCallback(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	var p pendingUpstream
-	if err := u.cookies.Decode(pendingCookieName, cb.State, &p); err != nil || p.ID == "" || p.Upstream != id || !localPath(p.Return) {
+	if err := u.cookies.Decode(pendingCookieName, cb.State, &p); err != nil || p.ID == "" || p.Upstream != id || !p.returnsHome() {
 		u.audit(ctx, "login.upstream_failed", "upstream", id, "reason", "state")
 		u.ErrorPage(w, http.StatusBadRequest, "Sign-in failed", "This sign-in answer does not belong to a sign-in started here. "+again)
 		return
@@ -255,7 +276,7 @@ func (u *UI) serveCallback(w http.ResponseWriter, r *http.Request, id string) {
 		u.upstreamFailure(w, r, up, err)
 		return
 	}
-	if p.Fresh && (ident.AuthTime.IsZero() || ident.AuthTime.Before(time.Unix(p.Start, 0).Add(-freshSkew))) {
+	if p.MaxAge >= 0 && (ident.AuthTime.IsZero() || ident.AuthTime.Before(time.Unix(p.Start-p.MaxAge, 0).Add(-freshSkew))) {
 		u.audit(ctx, "login.upstream_failed", "upstream", id, "reason", "not_reauthenticated")
 		u.ErrorPage(w, http.StatusBadGateway, "Sign-in failed", "The application asked you to sign in again, but "+up.Name+" did not. "+again)
 		return
@@ -294,14 +315,19 @@ func (u *UI) serveCallback(w http.ResponseWriter, r *http.Request, id string) {
 	if err := u.endSession(ctx, sess); err != nil {
 		u.log.ErrorContext(ctx, "loginui: ending the previous session", "err", err)
 	}
-	ns, err := u.startSession(r, subject, p.Bind, now)
+	ns, err := u.startSession(r, subject, now)
 	if err != nil {
 		u.storageError(w, r, "storing session", err)
 		return
 	}
 	u.writeSession(w, ns)
 	u.audit(ctx, "login.succeeded", "sub", subject, "upstream", id, "addr", u.cfg.ClientIP(r))
-	http.Redirect(w, r, p.Return, http.StatusSeeOther)
+	if p.Txn != nil {
+		p.Txn.RecordSignIn(subject, ns.ID)
+		u.returnTo(w, r, p.Txn)
+		return
+	}
+	http.Redirect(w, r, u.cfg.BasePath+"/"+p.Page, http.StatusSeeOther)
 }
 
 // upstreamFailure shows the page for a failed code exchange or ID token.
@@ -373,30 +399,6 @@ func (u *UI) ScopeCap(ctx context.Context, subject string) (scopes []string, cap
 	return up.Provider.Scopes(rec.Claims), true, nil
 }
 
-// capScopes applies the cap allowed to requested. Scopes the client named
-// (named true) are refused, with the ones beyond the cap, when any is beyond
-// it: the request cannot be told from a step-up (clients re-register for
-// one), and a narrowed grant would send the client back for the same scope
-// in a loop. Default scopes (named false) are narrowed to the cap, and
-// refused only when none is left. offline_access is never capped: it is no
-// resource's scope.
-func capScopes(requested, allowed []string, named bool) (kept, beyond []string, denied bool) {
-	for _, s := range requested {
-		if s == "offline_access" || slices.Contains(allowed, s) {
-			kept = append(kept, s)
-		} else {
-			beyond = append(beyond, s)
-		}
-	}
-	if len(beyond) == 0 {
-		return kept, nil, false
-	}
-	if named || len(slices.DeleteFunc(slices.Clone(kept), func(s string) bool { return s == "offline_access" })) == 0 {
-		return nil, beyond, true
-	}
-	return kept, beyond, false
-}
-
 // upstreamViews are the login page's buttons.
 func (u *UI) upstreamViews() []upstreamView {
 	out := make([]upstreamView, 0, len(u.cfg.Upstreams))
@@ -409,24 +411,34 @@ func (u *UI) upstreamViews() []upstreamView {
 type upstreamView struct{ ID, Name string }
 
 // handleUpstreamPost starts a sign-in through the provider chosen on the
-// login page (a form with CSRF and flow tokens, like the password form).
-func (u *UI) handleUpstreamPost(w http.ResponseWriter, r *http.Request, sess session, f *submittedForm, bind, ret string, p *Prompt) {
+// login page of one of Handler's pages (a form with CSRF and flow tokens,
+// like the password form); page names it, bind is its flow binding.
+func (u *UI) handleUpstreamPost(w http.ResponseWriter, r *http.Request, sess session, f *submittedForm, page, bind string) {
 	ok, err := u.checkForm(r.Context(), sess, f, stepUpstream, bind)
 	if err != nil {
 		u.storageError(w, r, "using flow token", err)
 		return
 	}
+	again := loginFor{page: bind}
 	if !ok {
-		u.renderLogin(w, r, sess, bind, p, http.StatusForbidden, "This sign-in form has expired or was already used. Please try again.", "")
+		u.renderLogin(w, r, sess, again, http.StatusForbidden, "This sign-in form has expired or was already used. Please try again.", "")
 		return
 	}
+	if up := u.upstreamByID(f.Upstream); up != nil {
+		u.startUpstream(w, r, sess, up, pendingFor{page: page}, -1)
+		return
+	}
+	u.renderLogin(w, r, sess, again, http.StatusBadRequest, "Please choose one of the sign-in options.", "")
+}
+
+// upstreamByID returns the configured provider id, or nil.
+func (u *UI) upstreamByID(id string) *Upstream {
 	for i := range u.cfg.Upstreams {
-		if u.cfg.Upstreams[i].Provider.ID() == f.Upstream {
-			u.startUpstream(w, r, sess, &u.cfg.Upstreams[i], bind, ret, p != nil && p.ForceLogin)
-			return
+		if u.cfg.Upstreams[i].Provider.ID() == id {
+			return &u.cfg.Upstreams[i]
 		}
 	}
-	u.renderLogin(w, r, sess, bind, p, http.StatusBadRequest, "Please choose one of the sign-in options.", "")
+	return nil
 }
 
 // who names a signed-in person on the pages: for someone who signed in
