@@ -164,3 +164,44 @@ func TestPostedAuthorizationRequest(t *testing.T) {
 		t.Fatalf("redirected to %s", loc)
 	}
 }
+
+// TestASessionEndedBetweenThePages: the person's session ends (signed out
+// in another tab) while the consent page is open; its answer asks them to
+// sign in again, and the authorization goes on from there, in the new
+// session, to the consent page and the code.
+func TestASessionEndedBetweenThePages(t *testing.T) {
+	h := newHarness(t, nil)
+	b := h.browser()
+	consent := b.login(authorizePath(), "alice", alicePW)
+	if !strings.Contains(consent.Body, "Allow access?") {
+		t.Fatalf("status %d, want the consent page", consent.StatusCode)
+	}
+	out := b.get("/logout")
+	b.submit(out.form(t))
+	again := b.submit(consent.form(t, "action", "approve"))
+	if again.StatusCode != http.StatusForbidden || !strings.Contains(again.Body, "Your session expired. Please sign in again.") || !strings.Contains(again.Body, `name="password"`) {
+		t.Fatalf("status %d, want 403 with the login form:\n%s", again.StatusCode, again.Body)
+	}
+	if _, err := h.store.GetConsent(context.Background(), "alice", "demo-app", "http://127.0.0.1:8080/mcp"); err == nil {
+		t.Fatal("consent stored by the answer of an ended session")
+	}
+	consent = b.submit(again.form(t, "username", "alice", "password", alicePW))
+	if !strings.Contains(consent.Body, "Allow access?") {
+		t.Fatalf("after signing in again: status %d, want the consent page", consent.StatusCode)
+	}
+	if loc := b.submit(consent.form(t, "action", "approve")).redirectedTo(t); loc.Query().Get("code") != "code-for-alice" || loc.Query().Get("state") != "st-1" {
+		t.Fatalf("redirected to %s", loc)
+	}
+}
+
+// TestAConsentFormCannotWidenTheScope: the scopes granted are those the
+// transaction asked about; scope fields added to the form change nothing.
+func TestAConsentFormCannotWidenTheScope(t *testing.T) {
+	h := newHarness(t, nil)
+	b := h.browser()
+	consent := b.login(authorizePath(), "alice", alicePW)
+	loc := b.submit(consent.form(t, "action", "approve", "scope", "mcp:tools mcp:admin", "mcpauth_scope", "mcp:admin")).redirectedTo(t)
+	if loc.Query().Get("granted") != "mcp:tools" {
+		t.Fatalf("granted %q, want mcp:tools", loc.Query().Get("granted"))
+	}
+}
