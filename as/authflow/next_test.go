@@ -36,7 +36,10 @@ func TestNext(t *testing.T) {
 		{name: "a named scope beyond the cap is not permitted", sess: alice, cap: Cap{Scopes: []string{"mcp:tools"}, Capped: true},
 			txn: func(t *Transaction) { t.Request.Scopes = []string{"mcp:tools", "mcp:admin"} }, want: Decision{Step: NotPermitted, NotPermitted: []string{"mcp:admin"}}},
 		{name: "default scopes are narrowed to the cap", sess: alice, cap: Cap{Scopes: []string{"mcp:tools"}, Capped: true},
-			txn:  func(t *Transaction) { t.Request.Scopes = []string{"mcp:tools", "mcp:admin"}; t.Request.ScopesNamed = false },
+			txn: func(t *Transaction) {
+				t.Request.Scopes = []string{"mcp:tools", "mcp:admin"}
+				t.Request.ScopesNamed = false
+			},
 			want: Decision{Step: Consent, Scopes: []string{"mcp:tools"}}},
 		{name: "default scopes none of which the cap allows are not permitted", sess: alice, cap: Cap{Capped: true},
 			txn: func(t *Transaction) { t.Request.ScopesNamed = false }, want: Decision{Step: NotPermitted, NotPermitted: []string{"mcp:tools"}}},
@@ -49,7 +52,11 @@ func TestNext(t *testing.T) {
 		{name: "an approval issues what was asked", sess: alice, txn: func(t *Transaction) { t.RecordAsked("alice", []string{"mcp:tools"}); t.RecordAnswer(Approved) },
 			want: Decision{Step: Issue, Scopes: []string{"mcp:tools"}}},
 		{name: "an approval issues no more than was asked", sess: alice,
-			txn:  func(t *Transaction) { t.Request.Scopes = []string{"mcp:tools", "mcp:admin"}; t.RecordAsked("alice", []string{"mcp:tools"}); t.RecordAnswer(Approved) },
+			txn: func(t *Transaction) {
+				t.Request.Scopes = []string{"mcp:tools", "mcp:admin"}
+				t.RecordAsked("alice", []string{"mcp:tools"})
+				t.RecordAnswer(Approved)
+			},
 			want: Decision{Step: Issue, Scopes: []string{"mcp:tools"}}},
 		{name: "an approval issues no more than the cap allows now", sess: alice, cap: Cap{Scopes: []string{"mcp:tools"}, Capped: true},
 			txn: func(t *Transaction) {
@@ -71,12 +78,20 @@ func TestNext(t *testing.T) {
 		{name: "a remembered consent that may not be used silently asks to confirm", sess: alice, remember: []string{"mcp:tools"},
 			txn: func(t *Transaction) { t.Request.ConfirmRemembered = true }, want: Decision{Step: Confirm, Scopes: []string{"mcp:tools"}}},
 		{name: "a confirmed remembered consent issues", sess: alice, remember: []string{"mcp:tools"},
-			txn:  func(t *Transaction) { t.Request.ConfirmRemembered = true; t.RecordAsked("alice", []string{"mcp:tools"}); t.RecordAnswer(Approved) },
+			txn: func(t *Transaction) {
+				t.Request.ConfirmRemembered = true
+				t.RecordAsked("alice", []string{"mcp:tools"})
+				t.RecordAnswer(Approved)
+			},
 			want: Decision{Step: Issue, Scopes: []string{"mcp:tools"}}},
 		{name: "prompt=consent asks whatever is remembered", sess: alice, remember: []string{"mcp:tools"},
 			txn: func(t *Transaction) { t.Request.ForceConsent = true }, want: Decision{Step: Consent, Scopes: []string{"mcp:tools"}}},
 		{name: "prompt=consent answered issues", sess: alice, remember: []string{"mcp:tools"},
-			txn:  func(t *Transaction) { t.Request.ForceConsent = true; t.RecordAsked("alice", []string{"mcp:tools"}); t.RecordAnswer(Approved) },
+			txn: func(t *Transaction) {
+				t.Request.ForceConsent = true
+				t.RecordAsked("alice", []string{"mcp:tools"})
+				t.RecordAnswer(Approved)
+			},
 			want: Decision{Step: Issue, Scopes: []string{"mcp:tools"}}},
 		{name: "a step-up asks about the new scopes with the remembered ones apart", sess: alice, remember: []string{"mcp:tools"},
 			txn:  func(t *Transaction) { t.Request.Scopes = []string{"mcp:tools", "mcp:admin"} },
@@ -130,4 +145,3 @@ func TestCapScopes(t *testing.T) {
 		}
 	}
 }
-
