@@ -75,7 +75,7 @@ func (u *UI) handleLoginPost(w http.ResponseWriter, r *http.Request, sess sessio
 			u.storageError(w, r, "recording the login", err)
 			return
 		}
-		if rec.Disabled {
+		if !u.people.Active(f.Username, rec) {
 			u.audit(r.Context(), "login.refused", "sub", f.Username, "addr", ip, "reason", "disabled")
 			u.renderLogin(w, r, sess, bind, p, http.StatusUnauthorized, "Incorrect username or password.", f.Username)
 			return
@@ -136,7 +136,7 @@ func (u *UI) checkPassword(ctx context.Context, username, pw string) (bool, erro
 		return false, nil
 	}
 	// A disabled account gets the answer of a wrong password.
-	return ok && known && !u.disabled[username], nil
+	return ok && known && u.people.Active(username, nil), nil
 }
 
 func humanSeconds(s int) string {

@@ -198,7 +198,7 @@ func TestUpstreamSignInThenOurConsent(t *testing.T) {
 	if _, err := sealer.Open(rec.UpstreamRefresh, []byte("corp:u-bob")); err == nil {
 		t.Fatal("the sealed refresh token opens for another subject")
 	}
-	if !e.ui.UserActive("corp:u-alice") || e.ui.UserActive("corp:u-nobody") || e.ui.UserActive("other:u-alice") {
+	if !e.ui.active(context.Background(), "corp:u-alice") || e.ui.active(context.Background(), "corp:u-nobody") || e.ui.active(context.Background(), "other:u-alice") {
 		t.Fatal("UserActive does not follow the records of configured upstreams")
 	}
 }
@@ -232,28 +232,6 @@ func TestUpstreamScopeCap(t *testing.T) {
 	to = b.submit(b.get(authorizePath("scope", "mcp:tools offline_access", "state", "st-ok")).form(t, "action", "approve")).redirectedTo(t)
 	if to.Query().Get("granted") != "mcp:tools offline_access" {
 		t.Fatalf("within the cap: %s", to)
-	}
-}
-
-func TestCapScopes(t *testing.T) {
-	for _, tc := range []struct {
-		requested, allowed []string
-		named              bool
-		kept, beyond       []string
-		denied             bool
-	}{
-		{[]string{"a", "b"}, []string{"a", "b"}, true, []string{"a", "b"}, nil, false},
-		{[]string{"a", "b"}, []string{"a"}, true, nil, []string{"b"}, true},
-		{[]string{"a", "b"}, []string{"a"}, false, []string{"a"}, []string{"b"}, false},
-		{[]string{"b"}, []string{"a"}, false, nil, []string{"b"}, true},
-		{[]string{"b", "offline_access"}, nil, false, nil, []string{"b"}, true},
-		{[]string{"a", "offline_access"}, []string{"a"}, true, []string{"a", "offline_access"}, nil, false},
-		{nil, nil, true, nil, nil, false},
-	} {
-		kept, beyond, denied := capScopes(tc.requested, tc.allowed, tc.named)
-		if !slices.Equal(kept, tc.kept) || !slices.Equal(beyond, tc.beyond) || denied != tc.denied {
-			t.Errorf("capScopes(%v, %v, %v) = %v, %v, %v", tc.requested, tc.allowed, tc.named, kept, beyond, denied)
-		}
 	}
 }
 
@@ -361,7 +339,7 @@ func TestUpstreamCallbackFailures(t *testing.T) {
 		if p := b.open(e.signIn(b, authorizePath(), "bob")); p.StatusCode != http.StatusForbidden || !strings.Contains(p.Body, "Account disabled") {
 			t.Fatalf("status %d:\n%s", p.StatusCode, p.Body)
 		}
-		if len(e.results) != n || signedIn(b) || e.ui.UserActive("corp:u-bob") {
+		if len(e.results) != n || signedIn(b) || e.ui.active(context.Background(), "corp:u-bob") {
 			t.Fatal("a disabled person signed in")
 		}
 	})
