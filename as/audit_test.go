@@ -67,6 +67,7 @@ func newLoggedHarness(t *testing.T, mod func(*Config)) (*harness, *logCapture) {
 		if mod != nil {
 			mod(c)
 		}
+		c.Revoker = NewGrantRevoker(c.Store, logger)
 		ui, err := loginui.New(loginui.Config{
 			Users:    []loginui.User{{Username: "alice", PasswordHash: aliceHash}},
 			Consents: c.Store.(loginui.ConsentStore),
@@ -74,6 +75,7 @@ func newLoggedHarness(t *testing.T, mod func(*Config)) (*harness, *logCapture) {
 			Secret:   c.Secret,
 			Now:      c.Now,
 			Logger:   logger,
+			Revoker:  c.Revoker,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -329,7 +329,7 @@ func (s *Server) flowInput(ctx context.Context, t *authflow.Transaction, sess au
 		return in, nil
 	}
 	var err error
-	if in.Active, err = s.userActive(ctx, sess.Subject); err != nil || !in.Active {
+	if in.Active, err = s.personActive(ctx, sess.Subject, false); err != nil || !in.Active {
 		return in, err
 	}
 	if in.Cap.Scopes, in.Cap.Capped, err = s.personCap(ctx, sess.Subject, false); err != nil {

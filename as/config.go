@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpauth/mcpauth/as/loginui"
+	"github.com/mcpauth/mcpauth/as/policy"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/storage"
 )
@@ -108,19 +109,29 @@ type Config struct {
 	// Clients are the pre-registered clients.
 	Clients []Client
 	// UI runs the login and consent pages. Required for the authorization
-	// endpoint; without it /authorize answers with an error page. New hands
-	// it RevokeGrants for the revocations people make on /consents.
+	// endpoint; without it /authorize answers with an error page. Give it
+	// Revoker (loginui.Config.Revoker) for the revocations people make on
+	// /consents.
 	UI *loginui.UI
-	// Users says which local people may still use their grants: a grant
-	// whose person is no longer configured or is disabled is refused at
-	// the token endpoint (code, refresh, token exchange) and its tokens
-	// answer active:false at introspection. Nil: the UI decides (its
-	// users); with neither, every person without a record may. The
+	// Revoker revokes grants (RevokeGrants, the /consents page): built
+	// with NewGrantRevoker on Store before the UI and the server. Nil: New
+	// builds one.
+	Revoker *GrantRevoker
+	// People decides whether a person may still use their grants and what
+	// their claims cap them to (policy.People.Active, policy.People.Cap);
+	// give the one the UI is given. Nil: built from Users (else the UI's
+	// accounts), the UI's providers, UpstreamIDs and the records in Store.
+	People *policy.People
+	// Users says which local people may still use their grants when People
+	// is nil: a grant whose person is no longer configured or is disabled
+	// is refused at the token endpoint (code, refresh, token exchange) and
+	// its tokens answer active:false at introspection. Nil: the UI's
+	// users; with neither, every person without a record may. The
 	// person's record in Store (storage.UserStore) is read as well: a
 	// disabled record is never active, whatever Users says.
 	Users UserDirectory
 	// UpstreamIDs are the ids of the configured upstream identity
-	// providers. A person whose record says they signed in through an
+	// providers, when People is nil. A person whose record says they signed in through an
 	// upstream (storage.User.Upstream) may use their grants while that
 	// upstream is listed here and their record is not disabled; Users is
 	// not asked about them.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ory/fosite"
 
+	"github.com/mcpauth/mcpauth/as/policy"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/storage"
 )
@@ -266,7 +267,7 @@ func (h *exchangeHandler) verifySubject(ctx context.Context, token string) (*sub
 		len(sr.GrantedAud) != 1 || sr.GrantedAud[0] != claims.Audience {
 		return nil, errBadSubject
 	}
-	active, err := h.s.subjectActive(ctx, sr.Session.Subject, sr.Session.Federated != "")
+	active, err := h.s.personActive(ctx, sr.Session.Subject, sr.Session.Federated != "")
 	if err != nil {
 		return nil, userLookupErr(err)
 	}
@@ -353,36 +354,25 @@ func (h *exchangeHandler) HandleTokenEndpointRequest(ctx context.Context, r fosi
 		return fosite.ErrInvalidGrant.WithHint("The subject_token lacks the scopes the exchange policy requires.")
 	}
 
-	// The one scope rule (scopes.go), with the rule's scopes as a further
-	// bound on the ceiling and the defaults.
-	ceiling, defaults := intersect(scopeCeiling(c, res), rule.scopes), intersect(defaultScopes(c, res), rule.scopes)
-	if len(defaults) == 0 {
-		defaults = ceiling
-	}
-	// The subject token's person, capped by their claims (capToPerson):
-	// the mapping bounds what an exchange grants them, as it bounds what
-	// they consent to.
+	// The subject token's person, capped by their claims: the mapping
+	// bounds what an exchange grants them, as it bounds what they consent
+	// to.
 	allowed, capped, err := h.s.personCap(ctx, sub.subject, sub.federated != "")
 	if err != nil {
 		return userLookupErr(err)
 	}
-	if capped {
-		requested := r.GetRequestedScopes()
+	// The one scope rule, with the exchange rule's scopes as a further
+	// bound on the ceiling and the defaults, then the person's cap.
+	scopes, err := policy.Exchange(policyClient(c), policyResource(res), rule.scopes, r.GetRequestedScopes(), allowed, capped)
+	if np := (*policy.NotPermittedError)(nil); errors.As(err, &np) {
 		// The scopes refused: those named that the exchange could grant
 		// or, naming none, its defaults, beyond the cap.
-		refused := beyondCap(defaults, allowed)
-		if namesScope(requested) {
-			refused = beyondCap(slices.DeleteFunc(slices.Clone(requested), func(sc string) bool { return !slices.Contains(ceiling, sc) }), allowed)
-		}
-		if ceiling, defaults, err = capToPerson(requested, ceiling, defaults, allowed); err != nil {
-			h.s.log.audit(ctx, "token.exchange_not_permitted", "client_id", c.id, "sub", sub.subject, "aud", res.URI,
-				"scope", strings.Join(refused, " "))
-			return err
-		}
+		h.s.log.audit(ctx, "token.exchange_not_permitted", "client_id", c.id, "sub", sub.subject, "aud", res.URI,
+			"scope", strings.Join(np.Scopes, " "))
+		return scopeError(err, "")
 	}
-	scopes, err := selectScopes(r.GetRequestedScopes(), ceiling, defaults)
 	if err != nil {
-		return fosite.ErrInvalidScope.WithHint("None of the requested scopes may be granted by this exchange.")
+		return scopeError(err, "None of the requested scopes may be granted by this exchange.")
 	}
 
 	sess, ok := r.GetSession().(*session)

@@ -4,22 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"io"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ory/fosite"
 
+	"github.com/mcpauth/mcpauth/as/policy"
 	"github.com/mcpauth/mcpauth/storage"
 	"github.com/mcpauth/mcpauth/upstream"
 )
 
-// UserDirectory says whether a person may still use what they granted.
-// *loginui.UI implements it from its configured users.
-type UserDirectory interface {
-	// UserActive reports whether the account exists and is not disabled.
-	UserActive(username string) bool
-}
+// UserDirectory says whether a local account is configured and not
+// disabled (policy.Directory).
+type UserDirectory = policy.Directory
 
 // GrantFilter selects grants: an authorization a person gave a client (or a
 // client-credentials token), with every code and token issued under it.
@@ -94,7 +94,7 @@ func (s *Server) describeGrant(ctx context.Context, g storage.Grant, clients, us
 		// A storage error counts as active: an outage must not make
 		// grants look orphaned.
 		var err error
-		active, err = s.subjectActive(ctx, g.Subject, s.federatedSubject(g.Subject))
+		active, err = s.personActive(ctx, g.Subject, s.federatedSubject(g.Subject))
 		active = active || err != nil
 		users[g.Subject] = active
 	}
@@ -148,90 +148,97 @@ func (s *Server) RevokeGrants(ctx context.Context, f GrantFilter) ([]Grant, erro
 	if err != nil {
 		return nil, err
 	}
-	n, err := s.cfg.Store.RevokeGrants(ctx, f.storage())
-	s.statusList.invalidate()
-	if err != nil {
-		return nil, fmt.Errorf("as: revoking grants: %w", err)
+	if err := s.revoker.revoke(ctx, f); err != nil {
+		return nil, err
 	}
-	s.log.audit(ctx, "grants.revoked", "sub", f.User, "client_id", f.Client, "grant", f.GrantID, "count", n)
 	return listed, nil
+}
+
+// GrantRevoker revokes grants in storage for the server and for the login
+// pages' /consents page (loginui.Config.Revoker), which need it before the
+// server exists: build it first (NewGrantRevoker) and give it to both
+// (Config.Revoker), so neither has to be told of the other afterwards.
+// Every revocation makes the server's Token Status List be built again.
+type GrantRevoker struct {
+	store       storage.Store
+	log         logger
+	revocations atomic.Uint64
+}
+
+// NewGrantRevoker returns the revoker of grants in store, writing its
+// audit events to log (nil discards); give the server the same store.
+func NewGrantRevoker(store storage.Store, log *slog.Logger) *GrantRevoker {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &GrantRevoker{store: store, log: logger{log}}
+}
+
+// RevokeConsent is what the /consents page calls when a person revokes a
+// client (loginui.GrantRevoker): every grant of that person to that client
+// and their remembered consent, as RevokeGrants does.
+func (g *GrantRevoker) RevokeConsent(ctx context.Context, subject, clientID string) error {
+	return g.revoke(ctx, GrantFilter{User: subject, Client: clientID})
+}
+
+// revoke revokes every grant matching f in storage, has the status list
+// built again, and writes the "grants.revoked" audit event.
+func (g *GrantRevoker) revoke(ctx context.Context, f GrantFilter) error {
+	n, err := g.store.RevokeGrants(ctx, f.storage())
+	g.revocations.Add(1)
+	if err != nil {
+		return fmt.Errorf("as: revoking grants: %w", err)
+	}
+	g.log.audit(ctx, "grants.revoked", "sub", f.User, "client_id", f.Client, "grant", f.GrantID, "count", n)
+	return nil
 }
 
 func (f GrantFilter) storage() storage.GrantFilter {
 	return storage.GrantFilter{Subject: f.User, ClientID: f.Client, RequestID: f.GrantID}
 }
 
-// userActive reports whether the local or upstream person subject may
-// still use its grants. It reads the person's record (one primary-key
-// read, or none when it was read with the grant's token in this request)
-// and decides:
-//
-//   - a disabled record: never;
-//   - the record of a person who signed in through an upstream: while
-//     that upstream is configured (Config.UpstreamIDs);
-//   - otherwise (a local person, recorded or not): as the user directory
-//     says (configured and not disabled), always when there is none.
-//
-// A storage error is returned, never taken for an answer.
-func (s *Server) userActive(ctx context.Context, subject string) (bool, error) {
-	if u, ok := rememberedPerson(ctx, subject); ok {
-		return UserActive(subject, u, s.upstreams, s.users), nil // read with the grant's token
-	}
-	u, err := s.cfg.Store.GetUser(ctx, subject)
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		u = nil
-	case err != nil:
-		return false, err
-	}
-	return UserActive(subject, u, s.upstreams, s.users), nil
-}
-
-// localUserActive reports whether subject is an active local account (as
-// userActive says, and no person recorded as signed in through an upstream
-// provider): the only account an ID-JAG is linked to by its email.
-func (s *Server) localUserActive(ctx context.Context, subject string) (bool, error) {
-	u, err := s.cfg.Store.GetUser(ctx, subject)
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		u = nil
-	case err != nil:
-		return false, err
-	}
-	if u != nil && u.Upstream != "" {
-		return false, nil
-	}
-	return UserActive(subject, u, s.upstreams, s.users), nil
-}
-
-// UserActive is the rule by which a person may use their grants, given
-// their record (nil when there is none), the ids of the configured
-// upstreams and the directory of local users (nil: every local person
-// may): a disabled record never; a person recorded as signed in through
-// an upstream while that upstream is configured; anyone else as local
-// says. The AS applies it at the token endpoint, token exchange,
-// introspection and ListGrants; operator tools show it.
-func UserActive(subject string, record *storage.User, upstreamIDs []string, local UserDirectory) bool {
-	if record != nil && record.Disabled {
-		return false
-	}
-	if record != nil && record.Upstream != "" {
-		return slices.Contains(upstreamIDs, record.Upstream)
-	}
-	return local == nil || local.UserActive(subject)
-}
-
-// subjectActive reports whether the subject of a grant may still use it,
-// the one rule the token endpoint, token exchange, introspection and
-// ListGrants apply: no subject (client credentials) and a federated one
-// (an assertion's "<iss>#<sub>", session.Federated), which is no local
-// account, always may; a person while userActive says so. A storage error
-// is returned, never taken for an answer.
-func (s *Server) subjectActive(ctx context.Context, subject string, federated bool) (bool, error) {
+// personActive reports whether the person subject of a grant may still
+// use it, the one rule the token endpoint, token exchange, introspection
+// and ListGrants apply (policy.People.Active): no subject (client
+// credentials) and a federated one (an assertion's "<iss>#<sub>",
+// session.Federated), which is no local account, always may. The person's
+// record is the one read with the grant's token in this request when the
+// backend reads both in one statement (storage.TokenUserReader), else one
+// primary-key read. A storage error is returned, never taken for an answer.
+func (s *Server) personActive(ctx context.Context, subject string, federated bool) (bool, error) {
 	if subject == "" || federated {
 		return true, nil
 	}
-	return s.userActive(ctx, subject)
+	rec, ok := rememberedPerson(ctx, subject)
+	if !ok {
+		var err error
+		if rec, err = s.people.Record(ctx, subject); err != nil {
+			return false, err
+		}
+	}
+	return s.people.Active(subject, rec), nil
+}
+
+// localPersonActive reports whether subject is an active local account
+// (policy.People.LocalActive): the only account an ID-JAG is linked to by
+// its email.
+func (s *Server) localPersonActive(ctx context.Context, subject string) (bool, error) {
+	rec, err := s.people.Record(ctx, subject)
+	if err != nil {
+		return false, err
+	}
+	return s.people.LocalActive(subject, rec), nil
+}
+
+// personCap returns the scopes the person subject may be granted and
+// whether anything caps them (policy.People.Cap). No subject (client
+// credentials) and a federated one (an assertion's subject, no person of
+// ours) are not capped.
+func (s *Server) personCap(ctx context.Context, subject string, federated bool) ([]string, bool, error) {
+	if subject == "" || federated {
+		return nil, false, nil
+	}
+	return s.people.Cap(ctx, subject)
 }
 
 // userLookupErr is the token endpoint's answer when the person's record
@@ -266,15 +273,6 @@ func (s *Server) federatedSubject(subject string) bool {
 	return false
 }
 
-// consentRevoker is what the /consents page calls when a person revokes a
-// client: RevokeGrants for that person and client.
-type consentRevoker struct{ s *Server }
-
-func (c consentRevoker) RevokeConsent(ctx context.Context, subject, clientID string) error {
-	_, err := c.s.RevokeGrants(ctx, GrantFilter{User: subject, Client: clientID})
-	return err
-}
-
 // userGate runs after the grant handlers have loaded the grant of a code
 // or refresh request: a grant whose person is no longer configured, or is
 // disabled, is refused with invalid_grant (RFC 6749 §5.2). At a refresh it
@@ -297,7 +295,7 @@ func (g *userGate) HandleTokenEndpointRequest(ctx context.Context, r fosite.Acce
 	if sess, ok := r.GetSession().(*session); ok && sess != nil {
 		sub, federated = sess.Subject, sess.Federated != ""
 	}
-	active, err := g.s.subjectActive(ctx, sub, federated)
+	active, err := g.s.personActive(ctx, sub, federated)
 	if err != nil {
 		return userLookupErr(err)
 	}
@@ -317,7 +315,7 @@ func (g *userGate) HandleTokenEndpointRequest(ctx context.Context, r fosite.Acce
 }
 
 // capRefresh bounds the scopes of a person's refresh by their claims
-// (capToPerson), as the recheck, if any, left them in the person's record:
+// (policy.CapRefresh), as the recheck, if any, left them in the person's record:
 // a scope the refresh names beyond them is invalid_scope; the grant's other
 // scopes beyond them are left out of the new tokens; a grant left with none
 // of its resource's scopes is invalid_grant (RFC 6749 §5.2), for the person
@@ -336,19 +334,19 @@ func (g *userGate) capRefresh(ctx context.Context, r fosite.AccessRequester, sub
 	ar, ok := r.(*fosite.AccessRequest)
 	granted := []string(r.GetGrantedScopes())
 	requested := fosite.RemoveEmpty(splitSpace(r.GetRequestForm().Get("scope")))
-	kept, _, err := capToPerson(requested, granted, nil, allowed)
-	if err == nil && len(withoutOffline(granted)) > 0 && len(withoutOffline(kept)) == 0 {
-		err = fosite.ErrInvalidGrant.WithHint("The person's organisation no longer permits any scope of this grant; sign in again.")
-	}
-	if err == nil && !ok && !slices.Equal(kept, granted) {
-		err = fosite.ErrInvalidGrant.WithHint("The person's organisation no longer permits every scope of this grant; sign in again.")
-	}
+	kept, err := policy.CapRefresh(requested, granted, allowed, ok)
 	if err != nil {
 		// The scopes refused: those the refresh names (its grant is
 		// narrowed to them) or, naming none, the grant's, beyond the cap.
 		g.s.log.audit(ctx, "grant.scope_not_permitted", "client_id", r.GetClient().GetID(), "sub", sub, "grant", r.GetID(),
-			"scope", strings.Join(beyondCap(granted, allowed), " "))
-		return err
+			"scope", strings.Join(policy.Beyond(granted, allowed), " "))
+		switch {
+		case errors.Is(err, policy.ErrNoneLeft):
+			return fosite.ErrInvalidGrant.WithHint("The person's organisation no longer permits any scope of this grant; sign in again.")
+		case errors.Is(err, policy.ErrNotAllLeft):
+			return fosite.ErrInvalidGrant.WithHint("The person's organisation no longer permits every scope of this grant; sign in again.")
+		}
+		return scopeError(err, "")
 	}
 	if ok {
 		ar.GrantedScope = fosite.Arguments(kept)

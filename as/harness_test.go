@@ -79,6 +79,10 @@ type harness struct {
 	fetchedAttacker atomic.Int32
 }
 
+// harnessUI stands for the harness's login pages in the Config a mod
+// sees: newHarness builds them once the mod has chosen the store.
+var harnessUI = &loginui.UI{}
+
 // newHarness starts the AS on a real loopback listener with memory storage,
 // the real login pages and a set of clients; mod may change the config.
 func newHarness(t testing.TB, mod func(*Config)) *harness {
@@ -96,16 +100,6 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	secret := []byte("0123456789abcdef0123456789abcdef-test-secret")
-	ui, err := loginui.New(loginui.Config{
-		Users:    []loginui.User{{Username: "alice", PasswordHash: aliceHash}},
-		Consents: store,
-		JTIs:     store,
-		Secret:   secret,
-		Now:      clk.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := Config{
 		Issuer: issuer,
 		Resources: []Resource{
@@ -119,13 +113,32 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 			{ID: "rs", Secret: rsSecret, GrantTypes: []string{"client_credentials"}, Resources: []string{mcpURI}},
 			{ID: "jwt-bot", JWKS: jwks, GrantTypes: []string{"client_credentials"}},
 		},
-		UI:     ui,
+		UI:     harnessUI,
 		Store:  store,
 		Secret: secret,
 		Now:    clk.Now,
 	}
 	if mod != nil {
 		mod(&cfg)
+	}
+	if cfg.UI == harnessUI {
+		// The harness's pages, revoking in the server's store as serve
+		// wires them: the revoker is built first and given to both.
+		if cfg.Revoker == nil {
+			cfg.Revoker = NewGrantRevoker(cfg.Store, cfg.Logger)
+		}
+		ui, err := loginui.New(loginui.Config{
+			Users:    []loginui.User{{Username: "alice", PasswordHash: aliceHash}},
+			Consents: store,
+			JTIs:     store,
+			Secret:   secret,
+			Now:      clk.Now,
+			Revoker:  cfg.Revoker,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.UI = ui
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -149,7 +149,7 @@ func (s *Server) describe(ctx context.Context, caller *client, kind storage.Toke
 	if sr.Session != nil {
 		sub, federated = sr.Session.Subject, sr.Session.Federated != ""
 	}
-	active, err := s.subjectActive(ctx, sub, federated)
+	active, err := s.personActive(ctx, sub, federated)
 	if err != nil {
 		return nil, err
 	}

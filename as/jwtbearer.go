@@ -14,6 +14,7 @@ import (
 
 	"github.com/ory/fosite"
 
+	"github.com/mcpauth/mcpauth/as/policy"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/storage"
 )
@@ -521,18 +522,13 @@ func (h *jwtBearerHandler) idJAG(ctx context.Context, r *fosite.AccessRequest, s
 	if err != nil {
 		return err
 	}
-	ceiling, defaults := withoutOffline(scopeCeiling(c, res)), defaultScopes(c, res)
+	var claimed []string
 	if cl.Scope != nil {
-		granted := splitSpace(*cl.Scope)
-		ceiling = intersect(ceiling, granted)
-		defaults = intersect(defaults, granted)
+		claimed = splitSpace(*cl.Scope)
 	}
-	if len(defaults) == 0 {
-		defaults = ceiling
-	}
-	scopes, err := selectScopes(withoutOffline(r.GetRequestedScopes()), ceiling, defaults)
+	scopes, err := policy.IDJAG(policyClient(c), policyResource(res), claimed, cl.Scope != nil, r.GetRequestedScopes())
 	if err != nil {
-		return fosite.ErrInvalidScope.WithHint("None of the requested scopes may be granted for this ID-JAG.")
+		return scopeError(err, "None of the requested scopes may be granted for this ID-JAG.")
 	}
 	subject := cl.Issuer + "#" + cl.Subject
 	sess.Federated = cl.Issuer
@@ -540,7 +536,7 @@ func (h *jwtBearerHandler) idJAG(ctx context.Context, r *fosite.AccessRequest, s
 		if cl.Email == "" {
 			return badAssertion("The ID-JAG has no email to link the account by.")
 		}
-		active, err := h.s.localUserActive(ctx, cl.Email)
+		active, err := h.s.localPersonActive(ctx, cl.Email)
 		if err != nil {
 			return userLookupErr(err)
 		}
@@ -646,10 +642,9 @@ func (h *jwtBearerHandler) workload(ctx context.Context, r *fosite.AccessRequest
 	if rule == nil || res == nil {
 		return errInvalidTarget("No workload rule for this subject allows the requested resource.")
 	}
-	ceiling := intersect(res.Scopes, rule.scopes)
-	scopes, err := selectScopes(withoutOffline(r.GetRequestedScopes()), ceiling, ceiling)
+	scopes, err := policy.Workload(policyResource(res), rule.scopes, r.GetRequestedScopes())
 	if err != nil {
-		return fosite.ErrInvalidScope.WithHint("None of the requested scopes is allowed to this workload.")
+		return scopeError(err, "None of the requested scopes is allowed to this workload.")
 	}
 	// Workload tokens often omit jti; their hash then stands in for it.
 	jti := cl.ID

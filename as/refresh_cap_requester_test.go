@@ -42,7 +42,7 @@ func TestCapRefreshFailsClosedForOtherRequesters(t *testing.T) {
 		Claims: map[string][]string{"groups": {"staff"}}}); err != nil {
 		t.Fatal(err)
 	}
-	h.as.ui = ui
+	h.as.ui, h.as.people = ui, ui.People()
 	g := &userGate{s: h.as}
 	request := func(granted ...string) *fosite.AccessRequest {
 		ar := fosite.NewAccessRequest(&session{Subject: sub})

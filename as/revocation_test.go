@@ -229,7 +229,8 @@ func TestRevokeGrantsByUserClientAndID(t *testing.T) {
 // restart with a changed configuration does, and serves it.
 func restart(t *testing.T, h *harness, cfg Config, users []loginui.User) *harness {
 	t.Helper()
-	ui, err := loginui.New(loginui.Config{Users: users, Consents: h.store, JTIs: h.store, Secret: cfg.Secret, Now: h.clock.Now})
+	cfg.Revoker = NewGrantRevoker(cfg.Store, cfg.Logger)
+	ui, err := loginui.New(loginui.Config{Users: users, Consents: h.store, JTIs: h.store, Secret: cfg.Secret, Now: h.clock.Now, Revoker: cfg.Revoker})
 	if err != nil {
 		t.Fatal(err)
 	}

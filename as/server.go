@@ -23,6 +23,7 @@ import (
 
 	"github.com/mcpauth/mcpauth/as/authflow"
 	"github.com/mcpauth/mcpauth/as/loginui"
+	"github.com/mcpauth/mcpauth/as/policy"
 	"github.com/mcpauth/mcpauth/internal/seal"
 	"github.com/mcpauth/mcpauth/internal/secret"
 	"github.com/mcpauth/mcpauth/metadata"
@@ -63,10 +64,11 @@ type Server struct {
 	now             func() time.Time
 	metadata        []byte
 	handler         http.Handler
-	// users decides whether a grant's person may still use it (nil: all may).
-	users UserDirectory
-	// upstreams are Config.UpstreamIDs.
-	upstreams  []string
+	// people decides whether a grant's person may still use it and what
+	// their claims cap (Config.People).
+	people *policy.People
+	// revoker revokes grants (Config.Revoker).
+	revoker    *GrantRevoker
 	statusList *statusList
 	dpop       *dpopState
 }
@@ -252,7 +254,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		status:                    &statusIndexer{store: cfg.Store},
 		statusURI:                 s.endpoint(statusListPath),
 	}
-	s.statusList = &statusList{store: cfg.Store, keys: s.keys, issuer: cfg.Issuer, uri: s.endpoint(statusListPath), now: cfg.Now}
+	s.revoker = cfg.Revoker
+	if s.revoker != nil && s.revoker.store != cfg.Store {
+		return nil, errors.New("as: Config.Revoker revokes in another store than Config.Store")
+	}
+	if s.revoker == nil {
+		s.revoker = NewGrantRevoker(cfg.Store, log.l)
+	}
+	s.statusList = &statusList{store: cfg.Store, keys: s.keys, issuer: cfg.Issuer, uri: s.endpoint(statusListPath), now: cfg.Now, revocations: &s.revoker.revocations}
 	s.store.revoked = s.statusList.invalidate
 
 	codeHandler := &foauth2.AuthorizeExplicitGrantHandler{
@@ -306,14 +315,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.flow, err = authflow.NewCodec(cfg.Secret, cfg.Store, 0, cfg.Now); err != nil {
 		return nil, err
 	}
-	s.users = cfg.Users
-	s.upstreams = slices.Clone(cfg.UpstreamIDs)
-	if s.ui != nil {
-		if s.users == nil {
-			s.users = s.ui
-		}
-		// Revoking a client on /consents revokes its grants (RevokeGrants).
-		s.ui.SetGrantRevoker(consentRevoker{s})
+	s.people = cfg.People
+	if s.people == nil {
+		s.people = defaultPeople(cfg)
 	}
 	if err := s.initDPoP(); err != nil {
 		return nil, err
@@ -565,4 +569,24 @@ func digest(v string) string {
 // isUnavailable reports a storage outage anywhere in err's chain.
 func isUnavailable(err error) bool {
 	return errors.Is(err, storage.ErrUnavailable) || errors.Is(err, fosite.ErrTemporarilyUnavailable)
+}
+
+// defaultPeople builds the people of a Config without People: the local
+// accounts of Users, else of the UI; the upstream providers of the UI (with
+// their claim mappings) and of UpstreamIDs; the records in Store.
+func defaultPeople(cfg Config) *policy.People {
+	var pc policy.PeopleConfig
+	if cfg.UI != nil {
+		pc = cfg.UI.People().Config()
+	}
+	if cfg.Users != nil {
+		pc.Local = cfg.Users
+	}
+	for _, id := range cfg.UpstreamIDs {
+		if !slices.ContainsFunc(pc.Upstreams, func(u policy.Upstream) bool { return u.ID == id }) {
+			pc.Upstreams = append(pc.Upstreams, policy.Upstream{ID: id})
+		}
+	}
+	pc.Records = cfg.Store
+	return policy.NewPeople(pc)
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -112,9 +113,14 @@ type statusList struct {
 	uri    string
 	now    func() time.Time
 
+	// revocations counts the revocations of the server's GrantRevoker:
+	// a list built before the latest one is built again.
+	revocations *atomic.Uint64
+
 	mu      sync.Mutex
 	token   []byte
 	builtAt time.Time
+	builtAs uint64 // revocations when the cached list was built
 	// lst is the encoded list of the last build, of lstLen indices with
 	// lstInvalid set; reused while the store reports the same.
 	lst        string
@@ -159,7 +165,11 @@ func (l *statusList) current(ctx context.Context) ([]byte, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	if l.token != nil && now.Sub(l.builtAt) < statusListCache && !now.Before(l.builtAt) {
+	var gen uint64
+	if l.revocations != nil {
+		gen = l.revocations.Load()
+	}
+	if l.token != nil && gen == l.builtAs && now.Sub(l.builtAt) < statusListCache && !now.Before(l.builtAt) {
 		return l.token, nil
 	}
 	last, invalid, err := l.store.StatusList(ctx, now)
@@ -205,7 +215,7 @@ func (l *statusList) current(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.token, l.builtAt = []byte(tok), now
+	l.token, l.builtAt, l.builtAs = []byte(tok), now, gen
 	return l.token, nil
 }
 

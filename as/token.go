@@ -10,6 +10,7 @@ import (
 
 	"github.com/ory/fosite"
 
+	"github.com/mcpauth/mcpauth/as/policy"
 	"github.com/mcpauth/mcpauth/dpop"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/storage"
@@ -314,13 +315,16 @@ func (h *resourcePostHandler) narrowRefresh(r fosite.AccessRequester) error {
 	if sess, ok := r.GetSession().(*session); ok && len(sess.Scopes) > 0 {
 		original = sess.Scopes
 	}
-	var res *resource
+	var res *policy.Resource
 	if aud := r.GetGrantedAudience(); len(aud) == 1 {
-		res = h.s.resourceByURI(aud[0])
+		if rr := h.s.resourceByURI(aud[0]); rr != nil {
+			pr := policyResource(rr)
+			res = &pr
+		}
 	}
-	scopes, err := refreshScopes(c, res, original, fosite.RemoveEmpty(splitSpace(r.GetRequestForm().Get("scope"))))
+	scopes, err := policy.Refresh(policyClient(c), res, original, fosite.RemoveEmpty(splitSpace(r.GetRequestForm().Get("scope"))))
 	if err != nil {
-		return err
+		return scopeError(err, "")
 	}
 	ar.GrantedScope = fosite.Arguments(scopes)
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/mcpauth/mcpauth/as/policy"
 	"github.com/mcpauth/mcpauth/storage"
 )
 
@@ -307,18 +308,10 @@ func (p *compiled) validate(md ClientMetadata, m mode) (ClientMetadata, *Metadat
 	}
 	out.ApplicationType = appType
 
-	// Scopes: never beyond policy; "*" means nothing here.
-	var scopes []string
-	for _, s := range strings.Fields(md.Scope) {
-		if p.scopeSet[s] && !slices.Contains(scopes, s) {
-			scopes = append(scopes, s)
-		}
-	}
-	if len(scopes) == 0 {
-		scopes = append([]string(nil), p.scopes...)
-		out.scopeDefaulted = true
-	}
-	out.Scope = strings.Join(scopes, " ")
+	// Scopes: never beyond policy (policy.Registration); "*" means
+	// nothing here.
+	scopes, defaulted := policy.Registration(strings.Fields(md.Scope), p.scopes)
+	out.Scope, out.scopeDefaulted = strings.Join(scopes, " "), defaulted
 	out.Contacts = slices.Clone(md.Contacts) // nil stays nil (omitted)
 	return out, nil
 }

@@ -25,6 +25,7 @@ import (
 var (
 	tableDurationFlag = flag.Duration("scale.d", 8*time.Second, "duration of each timed row of BenchmarkTable")
 	tableCodesFlag    = flag.Int("scale.codes", 12000, "codes minted and redeemed by the code-redemption row of BenchmarkTable")
+	tableRowsFlag     = flag.String("scale.rows", "", "comma-separated parts of row names: BenchmarkTable measures only the rows whose name contains one (trivial rows always); empty: every row")
 )
 
 // trivialEnv names the variable that turns the test binary into the
@@ -97,6 +98,19 @@ func startTrivial(b *testing.B) (string, int) {
 	}
 	b.Fatal("the trivial handler did not start")
 	return "", 0
+}
+
+// tableRowSelected reports whether -scale.rows selects the row name.
+func tableRowSelected(name string) bool {
+	if *tableRowsFlag == "" {
+		return true
+	}
+	for _, part := range strings.Split(*tableRowsFlag, ",") {
+		if part != "" && strings.Contains(name, part) {
+			return true
+		}
+	}
+	return false
 }
 
 // loadAverage is the one-minute load average (/proc/loadavg).
@@ -180,6 +194,9 @@ func BenchmarkTable(b *testing.B) {
 
 	var rows []tableRow
 	measure := func(name, issuer string, pid int, g load.Grant, requests int, pgs func() []int, heapDebug string) {
+		if issuer != trivialIssuer && !tableRowSelected(name) {
+			return
+		}
 		cfg := load.Config{
 			Issuer: issuer, Grant: g, Connections: *connsFlag, Duration: *tableDurationFlag, Requests: requests,
 			ClientID: botID, ClientSecret: botSecret, Scope: "mcp:tools", Resource: resource,
@@ -188,6 +205,7 @@ func BenchmarkTable(b *testing.B) {
 		if issuer == trivialIssuer {
 			cfg.Scope, cfg.Resource = "", ""
 		}
+		cfg.IntrospectPerson = strings.Contains(name, "a person's token")
 		row := tableRow{name: name, trivial: issuer == trivialIssuer, hasPG: pgs != nil, hasBytesToken: heapDebug != ""}
 		var cpu0 cpuSplit
 		var ids []int
@@ -232,10 +250,14 @@ func BenchmarkTable(b *testing.B) {
 	trivial()
 	measure("client credentials, memory", mem.issuer, mem.cmd.Process.Pid, load.ClientCredentials, 0, nil, memDebug)
 	measure("introspection, memory", mem.issuer, mem.cmd.Process.Pid, load.Introspection, 0, nil, "")
+	measure("introspection of a person's token, memory", mem.issuer, mem.cmd.Process.Pid, load.Introspection, 0, nil, "")
 	trivial()
 	measure("client credentials, SQLite", sqlite.issuer, sqlite.cmd.Process.Pid, load.ClientCredentials, 0, nil, "")
 	if pg != nil {
 		measure("client credentials, PostgreSQL", pg.issuer, pg.cmd.Process.Pid, load.ClientCredentials, 0, pgBackends, "")
+		trivial()
+		measure("introspection, PostgreSQL", pg.issuer, pg.cmd.Process.Pid, load.Introspection, 0, pgBackends, "")
+		measure("introspection of a person's token, PostgreSQL", pg.issuer, pg.cmd.Process.Pid, load.Introspection, 0, pgBackends, "")
 		trivial()
 		measure("code redemption, PostgreSQL", pg.issuer, pg.cmd.Process.Pid, load.AuthorizationCode, *tableCodesFlag, pgBackends, "")
 	} else {

@@ -1,8 +1,11 @@
 package authflow
 
 import (
+	"errors"
 	"slices"
 	"time"
+
+	"github.com/mcpauth/mcpauth/as/policy"
 )
 
 // Session is the browser session as the pages read it.
@@ -115,9 +118,9 @@ func Next(in Input) Decision {
 	}
 	scopes := req.Scopes
 	if in.Cap.Capped {
-		kept, beyond, refused := CapScopes(scopes, in.Cap.Scopes, req.ScopesNamed)
-		if refused {
-			return Decision{Step: NotPermitted, NotPermitted: beyond}
+		kept, err := policy.Consent(scopes, req.ScopesNamed, in.Cap.Scopes)
+		if np := (*policy.NotPermittedError)(nil); errors.As(err, &np) {
+			return Decision{Step: NotPermitted, NotPermitted: np.Scopes}
 		}
 		scopes = kept
 	}
@@ -154,32 +157,6 @@ func needsNewSignIn(in Input) bool {
 	}
 	return req.MaxAge >= 0 && in.Now.Sub(in.Session.AuthTime) > time.Duration(req.MaxAge)*time.Second
 }
-
-// CapScopes applies the cap allowed to requested. Scopes the client named
-// (named true) are refused, with the ones beyond the cap, when any is
-// beyond it: the request cannot be told from a step-up, and a narrowed
-// grant would send the client back for the same scope in a loop. Default
-// scopes (named false) are narrowed to the cap, and refused only when none
-// is left. offline_access (OpenID Connect Core §11) is never capped: it is
-// no resource's scope.
-func CapScopes(requested, allowed []string, named bool) (kept, beyond []string, refused bool) {
-	for _, s := range requested {
-		if s == offlineAccess || slices.Contains(allowed, s) {
-			kept = append(kept, s)
-		} else {
-			beyond = append(beyond, s)
-		}
-	}
-	if len(beyond) == 0 {
-		return kept, nil, false
-	}
-	if named || len(slices.DeleteFunc(slices.Clone(kept), func(s string) bool { return s == offlineAccess })) == 0 {
-		return nil, beyond, true
-	}
-	return kept, beyond, false
-}
-
-const offlineAccess = "offline_access"
 
 // covers reports whether approved is not nil and holds every scope of
 // requested.

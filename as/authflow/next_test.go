@@ -124,24 +124,3 @@ func TestStepNames(t *testing.T) {
 		}
 	}
 }
-func TestCapScopes(t *testing.T) {
-	for _, tc := range []struct {
-		requested, allowed []string
-		named              bool
-		kept, beyond       []string
-		denied             bool
-	}{
-		{[]string{"a", "b"}, []string{"a", "b"}, true, []string{"a", "b"}, nil, false},
-		{[]string{"a", "b"}, []string{"a"}, true, nil, []string{"b"}, true},
-		{[]string{"a", "b"}, []string{"a"}, false, []string{"a"}, []string{"b"}, false},
-		{[]string{"b"}, []string{"a"}, false, nil, []string{"b"}, true},
-		{[]string{"b", "offline_access"}, nil, false, nil, []string{"b"}, true},
-		{[]string{"a", "offline_access"}, []string{"a"}, true, []string{"a", "offline_access"}, nil, false},
-		{nil, nil, true, nil, nil, false},
-	} {
-		kept, beyond, denied := CapScopes(tc.requested, tc.allowed, tc.named)
-		if !slices.Equal(kept, tc.kept) || !slices.Equal(beyond, tc.beyond) || denied != tc.denied {
-			t.Errorf("CapScopes(%v, %v, %v) = %v, %v, %v", tc.requested, tc.allowed, tc.named, kept, beyond, denied)
-		}
-	}
-}

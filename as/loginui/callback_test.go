@@ -251,7 +251,7 @@ func TestOnlyPeopleOfAConfiguredProviderAreActiveByTheirRecord(t *testing.T) {
 		}
 	}
 	for subject, want := range map[string]bool{"alice": true, "carol": false, "corp:u-1": true, "gone:u-2": false, "corp:u-3": false} {
-		if got := ui.UserActive(subject); got != want {
+		if got := ui.active(ctx, subject); got != want {
 			t.Errorf("UserActive(%q) = %v, want %v", subject, got, want)
 		}
 	}

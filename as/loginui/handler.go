@@ -141,8 +141,8 @@ func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		revoke := u.cfg.Consents.DeleteConsents
-		if u.revoker != nil {
-			revoke = u.revoker.RevokeConsent
+		if u.cfg.Revoker != nil {
+			revoke = u.cfg.Revoker.RevokeConsent
 		}
 		if err := revoke(r.Context(), sess.Subject, f.ClientID); err != nil {
 			u.storageError(w, r, "revoking consents", err)

@@ -163,7 +163,7 @@ func (h *harness) proceed(w http.ResponseWriter, r *http.Request, t *authflow.Tr
 	if sess.Subject != "" {
 		in.Active = h.ui.active(ctx, sess.Subject)
 		var err error
-		if in.Cap.Scopes, in.Cap.Capped, err = h.ui.ScopeCap(ctx, sess.Subject); err != nil {
+		if in.Cap.Scopes, in.Cap.Capped, err = h.ui.People().Cap(ctx, sess.Subject); err != nil {
 			ErrorPage(w, http.StatusServiceUnavailable, "Temporarily unavailable", "")
 			return
 		}

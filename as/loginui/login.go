@@ -86,7 +86,7 @@ func (u *UI) checkLogin(w http.ResponseWriter, r *http.Request, sess session, f 
 			u.storageError(w, r, "recording the login", err)
 			return session{}, false
 		}
-		if rec.Disabled {
+		if !u.people.Active(f.Username, rec) {
 			u.audit(r.Context(), "login.refused", "sub", f.Username, "addr", ip, "reason", "disabled")
 			u.renderLogin(w, r, sess, again, http.StatusUnauthorized, "Incorrect username or password.", f.Username)
 			return session{}, false
@@ -143,7 +143,7 @@ func (u *UI) checkPassword(ctx context.Context, username, pw string) (bool, erro
 		return false, nil
 	}
 	// A disabled account gets the answer of a wrong password.
-	return ok && known && !u.disabled[username], nil
+	return ok && known && u.people.Active(username, nil), nil
 }
 
 func humanSeconds(s int) string {

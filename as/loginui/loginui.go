@@ -38,6 +38,7 @@ import (
 	"github.com/gorilla/securecookie"
 
 	"github.com/mcpauth/mcpauth/as/authflow"
+	"github.com/mcpauth/mcpauth/as/policy"
 	"github.com/mcpauth/mcpauth/internal/clientaddr"
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/internal/seal"
@@ -52,13 +53,13 @@ type User struct {
 	// (internal/password).
 	PasswordHash string
 	// Disabled accounts cannot log in or consent, and the AS refuses the
-	// grants they gave (UI.UserActive).
+	// grants they gave (policy.People.Active).
 	Disabled bool
 }
 
 // GrantRevoker revokes what a person granted a client: their tokens and
-// their remembered consent. The AS installs one (SetGrantRevoker); the
-// /consents page calls it when the person revokes a client.
+// their remembered consent (as.GrantRevoker). The /consents page calls it
+// when the person revokes a client (Config.Revoker).
 type GrantRevoker interface {
 	RevokeConsent(ctx context.Context, subject, clientID string) error
 }
@@ -186,6 +187,16 @@ type Config struct {
 	// Upstreams.
 	UpstreamUsers UpstreamUserStore
 
+	// People decides who may sign in and consent (policy.People.Active) and
+	// what a person's claims cap (policy.People.Cap, policy.Consent). Give
+	// the one the AS is given, listing the same local accounts as Users.
+	// Nil: built from Users, Upstreams and UpstreamUsers.
+	People *policy.People
+	// Revoker revokes a person's grants to a client when they revoke it on
+	// the /consents page (as.GrantRevoker). Nil: the page only forgets the
+	// remembered consent.
+	Revoker GrantRevoker
+
 	// ScopeDescriptions maps a scope to a human description shown on the
 	// consent page; scopes without one are shown as they are.
 	ScopeDescriptions map[string]string
@@ -198,8 +209,7 @@ type Config struct {
 type UI struct {
 	cfg           Config
 	users         map[string]string // username -> hash
-	disabled      map[string]bool
-	revoker       GrantRevoker
+	people        *policy.People
 	dummyHash     string
 	cookies       *securecookie.SecureCookie
 	csrfKey       []byte
@@ -238,7 +248,7 @@ func New(cfg Config) (*UI, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	users := make(map[string]string, len(cfg.Users))
-	disabled := map[string]bool{}
+	local := policy.LocalUsers{}
 	for i, u := range cfg.Users {
 		if u.Username == "" {
 			return nil, fmt.Errorf("loginui: Config.Users[%d].Username is empty", i)
@@ -253,9 +263,7 @@ func New(cfg Config) (*UI, error) {
 			cfg.Logger.Warn("loginui: weak password hash (bcrypt cost below 10 or argon2id below the OWASP minimum); rehash with authserver hash-password", "username", u.Username)
 		}
 		users[u.Username] = u.PasswordHash
-		if u.Disabled {
-			disabled[u.Username] = true
-		}
+		local[u.Username] = u.Disabled
 	}
 	if len(cfg.Upstreams) > 0 && cfg.UpstreamUsers == nil {
 		return nil, errors.New("loginui: Config.UpstreamUsers is required with Upstreams")
@@ -273,6 +281,16 @@ func New(cfg Config) (*UI, error) {
 		if up.Name == "" {
 			up.Name = up.Provider.ID()
 		}
+	}
+	if cfg.People == nil {
+		pc := policy.PeopleConfig{Local: local}
+		for _, up := range cfg.Upstreams {
+			pc.Upstreams = append(pc.Upstreams, policy.Upstream{ID: up.Provider.ID(), Claims: up.Provider})
+		}
+		if cfg.UpstreamUsers != nil {
+			pc.Records = cfg.UpstreamUsers
+		}
+		cfg.People = policy.NewPeople(pc)
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -365,7 +383,7 @@ func New(cfg Config) (*UI, error) {
 		flow:          flow,
 		cfg:           cfg,
 		users:         users,
-		disabled:      disabled,
+		people:        cfg.People,
 		dummyHash:     dummy,
 		cookies:       sc,
 		csrfKey:       csrfKey,
@@ -388,34 +406,19 @@ const (
 	maxFormBytes = 16 << 10
 )
 
-func (u *UI) userExists(name string) bool {
-	_, ok := u.users[name]
-	return ok && !u.disabled[name]
-}
+// People returns the people the pages ask (Config.People).
+func (u *UI) People() *policy.People { return u.people }
 
-// active reports whether name may be signed in: a configured local account
-// not disabled, or a recorded, not disabled person of a configured
-// upstream provider. A storage error counts as not signed in.
+// active asks Config.People whether the signed-in person name may still
+// be signed in (policy.People.Active). A storage error counts as not
+// signed in.
 func (u *UI) active(ctx context.Context, name string) bool {
-	if u.userExists(name) {
-		return true
-	}
-	ok, err := u.upstreamActive(ctx, name)
+	ok, err := u.people.IsActive(ctx, name)
 	if err != nil {
 		u.log.ErrorContext(ctx, "loginui: reading the user record", "err", err)
 	}
 	return ok
 }
-
-// UserActive reports whether name is a configured account that is not
-// disabled, or a recorded person of a configured upstream provider who is
-// not disabled: the only people who can log in, consent, and keep using
-// what they granted (as.UserDirectory).
-func (u *UI) UserActive(name string) bool { return u.active(context.Background(), name) }
-
-// SetGrantRevoker makes revoking a client on /consents call r instead of
-// only forgetting the consent. Call it before serving.
-func (u *UI) SetGrantRevoker(r GrantRevoker) { u.revoker = r }
 
 // audit writes one audit event in the shape the AS uses: message "audit",
 // attribute "event" (login.succeeded, login.failed, login.throttled,

@@ -305,7 +305,7 @@ func (u *UI) serveCallback(w http.ResponseWriter, r *http.Request, id string) {
 		u.storageError(w, r, "recording the login", err)
 		return
 	}
-	if stored.Disabled {
+	if !u.people.Active(subject, stored) {
 		u.audit(ctx, "login.refused", "sub", subject, "upstream", id, "reason", "disabled")
 		u.ErrorPage(w, http.StatusForbidden, "Account disabled", "Your account has been disabled on this service. Ask your administrator for access.")
 		return
@@ -359,44 +359,6 @@ func ruleText(rule string) string {
 		return "it is not in any of the allowed groups"
 	}
 	return "it is not admitted by the sign-in rules"
-}
-
-// upstreamActive reports whether an upstream person's record exists and is
-// not disabled; false for a subject of no configured provider.
-func (u *UI) upstreamActive(ctx context.Context, subject string) (bool, error) {
-	if _, ok := u.upstreamOf(subject); !ok || u.cfg.UpstreamUsers == nil {
-		return false, nil
-	}
-	rec, err := u.cfg.UpstreamUsers.GetUser(ctx, subject)
-	if errors.Is(err, storage.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return !rec.Disabled, nil
-}
-
-// ScopeCap returns the scopes the person subject may be granted (capped
-// true) when they signed in through a provider with a claim mapping
-// (claim_scopes), read from the claims their record holds: the consent
-// page, token exchange and refresh all cap a grant by it. A person of such a
-// provider without a record may hold none. Capped is false for everyone
-// else (local people, other providers). A storage error is returned, with
-// capped true, never taken for an answer.
-func (u *UI) ScopeCap(ctx context.Context, subject string) (scopes []string, capped bool, err error) {
-	up, ok := u.upstreamOf(subject)
-	if !ok || !up.Provider.Capped() {
-		return nil, false, nil
-	}
-	rec, err := u.cfg.UpstreamUsers.GetUser(ctx, subject)
-	if errors.Is(err, storage.ErrNotFound) {
-		return nil, true, nil
-	}
-	if err != nil {
-		return nil, true, err
-	}
-	return up.Provider.Scopes(rec.Claims), true, nil
 }
 
 // upstreamViews are the login page's buttons.

@@ -198,7 +198,7 @@ func TestUpstreamSignInThenOurConsent(t *testing.T) {
 	if _, err := sealer.Open(rec.UpstreamRefresh, []byte("corp:u-bob")); err == nil {
 		t.Fatal("the sealed refresh token opens for another subject")
 	}
-	if !e.ui.UserActive("corp:u-alice") || e.ui.UserActive("corp:u-nobody") || e.ui.UserActive("other:u-alice") {
+	if !e.ui.active(context.Background(), "corp:u-alice") || e.ui.active(context.Background(), "corp:u-nobody") || e.ui.active(context.Background(), "other:u-alice") {
 		t.Fatal("UserActive does not follow the records of configured upstreams")
 	}
 }
@@ -339,7 +339,7 @@ func TestUpstreamCallbackFailures(t *testing.T) {
 		if p := b.open(e.signIn(b, authorizePath(), "bob")); p.StatusCode != http.StatusForbidden || !strings.Contains(p.Body, "Account disabled") {
 			t.Fatalf("status %d:\n%s", p.StatusCode, p.Body)
 		}
-		if len(e.results) != n || signedIn(b) || e.ui.UserActive("corp:u-bob") {
+		if len(e.results) != n || signedIn(b) || e.ui.active(context.Background(), "corp:u-bob") {
 			t.Fatal("a disabled person signed in")
 		}
 	})

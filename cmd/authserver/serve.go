@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpauth/mcpauth/as"
 	"github.com/mcpauth/mcpauth/as/loginui"
+	"github.com/mcpauth/mcpauth/as/policy"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/ops"
 	"github.com/mcpauth/mcpauth/dcr"
@@ -137,10 +138,17 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 	if err != nil {
 		return nil, err
 	}
+	// Built before the pages and the server and given to both: who is
+	// active and what their claims cap (one policy.People), and the
+	// revoker of grants the /consents page and the admin surfaces use.
+	people := newPeople(users, upstreams, s.store)
+	revoker := as.NewGrantRevoker(s.store, s.log.With("component", "as"))
 	ui, err := loginui.New(loginui.Config{
 		Users:         users,
 		Upstreams:     upstreams,
 		UpstreamUsers: s.store,
+		People:        people,
+		Revoker:       revoker,
 		Consents:      s.store,
 		JTIs:          s.store,
 		Secret:        s.secret,
@@ -214,6 +222,8 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 		Resources:         asResources(cfg),
 		Clients:           asClients(cfg),
 		UI:                ui,
+		People:            people,
+		Revoker:           revoker,
 		Store:             s.store,
 		Secret:            s.secret,
 		AccessTokenTTL:    cfg.Tokens.AccessTTL.D(),
@@ -267,6 +277,20 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 	}
 	g.handler = mux
 	return g, nil
+}
+
+// newPeople are the configured local users and upstream providers (with
+// their claim mappings) over the people's records in store.
+func newPeople(users []loginui.User, upstreams []loginui.Upstream, store storage.Store) *policy.People {
+	local := policy.LocalUsers{}
+	for _, u := range users {
+		local[u.Username] = u.Disabled
+	}
+	ups := make([]policy.Upstream, 0, len(upstreams))
+	for _, u := range upstreams {
+		ups = append(ups, policy.Upstream{ID: u.Provider.ID(), Claims: u.Provider})
+	}
+	return policy.NewPeople(policy.PeopleConfig{Local: local, Upstreams: ups, Records: store})
 }
 
 // upstreamIDs are the ids of the configured upstreams.

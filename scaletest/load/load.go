@@ -83,6 +83,11 @@ type Config struct {
 	// refresh grants; Username and Password log in on the server's pages.
 	PublicClientID, RedirectURI string
 	Username, Password          string
+	// IntrospectPerson makes Introspection introspect the access token of
+	// a person's grant (one code flow as Username) rather than a
+	// client-credentials token, so that every request checks the person
+	// too (their record, whether they are still active).
+	IntrospectPerson bool
 	// Timeout per request. Zero value: 30 s.
 	Timeout time.Duration
 	// Ready, when set, is called once after the setup phase, right before
@@ -188,6 +193,9 @@ func (c *Config) defaults() error {
 		if c.ClientID == "" || c.ClientSecret == "" {
 			return fmt.Errorf("load: %s needs a client id and secret", c.Grant)
 		}
+		if c.IntrospectPerson && (c.PublicClientID == "" || c.RedirectURI == "" || c.Username == "" || c.Password == "") {
+			return errors.New("load: introspecting a person's token needs a public client id, redirect URI, username and password")
+		}
 	case AuthorizationCode, Refresh:
 		if c.PublicClientID == "" || c.RedirectURI == "" || c.Username == "" || c.Password == "" {
 			return fmt.Errorf("load: %s needs a public client id, redirect URI, username and password", c.Grant)
@@ -264,7 +272,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 	case Introspection:
-		tok, err := r.clientCredentials(ctx)
+		tok, err := r.introspected(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("load: getting the token to introspect: %w", err)
 		}
@@ -669,6 +677,26 @@ func (r *runner) mintCodes(ctx context.Context, n int) ([]Code, error) {
 		return nil, fmt.Errorf("load: setup: minting codes: %w", firstErr)
 	}
 	return codes, ctx.Err()
+}
+
+// introspected is the token Introspection introspects: a client-credentials
+// token, or a person's access token (Config.IntrospectPerson).
+func (r *runner) introspected(ctx context.Context) (string, error) {
+	if !r.cfg.IntrospectPerson {
+		return r.clientCredentials(ctx)
+	}
+	codes, err := r.mintCodes(ctx, 1)
+	if err != nil {
+		return "", err
+	}
+	st, ans, err := r.redeem(ctx, codes[0])
+	if err != nil {
+		return "", err
+	}
+	if st != http.StatusOK || ans.AccessToken == "" {
+		return "", fmt.Errorf("load: setup: redeeming a code: status %d", st)
+	}
+	return ans.AccessToken, nil
 }
 
 // refreshTokens sets up n grants through the code flow and returns their

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpauth/mcpauth/as"
+	"github.com/mcpauth/mcpauth/as/policy"
 	"github.com/mcpauth/mcpauth/storage"
 )
 
@@ -44,7 +45,8 @@ type User struct {
 	// or "admin" (disabled with `users disable` or the admin API); "" when
 	// enabled. Both may hold; "config" is named first.
 	DisabledBy string `json:"disabled_by,omitempty"`
-	// Active: the person may log in and use their grants (as.UserActive).
+	// Active: the person may log in and use their grants
+	// (policy.People.Active).
 	Active    bool       `json:"active"`
 	FirstSeen *time.Time `json:"first_seen,omitempty"`
 	LastSeen  *time.Time `json:"last_seen,omitempty"`
@@ -61,7 +63,17 @@ type UserChange struct {
 	EndedSessions int `json:"ended_sessions"`
 }
 
-// localDirectory answers as.UserDirectory from the configured users.
+// people are the configured users and upstreams, as the server's
+// policy.People has them: the rule of who is active is the server's.
+func (o *Ops) people() *policy.People {
+	ups := make([]policy.Upstream, 0, len(o.Upstreams))
+	for _, id := range o.Upstreams {
+		ups = append(ups, policy.Upstream{ID: id})
+	}
+	return policy.NewPeople(policy.PeopleConfig{Local: localDirectory(o.Users), Upstreams: ups})
+}
+
+// localDirectory answers policy.Directory from the configured users.
 type localDirectory []LocalUser
 
 func (d localDirectory) UserActive(name string) bool {
@@ -108,7 +120,7 @@ func (o *Ops) userView(subject string, local *LocalUser, rec *storage.User) User
 	}
 	v.Disabled = len(disabledBy) > 0
 	v.DisabledBy = strings.Join(disabledBy, ",")
-	v.Active = as.UserActive(subject, rec, o.Upstreams, localDirectory(o.Users))
+	v.Active = o.people().Active(subject, rec)
 	return v
 }
 
