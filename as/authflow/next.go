@@ -107,14 +107,10 @@ func Next(in Input) Decision {
 	t, req := in.Txn, &in.Txn.Request
 	sub := in.Session.Subject
 	if sub == "" || !in.Active || needsNewSignIn(in) {
-		maxAge := req.MaxAge
-		if req.ForceLogin {
-			maxAge = 0
-		}
 		if in.OnlyProvider {
-			return Decision{Step: SignInAt, MaxAge: maxAge}
+			return Decision{Step: SignInAt, MaxAge: req.SignInMaxAge()}
 		}
-		return Decision{Step: SignIn, MaxAge: maxAge}
+		return Decision{Step: SignIn, MaxAge: req.SignInMaxAge()}
 	}
 	scopes := req.Scopes
 	if in.Cap.Capped {
@@ -142,6 +138,15 @@ func Next(in Input) Decision {
 		return Decision{Step: Issue, Scopes: scopes}
 	}
 	return Decision{Step: Consent, Scopes: scopes, Approved: in.Remembered}
+}
+
+// SignInMaxAge is how old, in seconds, a sign-in at a provider may be for
+// this request: 0 for prompt=login, else max_age, -1 for any.
+func (r *Request) SignInMaxAge() int64 {
+	if r.ForceLogin {
+		return 0
+	}
+	return r.MaxAge
 }
 
 // needsNewSignIn: the request asks for a sign-in newer than the session's

@@ -203,11 +203,10 @@ func errorPage(w http.ResponseWriter, base string, status int, title, detail str
 
 // loginFor is what a login form signs in for: an authorization
 // transaction (txn), or one of the pages Handler serves (page, its flow
-// binding). maxAge is the transaction's max_age for a provider (-1: any).
+// binding).
 type loginFor struct {
-	txn    *authflow.Transaction
-	maxAge int64
-	page   string
+	txn  *authflow.Transaction
+	page string
 }
 
 // renderLogin writes the login form, giving the visitor a session first if

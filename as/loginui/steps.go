@@ -50,7 +50,7 @@ func (u *UI) SignIn(w http.ResponseWriter, r *http.Request, t *authflow.Transact
 		u.startUpstream(w, r, sess, &u.cfg.Upstreams[0], pendingFor{txn: t}, d.MaxAge)
 		return
 	}
-	u.renderLogin(w, r, sess, loginFor{txn: t, maxAge: d.MaxAge}, http.StatusOK, "", "")
+	u.renderLogin(w, r, sess, loginFor{txn: t}, http.StatusOK, "", "")
 }
 
 // Ask shows the consent page (authflow.Consent) or the one-click continue
@@ -121,7 +121,7 @@ func (u *UI) readStep(w http.ResponseWriter, r *http.Request, step string) (*ste
 		// a new one, from the sign-in.
 		sf.sess = u.ensureSession(w, sf.sess)
 		sf.t.Session = sf.sess.ID
-		u.renderLogin(w, r, sf.sess, loginFor{txn: sf.t, maxAge: -1}, http.StatusForbidden, "Your session expired. Please sign in again.", "")
+		u.renderLogin(w, r, sf.sess, loginFor{txn: sf.t}, http.StatusForbidden, "Your session expired. Please sign in again.", "")
 		return nil, false
 	case errors.Is(sf.err, authflow.ErrOtherSession):
 		u.formExpired(w, step)
@@ -167,7 +167,7 @@ func (u *UI) serveLoginStep(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	again := loginFor{txn: sf.t, maxAge: -1}
+	again := loginFor{txn: sf.t}
 	if ok, err := u.spend(w, r, sf); !ok {
 		if err != nil {
 			u.renderLogin(w, r, sf.sess, again, http.StatusForbidden, "This sign-in form has expired or was already used. Please try again.", sf.f.Username)
@@ -189,7 +189,7 @@ func (u *UI) serveUpstreamStep(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	again := loginFor{txn: sf.t, maxAge: -1}
+	again := loginFor{txn: sf.t}
 	if ok, err := u.spend(w, r, sf); !ok {
 		if err != nil {
 			u.renderLogin(w, r, sf.sess, again, http.StatusForbidden, "This sign-in form has expired or was already used. Please try again.", "")
@@ -201,11 +201,7 @@ func (u *UI) serveUpstreamStep(w http.ResponseWriter, r *http.Request) {
 		u.renderLogin(w, r, sf.sess, again, http.StatusBadRequest, "Please choose one of the sign-in options.", "")
 		return
 	}
-	maxAge := sf.t.Request.MaxAge
-	if sf.t.Request.ForceLogin {
-		maxAge = 0
-	}
-	u.startUpstream(w, r, sf.sess, up, pendingFor{txn: sf.t}, maxAge)
+	u.startUpstream(w, r, sf.sess, up, pendingFor{txn: sf.t}, sf.t.Request.SignInMaxAge())
 }
 
 // serveConsentStep records the person's answer on the consent or continue
