@@ -125,7 +125,7 @@ func Next(in Input) Decision {
 		case Denied:
 			return Decision{Step: Deny}
 		case Approved:
-			return Decision{Step: Issue, Scopes: intersect(scopes, t.Asked)}
+			return Decision{Step: Issue, Scopes: policy.Intersect(scopes, t.Asked)}
 		}
 	}
 	if req.ForceConsent {
@@ -175,15 +175,4 @@ func covers(approved, requested []string) bool {
 		}
 	}
 	return true
-}
-
-// intersect returns the scopes of a that b holds, in a's order.
-func intersect(a, b []string) []string {
-	var out []string
-	for _, s := range a {
-		if slices.Contains(b, s) {
-			out = append(out, s)
-		}
-	}
-	return out
 }

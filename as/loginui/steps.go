@@ -159,22 +159,32 @@ func (u *UI) formExpired(w http.ResponseWriter, step string) {
 	u.ErrorPage(w, http.StatusForbidden, "Form expired", says)
 }
 
+// signInStep reads and spends the form of a login page's step (password
+// or provider); a refused form shows the login page again, with a fresh
+// copy of the transaction.
+func (u *UI) signInStep(w http.ResponseWriter, r *http.Request, step string) (*stepForm, bool) {
+	sf, ok := u.readStep(w, r, step)
+	if !ok {
+		return nil, false
+	}
+	if ok, err := u.spend(w, r, sf); !ok {
+		if err != nil {
+			u.renderLogin(w, r, sf.sess, loginFor{txn: sf.t}, http.StatusForbidden, "This sign-in form has expired or was already used. Please try again.", sf.f.Username)
+		}
+		return nil, false
+	}
+	return sf, true
+}
+
 // serveLoginStep is the password form of a transaction: on success the
 // person is signed in (a new session), the transaction records it, and the
 // browser returns to it.
 func (u *UI) serveLoginStep(w http.ResponseWriter, r *http.Request) {
-	sf, ok := u.readStep(w, r, stepLogin)
+	sf, ok := u.signInStep(w, r, stepLogin)
 	if !ok {
 		return
 	}
-	again := loginFor{txn: sf.t}
-	if ok, err := u.spend(w, r, sf); !ok {
-		if err != nil {
-			u.renderLogin(w, r, sf.sess, again, http.StatusForbidden, "This sign-in form has expired or was already used. Please try again.", sf.f.Username)
-		}
-		return
-	}
-	ns, ok := u.checkLogin(w, r, sf.sess, sf.f, again)
+	ns, ok := u.checkLogin(w, r, sf.sess, sf.f, loginFor{txn: sf.t})
 	if !ok {
 		return
 	}
@@ -185,20 +195,13 @@ func (u *UI) serveLoginStep(w http.ResponseWriter, r *http.Request) {
 // serveUpstreamStep starts a sign-in through the provider chosen on the
 // login page of a transaction.
 func (u *UI) serveUpstreamStep(w http.ResponseWriter, r *http.Request) {
-	sf, ok := u.readStep(w, r, stepUpstream)
+	sf, ok := u.signInStep(w, r, stepUpstream)
 	if !ok {
-		return
-	}
-	again := loginFor{txn: sf.t}
-	if ok, err := u.spend(w, r, sf); !ok {
-		if err != nil {
-			u.renderLogin(w, r, sf.sess, again, http.StatusForbidden, "This sign-in form has expired or was already used. Please try again.", "")
-		}
 		return
 	}
 	up := u.upstreamByID(sf.f.Upstream)
 	if up == nil {
-		u.renderLogin(w, r, sf.sess, again, http.StatusBadRequest, "Please choose one of the sign-in options.", "")
+		u.renderLogin(w, r, sf.sess, loginFor{txn: sf.t}, http.StatusBadRequest, "Please choose one of the sign-in options.", "")
 		return
 	}
 	u.startUpstream(w, r, sf.sess, up, pendingFor{txn: sf.t}, sf.t.Request.SignInMaxAge())
