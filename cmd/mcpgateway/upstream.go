@@ -73,31 +73,20 @@ func newUpstreamTransport(l Limits, scheme string) *http.Transport {
 //   - each write has timeout to complete (a large body goes out in 32 KiB
 //     writes), and an upstream that stops reading fails the write instead
 //     of holding the request until the client goes away;
-//   - a write that failed returns its error only once a read of the
-//     connection has failed too (the upstream's close reached the reader,
-//     after any answer before it), the Transport has closed the connection
-//     (it passed on an answer, or the request's context ended), or timeout
-//     has passed: the answer the upstream sent, if any, reaches the caller
-//     instead of the write's error.
+//   - a write that failed returns its error only once the Transport has
+//     closed the connection, or timeout has passed: the Transport's reader
+//     closes it once it has passed on the upstream's answer, or found the
+//     connection's end without one, so the answer the upstream sent, if
+//     any, reaches the caller instead of the write's error.
 type upstreamConn struct {
 	net.Conn
-	timeout    time.Duration
-	readFailed chan struct{}
-	closed     chan struct{}
-	readOnce   sync.Once
-	closeOnce  sync.Once
+	timeout   time.Duration
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 func newUpstreamConn(c net.Conn, timeout time.Duration) *upstreamConn {
-	return &upstreamConn{Conn: c, timeout: timeout, readFailed: make(chan struct{}), closed: make(chan struct{})}
-}
-
-func (c *upstreamConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if err != nil {
-		c.readOnce.Do(func() { close(c.readFailed) })
-	}
-	return n, err
+	return &upstreamConn{Conn: c, timeout: timeout, closed: make(chan struct{})}
 }
 
 func (c *upstreamConn) Write(p []byte) (int, error) {
@@ -108,7 +97,6 @@ func (c *upstreamConn) Write(p []byte) (int, error) {
 	if err != nil {
 		t := time.NewTimer(c.timeout)
 		select {
-		case <-c.readFailed:
 		case <-c.closed:
 		case <-t.C:
 		}
