@@ -268,10 +268,7 @@ func isEventStream(ct string) bool {
 // pauses: after a read, what was written is flushed if the next read has
 // brought nothing within flushDelay, and is otherwise sent with what it
 // brought. So an answer's last event goes out with the end of the stream
-// in one write instead of two, and the header with the first event. When
-// src tells when it is about to wait for the network (netWaiter), the
-// timer is armed only then: an answer already read whole (the header, the
-// events and the end in one segment) needs none.
+// in one write instead of two, and the header with the first event.
 func copyAnswer(w http.ResponseWriter, src io.Reader, buf []byte, stream, headerNow bool) error {
 	if !stream {
 		_, err := io.CopyBuffer(writerOnly{w}, src, buf)
@@ -284,12 +281,7 @@ func copyAnswer(w http.ResponseWriter, src io.Reader, buf []byte, stream, header
 		}
 	}
 	df := &delayedFlush{rc: rc, pending: !headerNow}
-	if nw, ok := src.(netWaiter); ok {
-		df.lazy = true
-		nw.beforeNetRead(df.arm)
-	} else {
-		df.arm()
-	}
+	df.arm()
 	defer df.stop()
 	for {
 		n, rerr := src.Read(buf)
@@ -309,10 +301,6 @@ func copyAnswer(w http.ResponseWriter, src io.Reader, buf []byte, stream, header
 	}
 }
 
-// netWaiter is a body that calls f before each read from the network
-// (not for what it has buffered).
-type netWaiter interface{ beforeNetRead(f func()) }
-
 // flushDelay is how long a stream's written but unsent bytes (its header,
 // an event) wait for more before they are sent alone.
 const flushDelay = 2 * time.Millisecond
@@ -323,7 +311,6 @@ type delayedFlush struct {
 	mu      sync.Mutex
 	rc      *http.ResponseController
 	t       *time.Timer // nil until first armed
-	lazy    bool        // armed by the body before it waits, not by write
 	pending bool        // written and not flushed
 	armed   bool        // the timer will fire
 	done    bool        // the handler is finishing: the timer touches nothing
@@ -359,7 +346,7 @@ func (df *delayedFlush) armLocked() {
 	}
 }
 
-// write writes b and, unless the body arms it, arms the timer for it.
+// write writes b and arms the timer for it.
 func (df *delayedFlush) write(w io.Writer, b []byte) error {
 	df.mu.Lock()
 	defer df.mu.Unlock()
@@ -370,9 +357,7 @@ func (df *delayedFlush) write(w io.Writer, b []byte) error {
 		return err
 	}
 	df.pending = true
-	if !df.lazy {
-		df.armLocked()
-	}
+	df.armLocked()
 	return nil
 }
 

@@ -214,26 +214,7 @@ func newProxy(cfg *Config, o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	dial := (&net.Dialer{Timeout: cfg.Limits.UpstreamDialTimeout, KeepAlive: 30 * time.Second}).DialContext
-	var base http.RoundTripper = &http.Transport{
-		DialContext:           dial,
-		ResponseHeaderTimeout: cfg.Limits.UpstreamHeaderTimeout,
-		TLSHandshakeTimeout:   cfg.Limits.UpstreamDialTimeout,
-		MaxIdleConns:          512,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		ForceAttemptHTTP2:     true,
-	}
-	if target.Scheme == "http" {
-		// Plain HTTP/1.1: the transport that reads each answer on the
-		// handler's goroutine.
-		base = &h1Transport{
-			Dial:                  dial,
-			ResponseHeaderTimeout: cfg.Limits.UpstreamHeaderTimeout,
-			MaxIdleConns:          256,
-			IdleConnTimeout:       90 * time.Second,
-		}
-	}
+	base := newUpstreamTransport(cfg.Limits, target.Scheme)
 	transport, err := upstreamTransport(cfg, o, base)
 	if err != nil {
 		return nil, err
