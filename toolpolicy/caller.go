@@ -22,6 +22,9 @@ type Caller struct {
 	// ClaimsJSON is the JSON object of the token's claims: the verified
 	// JWT's payload or the RFC 7662 §2.2 introspection answer.
 	ClaimsJSON []byte
+	// LoadClaims, when set and ClaimsJSON is nil, gives ClaimsJSON at the
+	// first rule that reads the claims.
+	LoadClaims func() []byte
 
 	claims  map[string]any
 	decoded bool
@@ -34,6 +37,9 @@ func (c *Caller) Claims() map[string]any {
 	}
 	if !c.decoded {
 		c.decoded = true
+		if c.ClaimsJSON == nil && c.LoadClaims != nil {
+			c.ClaimsJSON = c.LoadClaims()
+		}
 		d := json.NewDecoder(bytes.NewReader(c.ClaimsJSON))
 		d.UseNumber()
 		var m map[string]any
