@@ -95,6 +95,7 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	filter := rsmiddleware.NewMCPFilter(rsmiddleware.MCPFilterConfig{
 		Scopes: scopes, Audit: audit, TenantClaim: cfg.TenantClaim,
 		MaxBodyBytes: cfg.Limits.MaxRequestBytes, MaxResponseBytes: cfg.Limits.MaxResponseBytes, Logger: o.Logger,
+		Policy: cfg.policy, RateLimits: cfg.limits,
 	})
 	var dp *rsmiddleware.DPoP
 	if d := cfg.DPoP; d != nil {
