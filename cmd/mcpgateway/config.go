@@ -57,6 +57,9 @@ type Config struct {
 	// RateLimits: token buckets per subject, client or tenant, of this
 	// instance.
 	RateLimits []toolpolicy.RateLimit `yaml:"rate_limits"`
+	// Identity, when set, sends the upstream a signed JWT naming the
+	// caller on every forwarded request.
+	Identity *IdentityConfig `yaml:"identity"`
 
 	// policy and limits are Policy and RateLimits compiled by check.
 	policy *toolpolicy.Engine
@@ -323,6 +326,11 @@ func (c *Config) check() error {
 	}
 	if c.limits, err = toolpolicy.NewLimiter(c.RateLimits, nil); err != nil {
 		return err
+	}
+	if c.Identity != nil {
+		if err := c.Identity.check(); err != nil {
+			return err
+		}
 	}
 	l := &c.Limits
 	if l.MaxRequestBytes < 0 || l.MaxResponseBytes < 0 || l.MaxHeaderBytes < 0 || l.ReadHeaderTimeout < 0 ||

@@ -153,6 +153,14 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	if u, _ := url.Parse(cfg.Resource); u.Path != "" {
 		path = u.Path
 	}
+	if cfg.Identity != nil {
+		signer, err := newIdentitySigner(cfg, o.Logger)
+		if err != nil {
+			return nil, err
+		}
+		mux.HandleFunc("GET "+rsmiddleware.IdentityJWKSPath, signer.serveJWKS)
+		proxy = signer.wrap(proxy)
+	}
 	limit, bodyTimeout := cfg.Limits.MaxRequestBytes, cfg.Limits.ReadBodyTimeout
 	chain := mw.Wrap(binding.Wrap(filter.Wrap(proxy)))
 	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
