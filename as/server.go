@@ -244,6 +244,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		now:                       cfg.Now,
 		status:                    &statusIndexer{store: cfg.Store},
 		statusURI:                 s.endpoint(statusListPath),
+		people:                    cfg.People,
+		tokenClaims:               map[string][]string{},
+	}
+	for _, r := range s.resources {
+		if len(r.tokenClaims) > 0 {
+			s.tokens.tokenClaims[r.URI] = r.tokenClaims
+		}
 	}
 	s.statusList = &statusList{store: cfg.Store, keys: s.keys, issuer: cfg.Issuer, uri: s.endpoint(statusListPath), now: cfg.Now}
 	s.store.revoked = s.statusList.invalidate
