@@ -41,8 +41,9 @@ type Config struct {
 	// Introspection switches token checks to RFC 7662 with these credentials.
 	Introspection *ClientConfig `yaml:"introspection"`
 	Limits        Limits        `yaml:"limits"`
-	// DPoP, when set, accepts DPoP-bound tokens (RFC 9449 §7) with proofs
-	// for resource, the gateway's public URL.
+	// DPoP configures DPoP-bound tokens (RFC 9449 §7), accepted with
+	// proofs for resource, the gateway's public URL, whether set or not;
+	// set, it can require them or narrow the algorithms.
 	DPoP *DPoPConfig `yaml:"dpop"`
 	// SessionKey signs the session IDs handed to clients
 	// (rsmiddleware.SessionBinding.Key): any string of at least 32 bytes,

@@ -97,15 +97,19 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 		MaxBodyBytes: cfg.Limits.MaxRequestBytes, MaxResponseBytes: cfg.Limits.MaxResponseBytes, Logger: o.Logger,
 		Policy: cfg.policy, RateLimits: cfg.limits,
 	})
-	var dp *rsmiddleware.DPoP
-	if d := cfg.DPoP; d != nil {
-		// The resource URI is the gateway's public URL: the htu of proofs.
-		dp, err = rsmiddleware.NewDPoP(rsmiddleware.DPoPConfig{
-			PublicURL: cfg.Resource, Required: d.Required, Algs: d.Algs, JTIs: dpop.NewMemoryJTIs(0),
-		})
-		if err != nil {
-			return nil, err
-		}
+	// DPoP-bound tokens are accepted by default (RFC 9449 §7): a client
+	// that sent a proof to the AS holds one, and refusing the scheme would
+	// lock it out. dpop.required refuses other tokens.
+	var dcfg DPoPConfig
+	if cfg.DPoP != nil {
+		dcfg = *cfg.DPoP
+	}
+	// The resource URI is the gateway's public URL: the htu of proofs.
+	dp, err := rsmiddleware.NewDPoP(rsmiddleware.DPoPConfig{
+		PublicURL: cfg.Resource, Required: dcfg.Required, Algs: dcfg.Algs, JTIs: dpop.NewMemoryJTIs(0),
+	})
+	if err != nil {
+		return nil, err
 	}
 	mw, err := rsmiddleware.NewMiddleware(rsmiddleware.MiddlewareConfig{
 		Verifier: verifier, ResourceMetadataURL: prmURL, Scopes: scopes,
@@ -138,9 +142,7 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dp != nil {
-		dp.AddToPRM(&doc)
-	}
+	dp.AddToPRM(&doc)
 	mux := http.NewServeMux()
 	if err := rsmiddleware.MountPRM(mux, doc, true); err != nil {
 		return nil, err
