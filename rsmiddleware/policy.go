@@ -44,18 +44,36 @@ func (f *MCPFilter) policyLists() bool {
 
 // caller is the policy's view of p: its claims are the introspection
 // answer p was made from, or the payload of the verified JWT of r's
-// context, decoded when a rule first reads them.
+// context, decoded when a rule first reads them and kept with p for the
+// token's later requests.
 func (f *MCPFilter) caller(r *http.Request, p *Principal) *toolpolicy.Caller {
 	c := &toolpolicy.Caller{Subject: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes}
-	if p.introspected != nil {
-		c.ClaimsJSON = p.introspected
-		return c
-	}
+	tok := ""
 	if r != nil {
-		tok := inboundToken(r.Context())
-		c.LoadClaims = func() []byte { return jwtPayload(tok) }
+		tok = inboundToken(r.Context())
+	}
+	c.LoadClaims = func() (map[string]any, int) {
+		if pc := p.policyClaims.Load(); pc != nil {
+			return pc.claims, pc.size
+		}
+		raw := p.introspected
+		if raw == nil {
+			if raw = jwtPayload(tok); raw == nil {
+				return map[string]any{}, 0 // no token to read: not kept
+			}
+		}
+		pc := &decodedClaims{toolpolicy.DecodeClaims(raw), len(raw)}
+		p.policyClaims.Store(pc)
+		return pc.claims, pc.size
 	}
 	return c
+}
+
+// decodedClaims are a token's claims decoded for the policy, and the size
+// of their JSON.
+type decodedClaims struct {
+	claims map[string]any
+	size   int
 }
 
 // jwtPayload is the decoded claims segment of a compact JWS the Verifier

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
 	"strconv"
 
 	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
 )
 
@@ -22,35 +22,57 @@ type Caller struct {
 	// ClaimsJSON is the JSON object of the token's claims: the verified
 	// JWT's payload or the RFC 7662 §2.2 introspection answer.
 	ClaimsJSON []byte
-	// LoadClaims, when set and ClaimsJSON is nil, gives ClaimsJSON at the
-	// first rule that reads the claims.
-	LoadClaims func() []byte
+	// LoadClaims, when set, gives the decoded claims instead of
+	// ClaimsJSON (DecodeClaims of them, kept by the caller's owner for
+	// the token's later requests) and the size in bytes of their JSON.
+	// The map is read, never written.
+	LoadClaims func() (claims map[string]any, size int)
 
 	claims  map[string]any
+	size    int
 	decoded bool
 }
 
-// Claims returns the decoded claims (empty when ClaimsJSON is no object).
+// claimsSize is the size of the claims' JSON.
+func (c *Caller) claimsSize() int {
+	if c == nil {
+		return 0
+	}
+	c.Claims()
+	return c.size
+}
+
+// Claims returns the decoded claims (empty when there are none).
 func (c *Caller) Claims() map[string]any {
 	if c == nil {
 		return map[string]any{}
 	}
 	if !c.decoded {
 		c.decoded = true
-		if c.ClaimsJSON == nil && c.LoadClaims != nil {
-			c.ClaimsJSON = c.LoadClaims()
-		}
-		d := json.NewDecoder(bytes.NewReader(c.ClaimsJSON))
-		d.UseNumber()
-		var m map[string]any
-		if d.Decode(&m) == nil {
-			c.claims, _ = numbers(m, 0).(map[string]any)
+		if c.LoadClaims != nil {
+			c.claims, c.size = c.LoadClaims()
+		} else {
+			c.claims, c.size = DecodeClaims(c.ClaimsJSON), len(c.ClaimsJSON)
 		}
 		if c.claims == nil {
 			c.claims = map[string]any{}
 		}
 	}
 	return c.claims
+}
+
+// DecodeClaims decodes a JSON object of claims for the rules: integers
+// that fit int64 are int, other numbers double. Not an object: an empty
+// map.
+func DecodeClaims(raw []byte) map[string]any {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var m map[string]any
+	if d.Decode(&m) != nil || m == nil {
+		return map[string]any{}
+	}
+	out, _ := numbers(m, 0).(map[string]any)
+	return out
 }
 
 // Claim returns the claim name as a string: a string as it is, a number
@@ -111,107 +133,164 @@ func DecodeArgs(raw []byte) (map[string]any, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return map[string]any{}, nil
 	}
-	if raw[0] != '{' {
+	if raw[0] != '{' || !json.Valid(raw) {
 		return nil, ErrArgsNotObject
+	}
+	if _, err := checkMembers(raw, 0, 0); err != nil {
+		return nil, err
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
-	v, err := decodeValue(d, 0)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := d.Token(); err != io.EOF {
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
 		return nil, ErrArgsNotObject
 	}
-	return v.(map[string]any), nil
+	return numbers(m, 0).(map[string]any), nil
 }
 
-func decodeValue(d *json.Decoder, depth int) (any, error) {
-	t, err := d.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch x := t.(type) {
-	case json.Delim:
+// checkMembers walks the valid JSON value of v at i and returns its end:
+// ErrDuplicateMember for an object naming a member twice (names compared
+// decoded), ErrArgsDepth past MaxArgsDepth.
+func checkMembers(v []byte, i, depth int) (int, error) {
+	i = skipSpace(v, i)
+	switch v[i] {
+	case '{', '[':
 		if depth >= MaxArgsDepth {
-			return nil, ErrArgsDepth
+			return 0, ErrArgsDepth
 		}
-		if x == '[' {
-			list := []any{}
-			for d.More() {
-				v, err := decodeValue(d, depth+1)
-				if err != nil {
-					return nil, err
+		obj := v[i] == '{'
+		var buf [16]string
+		names := buf[:0]
+		var set map[string]bool
+		i = skipSpace(v, i+1)
+		for v[i] != '}' && v[i] != ']' {
+			if obj {
+				end := stringEnd(v, i)
+				name := string(v[i+1 : end-1])
+				if bytes.IndexByte(v[i:end], '\\') >= 0 {
+					_ = json.Unmarshal(v[i:end], &name)
 				}
-				list = append(list, v)
+				switch {
+				case set != nil:
+					if set[name] {
+						return 0, ErrDuplicateMember
+					}
+					set[name] = true
+				case len(names) < 16:
+					for _, n := range names {
+						if n == name {
+							return 0, ErrDuplicateMember
+						}
+					}
+					names = append(names, name)
+				default:
+					set = make(map[string]bool, 32)
+					for _, n := range names {
+						set[n] = true
+					}
+					if set[name] {
+						return 0, ErrDuplicateMember
+					}
+					set[name] = true
+				}
+				i = skipSpace(v, end) + 1 // the colon
 			}
-			_, err := d.Token()
-			return list, err
+			var err error
+			if i, err = checkMembers(v, i, depth+1); err != nil {
+				return 0, err
+			}
+			if i = skipSpace(v, i); v[i] == ',' {
+				i = skipSpace(v, i+1)
+			}
 		}
-		m := map[string]any{}
-		for d.More() {
-			kt, err := d.Token()
-			if err != nil {
-				return nil, err
-			}
-			k, _ := kt.(string)
-			if _, dup := m[k]; dup {
-				return nil, ErrDuplicateMember
-			}
-			v, err := decodeValue(d, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			m[k] = v
-		}
-		_, err := d.Token()
-		return m, err
-	case json.Number:
-		return numbers(x, 0), nil
-	default:
-		return t, nil // string, bool, nil
+		return i + 1, nil
+	case '"':
+		return stringEnd(v, i), nil
 	}
+	for i < len(v) {
+		switch v[i] {
+		case ',', ']', '}', ' ', '\t', '\r', '\n':
+			return i, nil
+		}
+		i++
+	}
+	return i, nil
 }
 
-// activation resolves the variables of one request.
+func skipSpace(v []byte, i int) int {
+	for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == '\r' || v[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index past the JSON string starting at v[i].
+func stringEnd(v []byte, i int) int {
+	for i++; i < len(v); i++ {
+		switch v[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(v)
+}
+
+// activation resolves the variables of one request. Each is converted to
+// a CEL value once, at its first reference, not at every rule's.
 type activation struct {
 	c            *Caller
 	method, name string
 	rawArgs      []byte
 	args         map[string]any
 	argsErr      error
+	vals         [6]ref.Val // by variable: claims, args, method, name, client_id, scopes
 }
 
 var _ interpreter.Activation = (*activation)(nil)
 
+var varIndex = map[string]int{varClaims: 0, varArgs: 1, varMethod: 2, varName: 3, varClientID: 4, varScopes: 5}
+
 func (a *activation) ResolveName(name string) (any, bool) {
-	switch name {
-	case varClaims:
-		return a.c.Claims(), true
-	case varArgs:
+	i, ok := varIndex[name]
+	if !ok {
+		return nil, false
+	}
+	if v := a.vals[i]; v != nil {
+		return v, true
+	}
+	var v ref.Val
+	switch i {
+	case 0:
+		v = types.NewStringInterfaceMap(types.DefaultTypeAdapter, a.c.Claims())
+	case 1:
 		if a.args == nil && a.argsErr == nil {
 			a.args, a.argsErr = DecodeArgs(a.rawArgs)
 		}
 		if a.argsErr != nil {
 			return types.NewErr("%v", a.argsErr), true
 		}
-		return a.args, true
-	case varMethod:
-		return a.method, true
-	case varName:
-		return a.name, true
-	case varClientID:
-		if a.c == nil {
-			return "", true
+		v = types.NewStringInterfaceMap(types.DefaultTypeAdapter, a.args)
+	case 2:
+		v = types.String(a.method)
+	case 3:
+		v = types.String(a.name)
+	case 4:
+		if a.c != nil {
+			v = types.String(a.c.ClientID)
+		} else {
+			v = types.String("")
 		}
-		return a.c.ClientID, true
-	case varScopes:
-		if a.c == nil || a.c.Scopes == nil {
-			return []string{}, true
+	case 5:
+		var scopes []string
+		if a.c != nil {
+			scopes = a.c.Scopes
 		}
-		return a.c.Scopes, true
+		v = types.NewStringList(types.DefaultTypeAdapter, scopes)
 	}
-	return nil, false
+	a.vals[i] = v
+	return v, true
 }
 
 func (a *activation) Parent() interpreter.Activation { return nil }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
@@ -53,6 +54,26 @@ const DefaultMessage = "This request is not allowed by the server's policy."
 // nested arguments cannot make a decision slow.
 const CostLimit = 10000
 
+// SmallInput is the size in bytes of arguments and claims under which a
+// rule whose static cost (cel-go's estimate with every string, list and
+// map at most this large) is within CostLimit runs without runtime cost
+// tracking: it cannot exceed the limit, and tracking costs about as much
+// as the evaluation. Larger input, or a rule that may exceed the limit
+// (a comprehension over arguments in a comprehension), is tracked.
+const SmallInput = 4096
+
+// boundedSizes is a cost estimator for inputs of at most max bytes: no
+// string, list or map of them is larger.
+type boundedSizes struct{ max uint64 }
+
+func (b boundedSizes) EstimateSize(checker.AstNode) *checker.SizeEstimate {
+	return &checker.SizeEstimate{Min: 0, Max: b.max}
+}
+
+func (boundedSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
+}
+
 // maxExpressionBytes bounds the text of one expression.
 const maxExpressionBytes = 4096
 
@@ -76,6 +97,11 @@ type rule struct {
 	Match
 	message string
 	prg     cel.Program // cost-limited
+	// fast is the rule without runtime cost tracking, used when the
+	// arguments and the claims are at most SmallInput bytes and the
+	// rule's static cost for inputs of that size is within CostLimit
+	// (cheap); nil otherwise.
+	fast    cel.Program
 	partial cel.Program // with args unknown, for lists
 	shape   *shape      // the same, operator by operator; nil: partial
 	useArgs bool
@@ -122,8 +148,15 @@ func New(cfg Config) (*Engine, error) {
 		// calls need no decoding of the arguments.
 		_, noArgsErr := compile(noArgs, r.Allow, cel.BoolType)
 		c.useArgs = noArgsErr != nil
-		if c.prg, err = withArgs.Program(ast, cel.CostLimit(CostLimit)); err != nil {
+		// OptOptimize folds constants and compiles constant regular
+		// expressions once, here, rather than at every evaluation.
+		if c.prg, err = withArgs.Program(ast, cel.CostLimit(CostLimit), cel.EvalOptions(cel.OptOptimize)); err != nil {
 			return nil, fmt.Errorf("%s.allow: %w", path, err)
+		}
+		if est, err := withArgs.EstimateCost(ast, boundedSizes{SmallInput}); err == nil && est.Max <= CostLimit {
+			if c.fast, err = withArgs.Program(ast, cel.EvalOptions(cel.OptOptimize)); err != nil {
+				return nil, fmt.Errorf("%s.allow: %w", path, err)
+			}
 		}
 		if c.partial, err = withArgs.Program(ast, cel.CostLimit(CostLimit), cel.EvalOptions(cel.OptPartialEval)); err != nil {
 			return nil, fmt.Errorf("%s.allow: %w", path, err)
@@ -154,7 +187,7 @@ func New(cfg Config) (*Engine, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w (an injected value is computed from the caller: claims, client_id, scopes)", path, err)
 			}
-			prg, err := noArgs.Program(ast, cel.CostLimit(CostLimit))
+			prg, err := noArgs.Program(ast, cel.CostLimit(CostLimit), cel.EvalOptions(cel.OptOptimize))
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", path, err)
 			}
@@ -292,13 +325,27 @@ func (e *Engine) Check(c *Caller, method, name string, args []byte) Decision {
 				return Decision{Rule: i, Message: r.message, Err: act.argsErr}
 			}
 		}
-		out, _, err := r.prg.Eval(act)
-		if err != nil {
-			return Decision{Rule: i, Message: r.message, Err: err}
+		if d := e.checkRule(r, i, act, args); !d.Allowed {
+			return d
 		}
-		if b, ok := out.(types.Bool); !ok || !bool(b) {
-			return Decision{Rule: i, Message: r.message}
-		}
+	}
+	return Decision{Allowed: true, Rule: -1}
+}
+
+// checkRule evaluates rule r (index i) with act; args are the raw
+// arguments (their size picks the program: untracked for small input when
+// r is cheap).
+func (e *Engine) checkRule(r *rule, i int, act *activation, args []byte) Decision {
+	prg := r.prg
+	if r.fast != nil && len(args) <= SmallInput && act.c.claimsSize() <= SmallInput {
+		prg = r.fast
+	}
+	out, _, err := prg.Eval(act)
+	if err != nil {
+		return Decision{Rule: i, Message: r.message, Err: err}
+	}
+	if b, ok := out.(types.Bool); !ok || !bool(b) {
+		return Decision{Rule: i, Message: r.message}
 	}
 	return Decision{Allowed: true, Rule: -1}
 }
@@ -316,6 +363,13 @@ func (e *Engine) Listable(c *Caller, method, name string) bool {
 	for i := range e.rules {
 		r := &e.rules[i]
 		if !r.Matches(method, name) {
+			continue
+		}
+		if !r.useArgs {
+			// Decided without arguments: the call's own evaluation.
+			if d := e.checkRule(r, i, &activation{c: c, method: method, name: name}, nil); !d.Allowed {
+				return false
+			}
 			continue
 		}
 		if act == nil {

@@ -1,6 +1,7 @@
 package toolpolicy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -242,11 +243,53 @@ func FuzzCheck(f *testing.F) {
 	})
 }
 
+// refMembers is a reference for DecodeArgs's checks, on encoding/json's
+// tokens: ErrDuplicateMember or ErrArgsDepth, or nil.
+func refMembers(d *json.Decoder, depth int) error {
+	t, err := d.Token()
+	if err != nil {
+		return err
+	}
+	delim, ok := t.(json.Delim)
+	if !ok {
+		return nil
+	}
+	if depth >= MaxArgsDepth {
+		return ErrArgsDepth
+	}
+	seen := map[string]bool{}
+	for d.More() {
+		if delim == '{' {
+			k, err := d.Token()
+			if err != nil {
+				return err
+			}
+			if seen[k.(string)] {
+				return ErrDuplicateMember
+			}
+			seen[k.(string)] = true
+		}
+		if err := refMembers(d, depth+1); err != nil {
+			return err
+		}
+	}
+	_, err = d.Token()
+	return err
+}
+
 func FuzzDecodeArgs(f *testing.F) {
 	f.Add([]byte(`{"a":1,"b":[1,2,{"c":null}]}`))
 	f.Add([]byte(`{"a":1,"a":2}`))
+	f.Add([]byte(`{"a\u0062":1,"ab":2}`))
+	f.Add([]byte(`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17,"a":18}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		m, err := DecodeArgs(raw)
+		if json.Valid(raw) && len(bytes.TrimSpace(raw)) > 0 && bytes.TrimSpace(raw)[0] == '{' {
+			want := refMembers(json.NewDecoder(bytes.NewReader(raw)), 0)
+			if !errors.Is(err, want) && !(err == nil && want == nil) {
+				t.Fatalf("DecodeArgs(%q) = %v, reference %v", raw, err, want)
+			}
+		}
 		if err != nil {
 			return
 		}
@@ -258,4 +301,21 @@ func FuzzDecodeArgs(f *testing.F) {
 			t.Fatalf("member count %d, encoding/json %d", len(m), len(std))
 		}
 	})
+}
+
+// TestLargeArgumentsAreCostTracked: a rule cheap for small input runs
+// untracked on small arguments only; on large ones the cost limit holds.
+func TestLargeArgumentsAreCostTracked(t *testing.T) {
+	e := mustNew(t, Config{Rules: []Rule{{Match: Match{Tools: []string{"*"}}, Allow: "!args.text.contains('forbidden')"}}})
+	if e.rules[0].fast == nil {
+		t.Fatal("a rule of one contains() is not cheap for small input")
+	}
+	small, _ := json.Marshal(map[string]string{"text": strings.Repeat("a", 1000)})
+	if d := e.Check(caller(), "tools/call", "t", small); !d.Allowed {
+		t.Fatalf("small: %+v", d)
+	}
+	large, _ := json.Marshal(map[string]string{"text": strings.Repeat("a", 1<<20)})
+	if d := e.Check(caller(), "tools/call", "t", large); d.Allowed || d.Err == nil || !strings.Contains(d.Err.Error(), "cost") {
+		t.Fatalf("1 MiB of text: %+v, want a denial for the cost limit", d)
+	}
 }
