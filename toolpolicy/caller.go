@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -120,101 +121,120 @@ var (
 	ErrDuplicateMember = errors.New("toolpolicy: arguments name a member twice")
 	ErrArgsDepth       = errors.New("toolpolicy: arguments nested too deeply")
 	ErrArgsNotObject   = errors.New("toolpolicy: arguments are not a JSON object")
+	ErrArgsNumber      = errors.New("toolpolicy: arguments hold a number beyond float64")
 )
 
 // DecodeArgs decodes params.arguments for the rules: absent or null is an
 // empty map. A member named twice in one object, at any depth, is
 // ErrDuplicateMember (parsers differ on which one counts, RFC 8259 §4, so
 // the rule and the server could read different values); nesting deeper
-// than MaxArgsDepth is ErrArgsDepth. Integers that fit int64 are int,
-// other numbers double.
+// than MaxArgsDepth is ErrArgsDepth; a number beyond float64 is
+// ErrArgsNumber. Integers that fit int64 are int, other numbers double;
+// strings are decoded as encoding/json decodes them.
 func DecodeArgs(raw []byte) (map[string]any, error) {
-	raw = bytes.TrimSpace(raw)
+	raw = bytes.Trim(raw, " \t\r\n") // JSON's whitespace (RFC 8259 §2)
 	if len(raw) == 0 || string(raw) == "null" {
 		return map[string]any{}, nil
 	}
 	if raw[0] != '{' || !json.Valid(raw) {
 		return nil, ErrArgsNotObject
 	}
-	if _, err := checkMembers(raw, 0, 0); err != nil {
+	v, _, err := decodeStrict(raw, 0, 0)
+	if err != nil {
 		return nil, err
 	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var m map[string]any
-	if err := d.Decode(&m); err != nil {
-		return nil, ErrArgsNotObject
-	}
-	return numbers(m, 0).(map[string]any), nil
+	return v.(map[string]any), nil
 }
 
-// checkMembers walks the valid JSON value of v at i and returns its end:
-// ErrDuplicateMember for an object naming a member twice (names compared
-// decoded), ErrArgsDepth past MaxArgsDepth.
-func checkMembers(v []byte, i, depth int) (int, error) {
+// decodeStrict decodes the valid JSON value of v at i in one pass and
+// returns it and its end: ErrDuplicateMember for an object naming a
+// member twice (names compared decoded), ErrArgsDepth past MaxArgsDepth.
+func decodeStrict(v []byte, i, depth int) (any, int, error) {
 	i = skipSpace(v, i)
-	switch v[i] {
-	case '{', '[':
+	switch c := v[i]; {
+	case c == '{' || c == '[':
 		if depth >= MaxArgsDepth {
-			return 0, ErrArgsDepth
+			return nil, 0, ErrArgsDepth
 		}
-		obj := v[i] == '{'
-		var buf [16]string
-		names := buf[:0]
-		var set map[string]bool
+		var obj map[string]any
+		var list []any
+		if c == '{' {
+			obj = map[string]any{}
+		} else {
+			list = []any{}
+		}
 		i = skipSpace(v, i+1)
 		for v[i] != '}' && v[i] != ']' {
-			if obj {
+			var name string
+			if obj != nil {
 				end := stringEnd(v, i)
-				name := string(v[i+1 : end-1])
-				if bytes.IndexByte(v[i:end], '\\') >= 0 {
-					_ = json.Unmarshal(v[i:end], &name)
-				}
-				switch {
-				case set != nil:
-					if set[name] {
-						return 0, ErrDuplicateMember
-					}
-					set[name] = true
-				case len(names) < 16:
-					for _, n := range names {
-						if n == name {
-							return 0, ErrDuplicateMember
-						}
-					}
-					names = append(names, name)
-				default:
-					set = make(map[string]bool, 32)
-					for _, n := range names {
-						set[n] = true
-					}
-					if set[name] {
-						return 0, ErrDuplicateMember
-					}
-					set[name] = true
+				name = jsonText(v[i:end])
+				if _, dup := obj[name]; dup {
+					return nil, 0, ErrDuplicateMember
 				}
 				i = skipSpace(v, end) + 1 // the colon
 			}
-			var err error
-			if i, err = checkMembers(v, i, depth+1); err != nil {
-				return 0, err
+			val, end, err := decodeStrict(v, i, depth+1)
+			if err != nil {
+				return nil, 0, err
 			}
-			if i = skipSpace(v, i); v[i] == ',' {
+			if obj != nil {
+				obj[name] = val
+			} else {
+				list = append(list, val)
+			}
+			if i = skipSpace(v, end); v[i] == ',' {
 				i = skipSpace(v, i+1)
 			}
 		}
-		return i + 1, nil
-	case '"':
-		return stringEnd(v, i), nil
+		if obj != nil {
+			return obj, i + 1, nil
+		}
+		return list, i + 1, nil
+	case c == '"':
+		end := stringEnd(v, i)
+		return jsonText(v[i:end]), end, nil
 	}
+	start := i
 	for i < len(v) {
 		switch v[i] {
 		case ',', ']', '}', ' ', '\t', '\r', '\n':
-			return i, nil
+			goto done
 		}
 		i++
 	}
-	return i, nil
+done:
+	switch lit := string(v[start:i]); lit {
+	case "true":
+		return true, i, nil
+	case "false":
+		return false, i, nil
+	case "null":
+		return nil, i, nil
+	default:
+		if n, err := strconv.ParseInt(lit, 10, 64); err == nil {
+			return n, i, nil
+		}
+		f, err := strconv.ParseFloat(lit, 64)
+		if err != nil {
+			// Beyond float64 (1e400): servers read it differently (an
+			// error, Infinity), so no rule decides on it.
+			return nil, 0, ErrArgsNumber
+		}
+		return f, i, nil
+	}
+}
+
+// jsonText decodes the JSON string q (with its quotes) as encoding/json
+// does: without a copy of the decoder's when it has no escape and is
+// valid UTF-8.
+func jsonText(q []byte) string {
+	if bytes.IndexByte(q, '\\') < 0 && utf8.Valid(q) {
+		return string(q[1 : len(q)-1])
+	}
+	var s string
+	_ = json.Unmarshal(q, &s)
+	return s
 }
 
 func skipSpace(v []byte, i int) int {
