@@ -78,6 +78,13 @@ type MCPFilterConfig struct {
 //   - One AuditEvent per JSON-RPC request message: method, tool, subject,
 //     client, tenant, the SHA-256 of the canonical arguments (never the
 //     arguments), the outcome and the latency.
+//   - With a Policy or RateLimits (toolpolicy, docs/POLICY.md): requests
+//     over a rate limit are answered 429, arguments the policy injects are
+//     set, requests a rule denies never reach the handler, and list
+//     answers leave out the entries no arguments could make callable. The
+//     rules read the requests as parsed here, after the refusals above,
+//     and a stateless request's Mcp-Method and Mcp-Name must mirror its
+//     body.
 //
 // A list answer it would filter that is content-coded (gzip and the like:
 // a compressing handler inside Wrap) cannot be read, and is replaced by a
@@ -442,6 +449,13 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 				// pass as the other's and go out untrimmed. Each request
 				// gets its error under its id.
 				f.refuseBatch(w, r, p, start, errorAnswer(body, codeInvalidRequest, "Invalid Request: two requests of the batch have one id"))
+				return
+			}
+			if f.policy != nil && Stateless(r) && !mirrorsBody(r, body) {
+				// The rules read the body; the headers must say the same,
+				// whatever the Middleware's scopes needed to read
+				// (MCP Streamable HTTP, "Server Validation").
+				f.refuseMismatch(w, r, p, start, body, reqs)
 				return
 			}
 			if (f.policy != nil || f.limits != nil) && len(reqs) > 0 {

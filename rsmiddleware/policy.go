@@ -270,3 +270,23 @@ func injectArguments(msg []byte, vals map[string]any) (newMsg, args []byte, err 
 	newMsg, err = json.Marshal(m)
 	return newMsg, args, err
 }
+
+// mirrorsBody reports whether the Mcp-Method and Mcp-Name headers of a
+// stateless POST match its body (checkMirroredHeaders).
+func mirrorsBody(r *http.Request, body []byte) bool {
+	calls, err := peekJSONRPC(body)
+	return err == nil && checkMirroredHeaders(r, body, calls)
+}
+
+// refuseMismatch answers a stateless request whose mirrored headers differ
+// from its body as the Middleware does (400, ErrCodeHeaderMismatch with the
+// request's id), each message audited AuditInvalid.
+func (f *MCPFilter) refuseMismatch(w http.ResponseWriter, r *http.Request, p *Principal, start time.Time, body []byte, reqs []*rpcRequest) {
+	if f.audit != nil {
+		fw := &filterWriter{f: f, start: start, base: f.baseEvent(r, p, inboundToken(r.Context()), start)}
+		for _, q := range reqs {
+			fw.emit(q, AuditInvalid, 0, false, http.StatusBadRequest)
+		}
+	}
+	writeRPCAnswer(w, http.StatusBadRequest, errorAnswer(body, ErrCodeHeaderMismatch, "Header mismatch: Mcp-Method and Mcp-Name must mirror the request body"))
+}

@@ -288,3 +288,48 @@ func TestRateLimit429(t *testing.T) {
 		t.Errorf("upstream got %d requests, want 4", n)
 	}
 }
+
+// TestPolicyHeadersAndSizes: headers that name another tool than the body
+// are refused before the rules (the body decides, never the header), and
+// huge or deeply nested arguments are decided quickly.
+func TestPolicyHeadersAndSizes(t *testing.T) {
+	fx, up := newPolicyFixture(t, nil)
+	dev := fx.tokenIn("dev")
+	req, _ := http.NewRequest(http.MethodPost, fx.srv.URL, strings.NewReader(policyCall(1, "delete_thing", `{"environment":"staging"}`)))
+	req.Header.Set("Authorization", "Bearer "+dev)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(ProtocolVersionHeader, StatelessVersion)
+	req.Header.Set(MethodHeader, "tools/call")
+	req.Header.Set(NameHeader, "echo")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("Mcp-Name echo on a call of delete_thing: %d, want 400", resp.StatusCode)
+	}
+	ops := fx.tokenIn("ops")
+	deep := strings.Repeat(`{"a":`, 200) + "1" + strings.Repeat("}", 200)
+	huge := `{"environment":"staging","items":[` + strings.Repeat(`"xxxxxxxxxxxxxxxx",`, 100000) + `"x"]}`
+	for name, args := range map[string]string{"200 levels deep": `{"environment":"staging","x":` + deep + `}`, "2 MB": huge} {
+		start := time.Now()
+		resp := fx.post(t, ops, policyCall(2, "delete_thing", args))
+		took := time.Since(start)
+		if name == "2 MB" {
+			// Allowed: the rule reads one member; the size costs a decode.
+			if a := rpcAnswers(t, resp); len(a) != 1 || a[0]["result"] == nil {
+				t.Errorf("%s: %v", name, a)
+			}
+		} else if code, _ := rpcError(t, resp); code != ErrCodeDeniedByPolicy {
+			t.Errorf("%s: code %d, want a denial", name, code)
+		}
+		if took > 2*time.Second {
+			t.Errorf("%s: %v", name, took)
+		}
+	}
+	if n := len(up.seen()); n != 1 {
+		t.Errorf("the upstream got %d requests, want the 2 MB call only", n)
+	}
+}
