@@ -333,3 +333,43 @@ func TestPolicyHeadersAndSizes(t *testing.T) {
 		t.Errorf("the upstream got %d requests, want the 2 MB call only", n)
 	}
 }
+
+// TestPolicyConcurrentCallsOfOneToken: the claims decoded once per token
+// are shared by its concurrent requests (run with -race).
+func TestPolicyConcurrentCallsOfOneToken(t *testing.T) {
+	fx, _ := newPolicyFixture(t, []toolpolicy.RateLimit{{Match: toolpolicy.Match{Tools: []string{"*"}}, Per: toolpolicy.PerTenant, Rate: 1000, Interval: time.Minute}})
+	ops := fx.tokenIn("ops")
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 8 {
+				env := "staging"
+				if (i+j)%2 == 1 {
+					env = "production"
+				}
+				req, _ := http.NewRequest(http.MethodPost, fx.srv.URL, strings.NewReader(policyCall(i*10+j, "delete_thing", `{"environment":"`+env+`"}`)))
+				req.Header.Set("Authorization", "Bearer "+ops)
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if denied := strings.Contains(string(b), opsMessage); denied != (env == "production") {
+					errs <- fmt.Sprintf("%s: %s", env, b)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
