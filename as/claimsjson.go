@@ -12,7 +12,7 @@ import (
 // printable ASCII other than '"', '\\', '<', '>', '&') and the act claim
 // are encoded by encoding/json itself.
 func marshalClaims(c *accessClaims) ([]byte, error) {
-	if c.Act != nil {
+	if c.Act != nil || c.Email != "" || c.Groups != nil || c.Tenant != "" {
 		return json.Marshal(c)
 	}
 	for _, s := range []string{c.Issuer, c.Subject, c.Audience, c.ClientID, c.Scope, c.ID} {

@@ -61,6 +61,29 @@ type Resource struct {
 	// §4). Nobody else learns about other clients' tokens for it; in
 	// particular no registered or CIMD client ever does.
 	IntrospectionClients []string
+	// TokenClaims are the person attributes written into access tokens
+	// for this resource, of PersonClaims (email, groups, tenant), from
+	// Config.Attributes; a resource server's policy rules read them
+	// (toolpolicy's claims). Empty: none. Client credentials tokens and
+	// tokens of federated subjects carry none.
+	TokenClaims []string
+}
+
+// PersonClaims are the attributes Resource.TokenClaims may name.
+var PersonClaims = []string{"email", "groups", "tenant"}
+
+// Person holds the attributes of a person for access tokens.
+type Person struct {
+	Email  string
+	Groups []string
+	Tenant string
+}
+
+// PersonDirectory gives a person's attributes by subject (the token's
+// sub): a local account's from configuration, a person from an upstream
+// provider's from their record. ok is false for an unknown subject.
+type PersonDirectory interface {
+	Person(ctx context.Context, subject string) (p Person, ok bool, err error)
 }
 
 // Client is a pre-registered client from configuration. It lives in memory
@@ -130,6 +153,9 @@ type Config struct {
 	// person's record in Store (storage.UserStore) is read as well: a
 	// disabled record is never active, whatever Users says.
 	Users UserDirectory
+	// Attributes gives the person attributes Resources[].TokenClaims write
+	// into access tokens. Nil: none are written.
+	Attributes PersonDirectory
 	// UpstreamIDs are the ids of the configured upstream identity
 	// providers, when People is nil. A person whose record says they signed in through an
 	// upstream (storage.User.Upstream) may use their grants while that
@@ -285,6 +311,8 @@ type resource struct {
 	Default       bool
 	// introspectors are Resource.IntrospectionClients.
 	introspectors []string
+	// tokenClaims are Resource.TokenClaims.
+	tokenClaims []string
 	// fixedPoint is whether metadata.CanonicalResource(URI) is URI: a
 	// request naming URI exactly names this resource without parsing.
 	fixedPoint bool
@@ -366,6 +394,11 @@ func buildResources(in []Resource) ([]resource, error) {
 				return nil, fmt.Errorf("as: Resources[%d].DefaultScopes: %q is not one of its Scopes", i, s)
 			}
 		}
+		for _, tc := range r.TokenClaims {
+			if !slices.Contains(PersonClaims, tc) {
+				return nil, fmt.Errorf("as: Resources[%d].TokenClaims: %q is not one of %s", i, tc, strings.Join(PersonClaims, ", "))
+			}
+		}
 		if r.Default {
 			defaults++
 		}
@@ -375,7 +408,7 @@ func buildResources(in []Resource) ([]resource, error) {
 		}
 		again, err := metadata.CanonicalResource(c)
 		out = append(out, resource{URI: c, Name: r.Name, Scopes: slices.Clone(r.Scopes), DefaultScopes: def, Default: r.Default,
-			introspectors: slices.Clone(r.IntrospectionClients), fixedPoint: err == nil && again == c})
+			introspectors: slices.Clone(r.IntrospectionClients), tokenClaims: slices.Clone(r.TokenClaims), fixedPoint: err == nil && again == c})
 	}
 	if defaults > 1 {
 		return nil, errors.New("as: more than one Resource is marked Default")

@@ -29,6 +29,10 @@ type introspection struct {
 	TokenType string `json:"token_type,omitempty"`
 	// Cnf of a DPoP-bound access token (RFC 9449 §6.2).
 	Cnf *cnfClaim `json:"cnf,omitempty"`
+	// The person attributes of the resource's TokenClaims, as in the JWT.
+	Email  string   `json:"email,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+	Tenant string   `json:"tenant,omitempty"`
 }
 
 var inactive = []byte(`{"active":false}` + "\n")
@@ -169,6 +173,13 @@ func (s *Server) describe(ctx context.Context, caller *client, kind storage.Toke
 		ExpiresAt: t.ExpiresAt.Unix(),
 		IssuedAt:  t.CreatedAt.Unix(),
 		TokenType: "Bearer",
+	}
+	if kind == storage.KindAccessToken && sr.Session != nil && sr.Session.Subject != "" && !federated {
+		c := accessClaims{Subject: sub}
+		if err := s.tokens.addPersonClaims(ctx, &c, aud); err != nil {
+			return nil, err
+		}
+		out.Email, out.Groups, out.Tenant = c.Email, c.Groups, c.Tenant
 	}
 	if kind == storage.KindRefreshToken {
 		out.TokenType = "refresh_token"

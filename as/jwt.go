@@ -31,6 +31,13 @@ type accessClaims struct {
 	Status *statusClaim `json:"status,omitempty"`
 	// Cnf binds the token to a DPoP key (RFC 9449 §6.1).
 	Cnf *cnfClaim `json:"cnf,omitempty"`
+	// Email, Groups and Tenant are the person's attributes named by the
+	// resource's TokenClaims (RFC 9068 §2.2.3.1 lists groups among the
+	// identity claims an access token may carry; email is OpenID Connect
+	// Core §5.1's).
+	Email  string   `json:"email,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+	Tenant string   `json:"tenant,omitempty"`
 }
 
 // cnfClaim is the RFC 7800 confirmation claim with the RFC 9449 §6.1 jkt
@@ -51,6 +58,10 @@ type tokenStrategy struct {
 	// status hands out the grant's status index; statusURI is the list's URL.
 	status    *statusIndexer
 	statusURI string
+	// tokenClaims are the person attributes per resource (canonical URI)
+	// and people where they come from.
+	tokenClaims map[string][]string
+	people      PersonDirectory
 }
 
 var _ foauth2.CoreStrategy = (*tokenStrategy)(nil)
@@ -118,6 +129,14 @@ func (t *tokenStrategy) GenerateAccessToken(ctx context.Context, r fosite.Reques
 	if jkt != "" {
 		c.Cnf = &cnfClaim{JKT: jkt}
 	}
+	if s, ok := sess.(*session); ok && s.Subject != "" && s.Federated == "" {
+		// A person's token (not client credentials, whose sub is the
+		// client; not a federated subject, which has no record here),
+		// also after token exchange, which keeps the subject.
+		if err := t.addPersonClaims(ctx, &c, aud[0]); err != nil {
+			return "", "", err
+		}
+	}
 	if s, ok := sess.(*session); ok {
 		s.CnfJKT = jkt
 		if jkt != "" && r.GetClient().IsPublic() {
@@ -147,6 +166,30 @@ func (t *tokenStrategy) GenerateAccessToken(ctx context.Context, r fosite.Reques
 		s.TokenHash = inputHash
 	}
 	return tok, t.AccessTokenSignature(ctx, tok), nil
+}
+
+// addPersonClaims writes the attributes of c's subject that the resource's
+// TokenClaims name.
+func (t *tokenStrategy) addPersonClaims(ctx context.Context, c *accessClaims, aud string) error {
+	names := t.tokenClaims[aud]
+	if len(names) == 0 || t.people == nil {
+		return nil
+	}
+	p, ok, err := t.people.Person(ctx, c.Subject)
+	if err != nil || !ok {
+		return err
+	}
+	for _, n := range names {
+		switch n {
+		case "email":
+			c.Email = p.Email
+		case "groups":
+			c.Groups = p.Groups
+		case "tenant":
+			c.Tenant = p.Tenant
+		}
+	}
+	return nil
 }
 
 // ValidateAccessToken verifies signature (kid looked up in our own key set,

@@ -253,6 +253,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		now:                       cfg.Now,
 		status:                    &statusIndexer{store: cfg.Store},
 		statusURI:                 s.endpoint(statusListPath),
+		people:                    cfg.Attributes,
+		tokenClaims:               map[string][]string{},
+	}
+	for _, r := range s.resources {
+		if len(r.tokenClaims) > 0 {
+			s.tokens.tokenClaims[r.URI] = r.tokenClaims
+		}
 	}
 	s.revoker = cfg.Revoker
 	if s.revoker != nil && s.revoker.store != cfg.Store {

@@ -89,6 +89,10 @@ type AuditEvent struct {
 	IsError    bool          // the isError flag of a tools/call result
 	Status     int           // HTTP status of the response
 	Latency    time.Duration // from the request's arrival to its response
+	// Rule is the index of the policy rule (Result AuditDeniedByPolicy,
+	// key "rule") or of the rate limit (AuditRateLimited, key
+	// "rate_limit") that refused the request; not written otherwise.
+	Rule int
 }
 
 // AuditFunc receives audit events. It is called from request goroutines
@@ -99,7 +103,8 @@ type AuditFunc func(AuditEvent)
 // "json" gives JSON lines (the lines log/slog's JSONHandler writes), "text"
 // logfmt-style key=value lines (through slog's TextHandler), with the keys
 // time, event, method, tool, id, session, sub, client_id, tenant,
-// args_sha256, result, error_code, is_error, status, latency_ms. Each line
+// args_sha256, result, error_code, rule (AuditDeniedByPolicy),
+// rate_limit (AuditRateLimited), is_error, status, latency_ms. Each line
 // is one Write, and the Writes come one after the other.
 func AuditLog(w io.Writer, format string) AuditFunc {
 	if format == "text" {
@@ -144,6 +149,12 @@ func slogAudit(h slog.Handler, jsonLines bool) AuditFunc {
 		attrs = append(attrs, slog.String("result", e.Result))
 		if e.Result == AuditRPCError {
 			attrs = append(attrs, slog.Int("error_code", e.ErrorCode))
+		}
+		switch e.Result {
+		case AuditDeniedByPolicy:
+			attrs = append(attrs, slog.Int("rule", e.Rule))
+		case AuditRateLimited:
+			attrs = append(attrs, slog.Int("rate_limit", e.Rule))
 		}
 		if e.Method == "tools/call" {
 			attrs = append(attrs, slog.Bool("is_error", e.IsError))
@@ -200,6 +211,14 @@ func appendAuditJSON(b []byte, e AuditEvent) []byte {
 	if e.Result == AuditRPCError {
 		b = append(b, `,"error_code":`...)
 		b = strconv.AppendInt(b, int64(e.ErrorCode), 10)
+	}
+	switch e.Result {
+	case AuditDeniedByPolicy:
+		b = append(b, `,"rule":`...)
+		b = strconv.AppendInt(b, int64(e.Rule), 10)
+	case AuditRateLimited:
+		b = append(b, `,"rate_limit":`...)
+		b = strconv.AppendInt(b, int64(e.Rule), 10)
 	}
 	if e.Method == "tools/call" {
 		b = append(b, `,"is_error":`...)

@@ -3,6 +3,7 @@ package rsmiddleware
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -45,12 +46,25 @@ func TestDependenciesStayLight(t *testing.T) {
 			t.Errorf("metadata depends on non-standard package %s", dep)
 		}
 	}
+	// toolpolicy, the policy engine MCPFilter shares with the gateway: the
+	// standard library and cel-go with the modules cel-go needs.
+	celModules := []string{"github.com/google/cel-go/", "cel.dev/expr", "github.com/antlr4-go/antlr/", "google.golang.org/protobuf/",
+		"google.golang.org/genproto/", "golang.org/x/exp/", "go.yaml.in/yaml/"}
+	fromCEL := func(dep string) bool {
+		return slices.ContainsFunc(celModules, func(m string) bool { return strings.HasPrefix(dep, m) })
+	}
+	for _, dep := range list("../toolpolicy") {
+		first, _, _ := strings.Cut(dep, "/")
+		if strings.Contains(first, ".") && dep != "github.com/mcpauth/mcpauth/toolpolicy" && !fromCEL(dep) {
+			t.Errorf("toolpolicy depends on %s (allowed: std, cel-go and its modules)", dep)
+		}
+	}
 	for _, dep := range list(".") {
 		first, _, _ := strings.Cut(dep, "/")
-		if strings.Contains(first, ".") && !strings.HasPrefix(dep, "github.com/go-jose/go-jose/v4") &&
+		if strings.Contains(first, ".") && !strings.HasPrefix(dep, "github.com/go-jose/go-jose/v4") && dep != "github.com/mcpauth/mcpauth/toolpolicy" && !fromCEL(dep) &&
 			!strings.HasPrefix(dep, "github.com/mcpauth/mcpauth/metadata") && !strings.HasPrefix(dep, "github.com/mcpauth/mcpauth/rsmiddleware") &&
 			dep != "github.com/mcpauth/mcpauth/dpop" && dep != "github.com/mcpauth/mcpauth/internal/bearerretry" {
-			t.Errorf("rsmiddleware core depends on %s (allowed: std, go-jose, metadata, dpop, internal/bearerretry)", dep)
+			t.Errorf("rsmiddleware core depends on %s (allowed: std, go-jose, metadata, dpop, internal/bearerretry, toolpolicy)", dep)
 		}
 	}
 	// internal/bearerretry, shared with the gateway: the standard library only.

@@ -177,7 +177,7 @@ func TestDPoPRequiredRefusesBearer(t *testing.T) {
 // DPoP-bound token (RFC 9449 §7.2) and answers the DPoP scheme like any
 // unknown one.
 func TestBearerOnlyMiddlewareRefusesBoundToken(t *testing.T) {
-	f := newRS(t, nil)
+	f := newRS(t, func(c *MiddlewareConfig) { c.BearerOnly = true })
 	k := signer(t)
 	tok := f.ks.boundToken(k)
 	resp := call(t, f, "POST", "Bearer "+tok)
@@ -189,6 +189,37 @@ func TestBearerOnlyMiddlewareRefusesBoundToken(t *testing.T) {
 	chs = resp.Header.Values("WWW-Authenticate")
 	if resp.StatusCode != 401 || len(chs) != 1 || strings.Contains(chs[0], "error") {
 		t.Fatalf("DPoP scheme: status %d challenges %q", resp.StatusCode, chs)
+	}
+}
+
+// TestMiddlewareAcceptsDPoPByDefault: without DPoP configured, a
+// DPoP-bound token with a proof for the Verifier's resource passes; sent
+// as Bearer it is still refused (RFC 9449 §7.2), and so is a proof for
+// another URL.
+func TestMiddlewareAcceptsDPoPByDefault(t *testing.T) {
+	f := newRS(t, nil)
+	k := signer(t)
+	tok := f.ks.boundToken(k)
+	if resp := call(t, f, "POST", "DPoP "+tok, mustProof(t, k, "POST", publicURL, tok)); resp.StatusCode != 200 {
+		t.Fatalf("DPoP scheme: %d %q", resp.StatusCode, resp.Header.Values("WWW-Authenticate"))
+	}
+	if resp := call(t, f, "POST", "Bearer "+tok); resp.StatusCode != 401 {
+		t.Fatalf("a bound token as Bearer: %d", resp.StatusCode)
+	}
+	if resp := call(t, f, "POST", "DPoP "+tok, mustProof(t, k, "POST", "https://elsewhere.example/mcp", tok)); resp.StatusCode != 401 {
+		t.Fatalf("a proof for another URL: %d", resp.StatusCode)
+	}
+	// A proof is usable once.
+	proof := mustProof(t, k, "POST", publicURL, tok)
+	if resp := call(t, f, "POST", "DPoP "+tok, proof); resp.StatusCode != 200 {
+		t.Fatalf("first use: %d", resp.StatusCode)
+	}
+	if resp := call(t, f, "POST", "DPoP "+tok, proof); resp.StatusCode != 401 {
+		t.Fatalf("a replayed proof: %d", resp.StatusCode)
+	}
+	// Bearer tokens pass as before.
+	if resp := call(t, f, "POST", "Bearer "+f.ks.mint(f.ks.claims())); resp.StatusCode != 200 {
+		t.Fatalf("Bearer: %d", resp.StatusCode)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/mcpauth/mcpauth/toolpolicy"
 )
 
 // MCPFilterConfig configures an MCPFilter.
@@ -46,6 +48,17 @@ type MCPFilterConfig struct {
 	Now func() time.Time
 	// Logger receives filtering failures. Zero value: slog.Default().
 	Logger *slog.Logger
+	// Policy, when set, decides each JSON-RPC request by its rules and
+	// sets the arguments it injects (toolpolicy; docs/POLICY.md): a
+	// denied request is answered with a JSON-RPC error carrying the
+	// rule's message (ErrCodeDeniedByPolicy) and audited
+	// AuditDeniedByPolicy; list answers leave out the entries no
+	// arguments could make callable. Nil: no rules.
+	Policy *toolpolicy.Engine
+	// RateLimits, when set, takes a token per matching request: a body
+	// with a request over a limit is answered 429 with Retry-After and a
+	// JSON-RPC error (ErrCodeRateLimited), audited AuditRateLimited.
+	RateLimits *toolpolicy.Limiter
 }
 
 // MCPFilter applies two things to the MCP Streamable HTTP exchanges of a
@@ -65,6 +78,13 @@ type MCPFilterConfig struct {
 //   - One AuditEvent per JSON-RPC request message: method, tool, subject,
 //     client, tenant, the SHA-256 of the canonical arguments (never the
 //     arguments), the outcome and the latency.
+//   - With a Policy or RateLimits (toolpolicy, docs/POLICY.md): requests
+//     over a rate limit are answered 429, arguments the policy injects are
+//     set, requests a rule denies never reach the handler, and list
+//     answers leave out the entries no arguments could make callable. The
+//     rules read the requests as parsed here, after the refusals above,
+//     and a stateless request's Mcp-Method and Mcp-Name must mirror its
+//     body.
 //
 // A list answer it would filter that is content-coded (gzip and the like:
 // a compressing handler inside Wrap) cannot be read, and is replaced by a
@@ -86,6 +106,8 @@ type MCPFilter struct {
 	maxResp     int64
 	now         func() time.Time
 	log         *slog.Logger
+	policy      *toolpolicy.Engine
+	limits      *toolpolicy.Limiter
 	// toolScopes lists every scope some tool needs beyond the base: a
 	// caller holding them all sees every tool, and tools/list answers are
 	// not parsed. resourceScopes and promptScopes are the same for
@@ -96,7 +118,8 @@ type MCPFilter struct {
 // NewMCPFilter returns an MCPFilter for cfg.
 func NewMCPFilter(cfg MCPFilterConfig) *MCPFilter {
 	f := &MCPFilter{scopes: cfg.Scopes, audit: cfg.Audit, tenantClaim: cfg.TenantClaim,
-		maxBody: cfg.MaxBodyBytes, maxResp: cfg.MaxResponseBytes, now: cfg.Now, log: cfg.Logger}
+		maxBody: cfg.MaxBodyBytes, maxResp: cfg.MaxResponseBytes, now: cfg.Now, log: cfg.Logger,
+		policy: cfg.Policy, limits: cfg.RateLimits}
 	if f.maxBody <= 0 {
 		f.maxBody = 4 << 20
 	}
@@ -138,6 +161,11 @@ type rpcRequest struct {
 	method string
 	tool   string
 	args   string // ArgumentsDigest, tools/call and prompts/get only
+	// name is what a policy rule matches: the tool or prompt name, or the
+	// uri of resources/read and resources/subscribe.
+	name string
+	// msg is the message's JSON text; rawArgs its params.arguments.
+	msg, rawArgs []byte
 	// response: a JSON-RPC response of the client (no method; id is the
 	// id of the server's request it answers, key is empty).
 	response bool
@@ -225,7 +253,7 @@ func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
 			out = append(out, req)
 			return nil
 		}
-		req := &rpcRequest{}
+		req := &rpcRequest{msg: m}
 		if req.method, err = jsonString(rawMethod); err != nil {
 			return errPeek
 		}
@@ -247,9 +275,21 @@ func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
 				return nil
 			}) == nil {
 				req.tool, _ = jsonString(name)
+				req.name, req.rawArgs = req.tool, args
 				if req.args, err = ArgumentsDigest(args); err != nil {
 					return errArguments
 				}
+			}
+		}
+		if req.method == "resources/read" || req.method == "resources/subscribe" {
+			var uri []byte
+			if rawParams != nil && objectFields(rawParams, func(key, val []byte) error {
+				if string(key) == "uri" {
+					uri = val
+				}
+				return nil
+			}) == nil && uri != nil {
+				req.name, _ = jsonString(uri)
 			}
 		}
 		out = append(out, req)
@@ -362,6 +402,7 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 		}
 		start := f.now()
 		var reqs []*rpcRequest
+		var caller *toolpolicy.Caller
 		if r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
 			var body []byte
 			peeked := false
@@ -410,8 +451,24 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 				f.refuseBatch(w, r, p, start, errorAnswer(body, codeInvalidRequest, "Invalid Request: two requests of the batch have one id"))
 				return
 			}
+			if f.policy != nil && Stateless(r) && !mirrorsBody(r, body) {
+				// The rules read the body; the headers must say the same,
+				// whatever the Middleware's scopes needed to read
+				// (MCP Streamable HTTP, "Server Validation").
+				f.refuseMismatch(w, r, p, start, body, reqs)
+				return
+			}
+			if (f.policy != nil || f.limits != nil) && len(reqs) > 0 {
+				caller = f.caller(r, p)
+				if !f.applyPolicy(w, r, p, caller, start, body, reqs) {
+					return
+				}
+			}
 		}
-		fw := &filterWriter{w: w, f: f, p: p, reqs: reqs, start: start, byID: map[string]*rpcRequest{}}
+		if caller == nil && f.policy != nil {
+			caller = f.caller(r, p)
+		}
+		fw := &filterWriter{w: w, f: f, p: p, c: caller, reqs: reqs, start: start, byID: map[string]*rpcRequest{}}
 		for _, q := range reqs {
 			if q.key != "" {
 				fw.byID[q.key] = q
@@ -420,7 +477,7 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 		if f.audit != nil && len(reqs) > 0 {
 			fw.base = f.baseEvent(r, p, inboundToken(r.Context()), start)
 		}
-		fw.trim = f.trimsAnswer(r, reqs, p)
+		fw.trim = f.trimsAnswer(r, reqs, p, caller)
 		fw.inspect = len(fw.byID) > 0 && f.audit != nil || f.trims(p)
 		returned := false
 		defer func() {
@@ -590,7 +647,7 @@ func (f *MCPFilter) AuditRefused(r *http.Request, p *Principal, status int) {
 // needs (trims) and r is a GET stream (its answers' requests are unknown,
 // so every list is cut) or reqs holds a request of a list method whose
 // entries p may not all see.
-func (f *MCPFilter) trimsAnswer(r *http.Request, reqs []*rpcRequest, p *Principal) bool {
+func (f *MCPFilter) trimsAnswer(r *http.Request, reqs []*rpcRequest, p *Principal, c *toolpolicy.Caller) bool {
 	if !f.trims(p) {
 		return false
 	}
@@ -602,7 +659,7 @@ func (f *MCPFilter) trimsAnswer(r *http.Request, reqs []*rpcRequest, p *Principa
 			continue
 		}
 		for _, lm := range listMembers {
-			if lm.method == q.method && f.visible(lm.member, p) != nil {
+			if lm.method == q.method && f.visible(lm.member, p, c) != nil {
 				return true
 			}
 		}
@@ -610,9 +667,10 @@ func (f *MCPFilter) trimsAnswer(r *http.Request, reqs []*rpcRequest, p *Principa
 	return false
 }
 
-// trims reports whether some list answer may have to be cut for p.
+// trims reports whether some list answer may have to be cut for p: p
+// lacks a scope some entry needs, or a policy rule may hide entries.
 func (f *MCPFilter) trims(p *Principal) bool {
-	return len(p.MissingScopes(f.toolScopes)) > 0 ||
+	return f.policyLists() || len(p.MissingScopes(f.toolScopes)) > 0 ||
 		len(p.MissingScopes(f.resourceScopes)) > 0 ||
 		len(p.MissingScopes(f.promptScopes)) > 0
 }
@@ -690,6 +748,7 @@ type filterWriter struct {
 	w       http.ResponseWriter
 	f       *MCPFilter
 	p       *Principal
+	c       *toolpolicy.Caller // for the policy's list rules; nil without
 	reqs    []*rpcRequest
 	byID    map[string]*rpcRequest
 	base    AuditEvent
@@ -1091,7 +1150,7 @@ func (fw *filterWriter) filterMessage(m []byte) ([]byte, bool) {
 	if q != nil {
 		method = q.method
 	}
-	nr, changed := fw.f.trimResult(method, result, fw.p)
+	nr, changed := fw.f.trimResultFor(method, result, fw.p, fw.c)
 	if !changed {
 		return m, false
 	}

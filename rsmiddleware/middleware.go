@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/mcpauth/mcpauth/dpop"
 	"github.com/mcpauth/mcpauth/metadata"
 )
 
@@ -47,10 +48,20 @@ type MiddlewareConfig struct {
 	OnRefused func(r *http.Request, p *Principal, status int)
 	// DPoP, when set, accepts DPoP-bound tokens under the DPoP scheme
 	// (RFC 9449 §7) and adds a DPoP challenge beside the Bearer one. Nil:
-	// only Bearer; a DPoP-bound token is refused either way when it is
-	// sent as Bearer (§7.2).
+	// the same with the defaults (dpop.DefaultAlgs, each proof usable once
+	// at this process, not required) and the Verifier's resource URI as
+	// the proofs' htu, when the Verifier names one (a *Verifier does); a
+	// client that sent a proof to the AS holds a DPoP-bound token, which
+	// a server refusing the scheme would lock out. A DPoP-bound token is
+	// refused either way when it is sent as Bearer (§7.2).
 	DPoP *DPoP
+	// BearerOnly refuses the DPoP scheme when DPoP is nil, as before
+	// DPoP-bound tokens were accepted by default.
+	BearerOnly bool
 }
+
+// resourceNamer is a TokenVerifier that names its resource URI.
+type resourceNamer interface{ Resource() string }
 
 // Middleware is the Bearer token guard of an MCP server.
 type Middleware struct {
@@ -86,6 +97,13 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 		denied: cfg.OnInsufficientScope, refused: cfg.OnRefused, dpop: cfg.DPoP}
 	if m.maxBody <= 0 {
 		m.maxBody = 4 << 20
+	}
+	if rn, ok := cfg.Verifier.(resourceNamer); ok && m.dpop == nil && !cfg.BearerOnly && rn.Resource() != "" {
+		dp, err := NewDPoP(DPoPConfig{PublicURL: rn.Resource(), JTIs: dpop.NewMemoryJTIs(0)})
+		if err != nil {
+			return nil, err
+		}
+		m.dpop = dp
 	}
 	if m.log == nil {
 		m.log = slog.Default()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"sync/atomic"
 	"testing"
 )
@@ -126,7 +127,7 @@ func FuzzParseRequests(f *testing.F) {
 			t.Fatalf("peeked body: %d requests (%v), unpeeked %d", len(again), err, len(reqs))
 		} else {
 			for i := range again {
-				if *again[i] != *reqs[i] {
+				if !reflect.DeepEqual(again[i], reqs[i]) {
 					t.Fatalf("peeked body, request %d: %+v, unpeeked %+v", i, *again[i], *reqs[i])
 				}
 			}

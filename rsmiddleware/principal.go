@@ -3,6 +3,7 @@ package rsmiddleware
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +35,10 @@ type Principal struct {
 	// introspected is the RFC 7662 §2.2 answer p was made from; nil for a
 	// JWT access token.
 	introspected []byte
+	// policyClaims are the token's claims decoded for policy rules, once
+	// per Principal (the Verifier hands out one per cached token); read
+	// only.
+	policyClaims atomic.Pointer[decodedClaims]
 }
 
 // HasScopes reports whether p was granted every scope in want.

@@ -2,6 +2,8 @@ package rsmiddleware
 
 import (
 	"encoding/json"
+
+	"github.com/mcpauth/mcpauth/toolpolicy"
 )
 
 // listMembers are the result members of the MCP list methods (MCP
@@ -18,33 +20,42 @@ var listMembers = []struct{ method, member string }{
 // see, or nil when p sees them all: an entry is shown when p holds the
 // scopes a request for it needs (tools/call of its name, prompts/get of its
 // name, resources/read of its uri; a template, those of resources/read and
-// of its uriTemplate). An entry without that member cannot be checked and
-// is hidden.
-func (f *MCPFilter) visible(member string, p *Principal) func(entry map[string]json.RawMessage) bool {
+// of its uriTemplate) and, with a Policy, some arguments make that request
+// allowed for c (toolpolicy.Engine.Listable; templates are not decided by
+// rules). An entry without that member cannot be checked and is hidden.
+func (f *MCPFilter) visible(member string, p *Principal, c *toolpolicy.Caller) func(entry map[string]json.RawMessage) bool {
 	var union []string
-	var key string
+	var key, call string
 	var need func(string) []string
 	switch member {
 	case "tools":
-		union, key, need = f.toolScopes, "name", f.scopes.ForTool
+		union, key, need, call = f.toolScopes, "name", f.scopes.ForTool, "tools/call"
 	case "resources":
-		union, key, need = f.resourceScopes, "uri", f.scopes.ForResource
+		union, key, need, call = f.resourceScopes, "uri", f.scopes.ForResource, "resources/read"
 	case "resourceTemplates":
 		union, key, need = f.resourceScopes, "uriTemplate", f.scopes.ForResourceTemplate
 	case "prompts":
-		union, key, need = f.promptScopes, "name", f.scopes.ForPrompt
+		union, key, need, call = f.promptScopes, "name", f.scopes.ForPrompt, "prompts/get"
 	default:
 		return nil
 	}
-	if len(p.MissingScopes(union)) == 0 {
+	byScope := len(p.MissingScopes(union)) > 0
+	byPolicy := call != "" && f.policy.ListsFiltered(call)
+	if !byScope && !byPolicy {
 		return nil
+	}
+	if byPolicy && c == nil {
+		c = f.caller(nil, p)
 	}
 	return func(e map[string]json.RawMessage) bool {
 		var name string
 		if json.Unmarshal(e[key], &name) != nil || name == "" {
 			return false
 		}
-		return len(p.MissingScopes(need(name))) == 0
+		if byScope && len(p.MissingScopes(need(name))) > 0 {
+			return false
+		}
+		return !byPolicy || f.policy.Listable(c, call, name)
 	}
 }
 
@@ -53,6 +64,11 @@ func (f *MCPFilter) visible(member string, p *Principal) func(entry map[string]j
 // resumed stream) every list member present is cut. It reports whether the
 // result changed; a result it cannot read is left for the client to refuse.
 func (f *MCPFilter) trimResult(method string, result json.RawMessage, p *Principal) (json.RawMessage, bool) {
+	return f.trimResultFor(method, result, p, nil)
+}
+
+// trimResultFor is trimResult with the policy's caller c (nil: made from p).
+func (f *MCPFilter) trimResultFor(method string, result json.RawMessage, p *Principal, c *toolpolicy.Caller) (json.RawMessage, bool) {
 	var rules []struct {
 		member string
 		keep   func(map[string]json.RawMessage) bool
@@ -61,7 +77,7 @@ func (f *MCPFilter) trimResult(method string, result json.RawMessage, p *Princip
 		if method != "" && method != lm.method {
 			continue
 		}
-		if keep := f.visible(lm.member, p); keep != nil {
+		if keep := f.visible(lm.member, p, c); keep != nil {
 			rules = append(rules, struct {
 				member string
 				keep   func(map[string]json.RawMessage) bool

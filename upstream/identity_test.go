@@ -124,6 +124,14 @@ func TestIdentityFromClaims(t *testing.T) {
 					t.Fatalf("claims %v", id.Claims)
 				}
 			}},
+		{name: "a kept claim (the tenant of access tokens)",
+			cfg:  func(c *upstream.Config) { c.KeepClaims = []string{"org"} },
+			edit: func(c map[string]any) { c["org"] = "acme" },
+			check: func(t *testing.T, id *upstream.Identity) {
+				if !reflect.DeepEqual(id.Claims, map[string][]string{"org": {"acme"}}) {
+					t.Fatalf("claims %v", id.Claims)
+				}
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -162,6 +162,9 @@ type Config struct {
 	AllowedDomains, AllowedGroups []string
 	// ClaimScopes maps claim name -> value -> scopes (Scopes, MapScopes).
 	ClaimScopes map[string]map[string][]string
+	// KeepClaims names more claims whose string values Identity.Claims
+	// holds (the tenant claim of access tokens).
+	KeepClaims []string
 	// AuthParams are added to the authorization request.
 	AuthParams map[string]string
 
@@ -335,8 +338,9 @@ type Identity struct {
 	Name, Email   string
 	EmailVerified bool
 	Groups        []string
-	// Claims holds the string values of the claims ClaimScopes names and of
-	// groups, for the scope mapping and the user record.
+	// Claims holds the string values of the claims ClaimScopes and
+	// KeepClaims name and of groups, for the scope mapping and the user
+	// record.
 	Claims map[string][]string
 	// AuthTime is when the person last authenticated at the provider (the
 	// ID token's auth_time); zero when it does not say.
@@ -458,6 +462,7 @@ func (p *Provider) needsUserinfo(claims map[string]any) bool {
 	for name := range p.cfg.ClaimScopes {
 		want = append(want, name)
 	}
+	want = append(want, p.cfg.KeepClaims...)
 	for _, k := range want {
 		if _, ok := claims[k]; !ok {
 			return true
@@ -614,6 +619,11 @@ func (p *Provider) fromClaims(c map[string]any) (*Identity, error) {
 		id.Claims["groups"] = id.Groups
 	}
 	for name := range p.cfg.ClaimScopes {
+		if vs := stringValues(c[name]); len(vs) > 0 {
+			id.Claims[name] = vs
+		}
+	}
+	for _, name := range p.cfg.KeepClaims {
 		if vs := stringValues(c[name]); len(vs) > 0 {
 			id.Claims[name] = vs
 		}

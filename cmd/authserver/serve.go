@@ -221,6 +221,7 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 		Issuer:            cfg.Issuer,
 		Resources:         asResources(cfg),
 		Clients:           asClients(cfg),
+		Attributes:        newAttributes(cfg, s.store),
 		UI:                ui,
 		People:            people,
 		Revoker:           revoker,
@@ -394,7 +395,7 @@ func asResources(cfg *config.Config) []as.Resource {
 	out := make([]as.Resource, 0, len(cfg.Resources)+1)
 	for _, r := range cfg.Resources {
 		out = append(out, as.Resource{URI: r.URI, Name: r.Name, Scopes: r.Scopes, DefaultScopes: r.DefaultScopes,
-			Default: r.Default || len(cfg.Resources) == 1, IntrospectionClients: r.IntrospectionClients})
+			Default: r.Default || len(cfg.Resources) == 1, IntrospectionClients: r.IntrospectionClients, TokenClaims: r.TokenClaims})
 	}
 	if cfg.AdminEnabled() {
 		out = append(out, as.Resource{URI: cfg.AdminResource(), Name: "mcpauth admin API", Scopes: []string{config.AdminScope}})
@@ -696,6 +697,9 @@ func (s *server) upstreamProviders(cfg *config.Config) ([]loginui.Upstream, as.U
 			AllowedGroups:  u.AllowedGroups,
 			ClaimScopes:    u.ClaimScopes,
 			AuthParams:     u.AuthorizationParams,
+		}
+		if u.TenantClaim != "" {
+			pc.KeepClaims = []string{u.TenantClaim}
 		}
 		if k := u.PrivateKeyJWT; k != nil {
 			pc.PrivateKey, pc.KeyID, pc.KeyAlg, pc.AssertionAudience = k.Key, k.KeyID, k.Alg, k.Audience

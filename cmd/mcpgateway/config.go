@@ -18,6 +18,7 @@ import (
 	"github.com/mcpauth/mcpauth/internal/yamlenv"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/rsmiddleware"
+	"github.com/mcpauth/mcpauth/toolpolicy"
 )
 
 // Config is the gateway's configuration file. The keys are public interface;
@@ -40,8 +41,9 @@ type Config struct {
 	// Introspection switches token checks to RFC 7662 with these credentials.
 	Introspection *ClientConfig `yaml:"introspection"`
 	Limits        Limits        `yaml:"limits"`
-	// DPoP, when set, accepts DPoP-bound tokens (RFC 9449 §7) with proofs
-	// for resource, the gateway's public URL.
+	// DPoP configures DPoP-bound tokens (RFC 9449 §7), accepted with
+	// proofs for resource, the gateway's public URL, whether set or not;
+	// set, it can require them or narrow the algorithms.
 	DPoP *DPoPConfig `yaml:"dpop"`
 	// SessionKey signs the session IDs handed to clients
 	// (rsmiddleware.SessionBinding.Key): any string of at least 32 bytes,
@@ -49,6 +51,20 @@ type Config struct {
 	// drawn at start, so sessions end with the process and are not shared
 	// between instances.
 	SessionKey string `yaml:"session_key"`
+	// Policy: CEL rules on who may make which request with which
+	// arguments, and arguments set from the caller (toolpolicy,
+	// docs/POLICY.md).
+	Policy toolpolicy.Config `yaml:"policy"`
+	// RateLimits: token buckets per subject, client or tenant, of this
+	// instance.
+	RateLimits []toolpolicy.RateLimit `yaml:"rate_limits"`
+	// Identity, when set, sends the upstream a signed JWT naming the
+	// caller on every forwarded request.
+	Identity *IdentityConfig `yaml:"identity"`
+
+	// policy and limits are Policy and RateLimits compiled by check.
+	policy *toolpolicy.Engine
+	limits *toolpolicy.Limiter
 }
 
 // DPoPConfig configures DPoP at the gateway (rsmiddleware.DPoPConfig).
@@ -303,6 +319,19 @@ func (c *Config) check() error {
 	}
 	if n := len(c.SessionKey); n > 0 && n < rsmiddleware.MinSessionKeyBytes {
 		return fmt.Errorf("session_key: %d bytes, at least %d are needed (HMAC-SHA256 key, RFC 2104 §3)", n, rsmiddleware.MinSessionKeyBytes)
+	}
+	if len(c.Policy.Rules) > 0 || len(c.Policy.Inject) > 0 {
+		if c.policy, err = toolpolicy.New(c.Policy); err != nil {
+			return err
+		}
+	}
+	if c.limits, err = toolpolicy.NewLimiter(c.RateLimits, nil); err != nil {
+		return err
+	}
+	if c.Identity != nil {
+		if err := c.Identity.check(); err != nil {
+			return err
+		}
 	}
 	l := &c.Limits
 	if l.MaxRequestBytes < 0 || l.MaxResponseBytes < 0 || l.MaxHeaderBytes < 0 || l.ReadHeaderTimeout < 0 ||

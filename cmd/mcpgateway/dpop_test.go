@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpauth/mcpauth/dpop"
+	"github.com/mcpauth/mcpauth/rsmiddleware"
 )
 
 const dpopConfig = baseConfig + "dpop: {required: false, algs: [ES256]}\n"
@@ -213,5 +214,41 @@ func TestConfigDPoPAlgs(t *testing.T) {
 	c, err := ParseConfig([]byte(base+"dpop: {required: true, algs: [ES256, EdDSA]}\n"), func(string) (string, bool) { return "", false })
 	if err != nil || c.DPoP == nil || !c.DPoP.Required || len(c.DPoP.Algs) != 2 {
 		t.Fatalf("config %+v, err %v", c, err)
+	}
+}
+
+// TestGatewayAcceptsDPoPWithoutConfiguration: with no dpop key, a client
+// that sent a proof to the AS (and so holds a DPoP-bound token) is let in
+// under the DPoP scheme; the same token sent as Bearer is still refused
+// (RFC 9449 §7.2), and PRM names the proof algorithms.
+func TestGatewayAcceptsDPoPWithoutConfiguration(t *testing.T) {
+	s := newStack(t, true, baseConfig)
+	key, err := dpop.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := s.dpopToken(t, "user-bot", key)
+	proof, err := key.Proof(http.MethodPost, s.resource, tok, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := s.initialize(t, "DPoP "+tok, proof); resp.StatusCode != http.StatusOK {
+		t.Fatalf("DPoP scheme: %d %q", resp.StatusCode, resp.Header.Values("WWW-Authenticate"))
+	}
+	if resp := s.initialize(t, "Bearer "+tok, ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a bound token as Bearer: %d", resp.StatusCode)
+	}
+	if resp := s.initialize(t, "Bearer "+s.token(t, "user-bot"), ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a Bearer token: %d", resp.StatusCode)
+	}
+	prm, _ := rsmiddleware.ResourceMetadataURL(s.resource)
+	resp, err := http.Get(prm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "dpop_signing_alg_values_supported") || strings.Contains(string(body), "dpop_bound_access_tokens_required") {
+		t.Errorf("PRM %s", body)
 	}
 }

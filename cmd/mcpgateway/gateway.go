@@ -95,16 +95,21 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	filter := rsmiddleware.NewMCPFilter(rsmiddleware.MCPFilterConfig{
 		Scopes: scopes, Audit: audit, TenantClaim: cfg.TenantClaim,
 		MaxBodyBytes: cfg.Limits.MaxRequestBytes, MaxResponseBytes: cfg.Limits.MaxResponseBytes, Logger: o.Logger,
+		Policy: cfg.policy, RateLimits: cfg.limits,
 	})
-	var dp *rsmiddleware.DPoP
-	if d := cfg.DPoP; d != nil {
-		// The resource URI is the gateway's public URL: the htu of proofs.
-		dp, err = rsmiddleware.NewDPoP(rsmiddleware.DPoPConfig{
-			PublicURL: cfg.Resource, Required: d.Required, Algs: d.Algs, JTIs: dpop.NewMemoryJTIs(0),
-		})
-		if err != nil {
-			return nil, err
-		}
+	// DPoP-bound tokens are accepted by default (RFC 9449 §7): a client
+	// that sent a proof to the AS holds one, and refusing the scheme would
+	// lock it out. dpop.required refuses other tokens.
+	var dcfg DPoPConfig
+	if cfg.DPoP != nil {
+		dcfg = *cfg.DPoP
+	}
+	// The resource URI is the gateway's public URL: the htu of proofs.
+	dp, err := rsmiddleware.NewDPoP(rsmiddleware.DPoPConfig{
+		PublicURL: cfg.Resource, Required: dcfg.Required, Algs: dcfg.Algs, JTIs: dpop.NewMemoryJTIs(0),
+	})
+	if err != nil {
+		return nil, err
 	}
 	mw, err := rsmiddleware.NewMiddleware(rsmiddleware.MiddlewareConfig{
 		Verifier: verifier, ResourceMetadataURL: prmURL, Scopes: scopes,
@@ -137,9 +142,7 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dp != nil {
-		dp.AddToPRM(&doc)
-	}
+	dp.AddToPRM(&doc)
 	mux := http.NewServeMux()
 	if err := rsmiddleware.MountPRM(mux, doc, true); err != nil {
 		return nil, err
@@ -151,6 +154,14 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	path := "/"
 	if u, _ := url.Parse(cfg.Resource); u.Path != "" {
 		path = u.Path
+	}
+	if cfg.Identity != nil {
+		signer, err := newIdentitySigner(cfg, o.Logger)
+		if err != nil {
+			return nil, err
+		}
+		mux.HandleFunc("GET "+rsmiddleware.IdentityJWKSPath, signer.serveJWKS)
+		proxy = signer.wrap(proxy)
 	}
 	limit, bodyTimeout := cfg.Limits.MaxRequestBytes, cfg.Limits.ReadBodyTimeout
 	chain := mw.Wrap(binding.Wrap(filter.Wrap(proxy)))

@@ -41,6 +41,14 @@ type upstream struct {
 	dpop []string
 	// Mcp-Session-Id headers seen, one per request ("" when absent)
 	sessions []string
+	// X-MCP-Identity headers seen, one per request ("" when absent)
+	identities []string
+}
+
+func (u *upstream) seenIdentities() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.identities...)
 }
 
 func (u *upstream) seenSessions() []string {
@@ -70,6 +78,7 @@ func newUpstream(t testing.TB, jsonResponse bool) *upstream {
 		u.auth = append(u.auth, r.Header.Get("Authorization"))
 		u.dpop = append(u.dpop, r.Header.Get("DPoP"))
 		u.sessions = append(u.sessions, r.Header.Get("Mcp-Session-Id"))
+		u.identities = append(u.identities, strings.Join(r.Header.Values("X-MCP-Identity"), ","))
 		u.mu.Unlock()
 		h.ServeHTTP(w, r)
 	}))

@@ -104,3 +104,58 @@ func TestDPoPNonceRefusesAShortSecret(t *testing.T) {
 		t.Fatalf("newServer with a 5-byte nonce secret: %v", err)
 	}
 }
+
+// TestDPoPAcceptedWithoutFlags: started without --dpop, the server lets a
+// DPoP-bound token in under the DPoP scheme with a proof for --resource,
+// and refuses it as Bearer (RFC 9449 §7.2).
+func TestDPoPAcceptedWithoutFlags(t *testing.T) {
+	asSrv, mcpSrv := httptest.NewUnstartedServer(nil), httptest.NewUnstartedServer(nil)
+	resource := "http://" + mcpSrv.Listener.Addr().String() + "/mcp"
+	issuer := startAS(t, asSrv, resource)
+	serveMCP(t, mcpSrv, "--resource", resource, "--issuer", issuer)
+	key, err := dpop.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := key.Proof(http.MethodPost, issuer+"/token", "", "")
+	form := url.Values{"grant_type": {"client_credentials"}, "resource": {resource}, "scope": {ScopeTools}}
+	req, _ := http.NewRequest(http.MethodPost, issuer+"/token", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("DPoP", p)
+	req.SetBasicAuth("ci-bot", botSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr struct {
+		AccessToken string `json:"access_token"`
+		TokenType   string `json:"token_type"`
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if json.Unmarshal(body, &tr) != nil || tr.TokenType != "DPoP" {
+		t.Fatalf("DPoP token: %d %s", resp.StatusCode, body)
+	}
+	send := func(scheme string, withProof bool) int {
+		req, _ := http.NewRequest(http.MethodPost, resource, strings.NewReader(initializeBody))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", scheme+" "+tr.AccessToken)
+		if withProof {
+			p, _ := key.Proof(http.MethodPost, resource, tr.AccessToken, "")
+			req.Header.Set("DPoP", p)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := send("DPoP", true); got != http.StatusOK {
+		t.Fatalf("DPoP scheme: %d", got)
+	}
+	if got := send("Bearer", false); got != http.StatusUnauthorized {
+		t.Fatalf("a bound token as Bearer: %d", got)
+	}
+}

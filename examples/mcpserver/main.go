@@ -73,7 +73,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.clientID, "client-id", "example-mcpserver", "this server's client id at the AS, for token exchange (secret: env MCPSERVER_CLIENT_SECRET, or a file named by MCPSERVER_CLIENT_SECRET_FILE)")
 	fs.StringVar(&cfg.issuerInternal, "issuer-internal", "", "origin at which this server reaches the AS when it is not --issuer's (e.g. http://authserver:9000 in a container network); tokens are still checked against --issuer")
 	fs.StringVar(&cfg.downstreamInternal, "downstream-internal", "", "origin at which this server reaches the downstream API when it is not --downstream's (e.g. http://downstream:8081)")
-	fs.BoolVar(&cfg.dpop, "dpop", false, "also accept DPoP-bound tokens (RFC 9449): the DPoP scheme with a proof for --resource, each proof usable once")
+	fs.BoolVar(&cfg.dpop, "dpop", false, "accepted for older command lines: DPoP-bound tokens (RFC 9449, the DPoP scheme with a proof for --resource, each proof usable once) are accepted by default")
 	fs.BoolVar(&cfg.dpopRequired, "dpop-required", false, "accept DPoP-bound tokens only (implies --dpop); PRM says dpop_bound_access_tokens_required")
 	fs.BoolVar(&cfg.dpopNonce, "dpop-nonce", false, "make every DPoP proof carry a server nonce (RFC 9449 §9; implies --dpop): stateless nonces sealed with env MCPSERVER_DPOP_NONCE_SECRET (at least 32 bytes, shared by instances; or a file named by MCPSERVER_DPOP_NONCE_SECRET_FILE), a random secret of this process when unset")
 	fs.DurationVar(&cfg.statusMaxAge, "status-max-age", rsmiddleware.DefaultStatusMaxAge, "how stale the AS's token status list may be: a revoked token is refused at most this long after its revocation")

@@ -37,7 +37,8 @@ type config struct {
 	// those of --issuer and --downstream (a container network); "" for the
 	// same.
 	issuerInternal, downstreamInternal string
-	// dpop accepts DPoP-bound tokens; dpopRequired accepts only those.
+	// dpop is kept for older command lines (DPoP-bound tokens are accepted
+	// by default); dpopRequired accepts only those.
 	dpop, dpopRequired bool
 	// dpopNonce requires server nonces in proofs (implies dpop), sealed
 	// with dpopNonceSecret, or a random secret when it is "".
@@ -125,26 +126,25 @@ func build(cfg config, logger *slog.Logger) (http.Handler, *mcp.Server, error) {
 		Base:  []string{ScopeTools},
 		Tools: map[string][]string{"admin_stats": {ScopeAdmin}},
 	}
-	var dp *rsmiddleware.DPoP
-	if cfg.dpop || cfg.dpopRequired || cfg.dpopNonce {
-		// The resource URI is the endpoint's public URL: the htu of proofs.
-		dcfg := rsmiddleware.DPoPConfig{PublicURL: resource, Required: cfg.dpopRequired, JTIs: dpop.NewMemoryJTIs(0)}
-		if cfg.dpopNonce {
-			secret := []byte(cfg.dpopNonceSecret)
-			if len(secret) == 0 {
-				secret = make([]byte, 32)
-				if _, err := rand.Read(secret); err != nil {
-					return nil, nil, err
-				}
-			}
-			if dcfg.Nonces, err = dpop.NewNonces(secret, 0); err != nil {
-				return nil, nil, fmt.Errorf("MCPSERVER_DPOP_NONCE_SECRET: %v", err)
+	// DPoP-bound tokens are accepted whatever the flags (RFC 9449 §7): a
+	// client that sent a proof to the AS holds one. The resource URI is
+	// the endpoint's public URL: the htu of proofs.
+	dcfg := rsmiddleware.DPoPConfig{PublicURL: resource, Required: cfg.dpopRequired, JTIs: dpop.NewMemoryJTIs(0)}
+	if cfg.dpopNonce {
+		secret := []byte(cfg.dpopNonceSecret)
+		if len(secret) == 0 {
+			secret = make([]byte, 32)
+			if _, err := rand.Read(secret); err != nil {
+				return nil, nil, err
 			}
 		}
-		dp, err = rsmiddleware.NewDPoP(dcfg)
-		if err != nil {
-			return nil, nil, err
+		if dcfg.Nonces, err = dpop.NewNonces(secret, 0); err != nil {
+			return nil, nil, fmt.Errorf("MCPSERVER_DPOP_NONCE_SECRET: %v", err)
 		}
+	}
+	dp, err := rsmiddleware.NewDPoP(dcfg)
+	if err != nil {
+		return nil, nil, err
 	}
 	guard, err := rsmiddleware.NewMiddleware(rsmiddleware.MiddlewareConfig{
 		Verifier:            verifier,
@@ -160,9 +160,7 @@ func build(cfg config, logger *slog.Logger) (http.Handler, *mcp.Server, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if dp != nil {
-		dp.AddToPRM(&prm)
-	}
+	dp.AddToPRM(&prm)
 
 	t := &tools{scopes: scopes, downstream: strings.TrimSuffix(cfg.downstream, "/"), logger: logger, started: time.Now()}
 	if cfg.downstream == "" {

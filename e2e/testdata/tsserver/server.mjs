@@ -13,6 +13,13 @@
 // createMcpExpressApp (Express and its JSON body parser, which decodes the
 // body in the charset its Content-Type names), as the SDK's examples are;
 // otherwise plain node:http reading the body as UTF-8.
+//
+// With POLICY_TOOLS=1 it also has delete_thing, create_ticket and whoami,
+// for the gateway's policy tests. whoami reads who called from the identity
+// JWT the gateway sends in X-MCP-Identity, checked with jose against the
+// gateway's keys (IDENTITY_JWKS, IDENTITY_ISSUER: the gateway's resource,
+// IDENTITY_AUDIENCE: this server's URL as the gateway names it), and
+// answers its sub: it never sees a token.
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -21,6 +28,7 @@ import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/in
 import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+import { createRemoteJWKSet, jwtVerify } from 'jose';
 
 // OrderedEventStore replays a stream's events in the order they were
 // stored. The SDK's InMemoryEventStore sorts them by the text of their ids,
@@ -45,6 +53,23 @@ class OrderedEventStore extends InMemoryEventStore {
 }
 
 const jsonResponse = process.env.JSON_RESPONSE === '1';
+const policyTools = process.env.POLICY_TOOLS === '1';
+const gatewayKeys = process.env.IDENTITY_JWKS ? createRemoteJWKSet(new URL(process.env.IDENTITY_JWKS)) : undefined;
+
+// identity verifies the gateway's identity JWT of a request (the same check
+// as rsmiddleware.IdentityVerifier): ES256, typ mcp-identity+jwt, iss, aud,
+// exp.
+async function identity(headers) {
+  const jwt = headers?.['x-mcp-identity'];
+  if (!gatewayKeys || typeof jwt !== 'string') throw new Error('no identity');
+  const { payload } = await jwtVerify(jwt, gatewayKeys, {
+    issuer: process.env.IDENTITY_ISSUER,
+    audience: process.env.IDENTITY_AUDIENCE,
+    typ: 'mcp-identity+jwt',
+    algorithms: ['ES256'],
+  });
+  return payload;
+}
 const seen = [];
 const calls = [];
 const transports = new Map();
@@ -75,6 +100,27 @@ function newServer() {
     }
     return { content: [{ type: 'text', text: 'liftoff' }] };
   });
+  if (policyTools) {
+    server.registerTool('delete_thing', {
+      description: 'Deletes a thing in an environment.',
+      inputSchema: { environment: z.string() },
+    }, async ({ environment }) => {
+      calls.push('delete_thing ' + environment);
+      return { content: [{ type: 'text', text: `deleted in ${environment}` }] };
+    });
+    server.registerTool('create_ticket', {
+      description: 'Opens a ticket.',
+      inputSchema: { title: z.string(), reporter: z.string(), tenant: z.string() },
+    }, async ({ title, reporter, tenant }) => {
+      calls.push('create_ticket');
+      return { content: [{ type: 'text', text: `${title} by ${reporter} for ${tenant}` }] };
+    });
+    server.registerTool('whoami', { description: 'Who called, from the gateway identity JWT.' }, async (extra) => {
+      calls.push('whoami');
+      const id = await identity(extra.requestInfo?.headers);
+      return { content: [{ type: 'text', text: `${id.sub} ${id.email ?? ''} ${(id.groups ?? []).join(',')} ${id.tenant ?? ''}` }] };
+    });
+  }
   // Prompts and resources, one of each guarded by the gateway's
   // scopes.prompts and scopes.resources (deploy/mcpgateway.yaml).
   for (const name of ['greeting', 'incident_report']) {

@@ -109,6 +109,11 @@ type Resource struct {
 	// that are this resource's servers: they may introspect access tokens
 	// for it (RFC 7662). No other client can, and registered clients never.
 	IntrospectionClients []string `yaml:"introspection_clients"`
+	// TokenClaims are the person attributes written into access tokens for
+	// this resource: any of email, groups, tenant (from users[] for local
+	// accounts, from the person's record and upstreams[].tenant or
+	// tenant_claim for people from a provider). Empty: none.
+	TokenClaims []string `yaml:"token_claims"`
 }
 
 // Client is one pre-registered client.
@@ -145,6 +150,11 @@ type User struct {
 	PasswordHash string `yaml:"password_hash"`
 	// Disabled accounts cannot log in, and their grants are refused.
 	Disabled bool `yaml:"disabled"`
+	// Email, Groups and Tenant are the person's attributes, written into
+	// access tokens for the resources whose token_claims name them.
+	Email  string   `yaml:"email"`
+	Groups []string `yaml:"groups"`
+	Tenant string   `yaml:"tenant"`
 }
 
 // Tokens holds lifetimes (RFC 6749 §4.1.2 codes, §1.5 refresh tokens).

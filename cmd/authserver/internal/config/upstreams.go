@@ -62,6 +62,12 @@ type Upstream struct {
 	// AuthorizationParams are added to the authorization request sent to
 	// the provider (Google: access_type: offline, hd: example.com).
 	AuthorizationParams map[string]string `yaml:"authorization_params"`
+	// Tenant is the tenant of every person from this provider, written
+	// into access tokens for resources whose token_claims name tenant; or
+	// TenantClaim, the claim of the ID token (or userinfo) that holds it
+	// (its first value). At most one of them.
+	Tenant      string `yaml:"tenant"`
+	TenantClaim string `yaml:"tenant_claim"`
 }
 
 // PrivateKeyJWT authenticates the AS at the provider's token endpoint with a
@@ -168,6 +174,12 @@ func (c *Config) validateUpstreams(scopes map[string]bool) error {
 		}
 		if !validClaimName(u.SubjectClaim) {
 			return errf(p+".subject_claim", "not a claim name: %q", u.SubjectClaim)
+		}
+		if u.Tenant != "" && u.TenantClaim != "" {
+			return errf(p+".tenant", "tenant and tenant_claim are exclusive")
+		}
+		if u.TenantClaim != "" && !validClaimName(u.TenantClaim) {
+			return errf(p+".tenant_claim", "not a claim name: %q", u.TenantClaim)
 		}
 		for j, d := range u.AllowedDomains {
 			if !validHostName(d) || strings.ToLower(d) != d {

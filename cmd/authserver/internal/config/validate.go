@@ -131,6 +131,11 @@ func (c *Config) Validate() error {
 	}
 
 	for i, r := range c.Resources {
+		for j, tc := range r.TokenClaims {
+			if tc != "email" && tc != "groups" && tc != "tenant" {
+				return errf(fmt.Sprintf("resources[%d].token_claims[%d]", i, j), "%q is not one of email, groups, tenant", tc)
+			}
+		}
 		for j, id := range r.IntrospectionClients {
 			k := slices.IndexFunc(c.Clients, func(cl Client) bool { return cl.ID == id })
 			if k < 0 || c.Clients[k].Public {
@@ -153,6 +158,11 @@ func (c *Config) Validate() error {
 			return errf(p+".username", "duplicate user %q", u.Username)
 		}
 		names[u.Username] = true
+		for j, g := range u.Groups {
+			if g == "" || len(g) > 256 {
+				return errf(fmt.Sprintf("%s.groups[%d]", p, j), "must be 1 to 256 characters")
+			}
+		}
 		if err := password.Validate(u.PasswordHash); err != nil {
 			return errf(p+".password_hash", "not an argon2id or bcrypt hash (make one with `authserver hash-password`): %v", err)
 		}
