@@ -360,7 +360,7 @@ func (m *clientManager) effectiveAccess(listedRes, listedScopes []string) (resou
 }
 
 // withOffline adds offline_access to the scopes of a client that may
-// refresh: it is granted when asked for (see selectScopes), and fosite
+// refresh: it is granted when asked for (see policy.Select), and fosite
 // checks every granted scope against the client's.
 func withOffline(scopes, grants []string) []string {
 	if slices.Contains(grants, "refresh_token") && !slices.Contains(scopes, offlineAccess) {

@@ -201,20 +201,25 @@ func (f GrantFilter) storage() storage.GrantFilter {
 // use it, the one rule the token endpoint, token exchange, introspection
 // and ListGrants apply (policy.People.Active): no subject (client
 // credentials) and a federated one (an assertion's "<iss>#<sub>",
-// session.Federated), which is no local account, always may. The person's
-// record is the one read with the grant's token in this request when the
-// backend reads both in one statement (storage.TokenUserReader), else one
-// primary-key read. A storage error is returned, never taken for an answer.
+// session.Federated), which is no local account, always may. What the
+// rule reads of the person's record (recorded, upstream, disabled) is read
+// with the grant's token in this request when the backend reads both in one
+// statement (storage.TokenPersonReader), else the record is read by primary
+// key. A storage error is returned, never taken for an answer.
 func (s *Server) personActive(ctx context.Context, subject string, federated bool) (bool, error) {
 	if subject == "" || federated {
 		return true, nil
 	}
-	rec, ok := rememberedPerson(ctx, subject)
-	if !ok {
-		var err error
-		if rec, err = s.people.Record(ctx, subject); err != nil {
-			return false, err
+	if ps, ok := rememberedPerson(ctx, subject); ok {
+		if !ps.Recorded {
+			return s.people.Active(subject, nil), nil
 		}
+		rec := storage.User{Subject: subject, Upstream: ps.Upstream, Disabled: ps.Disabled}
+		return s.people.Active(subject, &rec), nil
+	}
+	rec, err := s.people.Record(ctx, subject)
+	if err != nil {
+		return false, err
 	}
 	return s.people.Active(subject, rec), nil
 }

@@ -23,8 +23,8 @@ import (
 // request authenticated it, so that rebuilding a stored grant around its
 // client (code, refresh token) does not read the client again; and, on
 // backends that read a token with its person's record in one statement,
-// that record, so that the check of the person (userActive) costs no
-// further SELECT. Introspection uses it for the person only.
+// that record's status, so that the check of the person (personActive)
+// costs no further SELECT. Introspection uses it for the person only.
 type redemption struct {
 	sig string
 	tok *storage.Token
@@ -39,29 +39,29 @@ type redemption struct {
 	// rotated, the parent of the refresh token issued next.
 	refreshSig, refreshParent, rotated string
 
-	// The person record read together with a token record
-	// (storage.TokenUserReader): the record of personSubject, nil when
-	// there is none; personRead tells whether one was read at all.
+	// The person's status read together with a token record
+	// (storage.TokenPersonReader): that of personSubject; personRead tells
+	// whether one was read at all.
 	personSubject string
-	person        *storage.User
+	person        storage.PersonStatus
 	personRead    bool
 }
 
-// rememberPerson keeps the record of subject read with a token, for
-// userActive in the same request.
-func rememberPerson(ctx context.Context, subject string, u *storage.User) {
+// rememberPerson keeps the status of subject read with a token, for
+// personActive in the same request.
+func rememberPerson(ctx context.Context, subject string, ps storage.PersonStatus) {
 	if m := redemptionFrom(ctx); m != nil && subject != "" {
-		m.personSubject, m.person, m.personRead = subject, u, true
+		m.personSubject, m.person, m.personRead = subject, ps, true
 	}
 }
 
-// rememberedPerson returns the record of subject read with a token in this
-// request (nil: the person has no record), and whether one was read.
-func rememberedPerson(ctx context.Context, subject string) (*storage.User, bool) {
+// rememberedPerson returns the status of subject read with a token in this
+// request, and whether one was read.
+func rememberedPerson(ctx context.Context, subject string) (storage.PersonStatus, bool) {
 	if m := redemptionFrom(ctx); m != nil && m.personRead && m.personSubject == subject {
 		return m.person, true
 	}
-	return nil, false
+	return storage.PersonStatus{}, false
 }
 
 // remembered returns the memo's record of the code with signature sig, or

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpauth/mcpauth/as/loginui"
 	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/storage/memory"
 )
 
 // statusOf fetches the server's Token Status List, checks it as a
@@ -423,5 +424,28 @@ func TestStatusListTokenAndSharedStore(t *testing.T) {
 	b.clock.Advance(statusListCache)
 	if !bitOf(t, statusBits(t, b), idx) {
 		t.Error("another instance's revocation is not in the list after the cache time")
+	}
+}
+
+// TestAGrantRevokerOfAnotherStoreIsRefused: the revoker given to the pages
+// and the server must revoke in the server's store, or a revocation on
+// /consents would leave the server's grants alive.
+func TestAGrantRevokerOfAnotherStoreIsRefused(t *testing.T) {
+	h := newHarness(t, nil)
+	cfg := Config{
+		Issuer:    h.issuer,
+		Resources: []Resource{{URI: mcpURI, Scopes: []string{"mcp:tools"}, Default: true}},
+		Store:     memory.New(),
+		Secret:    []byte("0123456789abcdef0123456789abcdef-test-secret"),
+		Revoker:   NewGrantRevoker(h.store, nil),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := New(ctx, cfg); err == nil || !strings.Contains(err.Error(), "Config.Revoker") {
+		t.Fatalf("New with a revoker of another store: %v", err)
+	}
+	cfg.Revoker = NewGrantRevoker(cfg.Store, nil)
+	if _, err := New(ctx, cfg); err != nil {
+		t.Fatalf("New with a revoker of its store: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -262,7 +263,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	s.revoker = cfg.Revoker
-	if s.revoker != nil && s.revoker.store != cfg.Store {
+	if t := reflect.TypeOf(cfg.Store); s.revoker != nil && t != nil && t.Comparable() && s.revoker.store != cfg.Store {
 		return nil, errors.New("as: Config.Revoker revokes in another store than Config.Store")
 	}
 	if s.revoker == nil {

@@ -119,14 +119,14 @@ func (s *tokenStore) create(ctx context.Context, kind storage.TokenKind, sig str
 }
 
 // getToken reads a token record. Within a request that carries a memo
-// (withRedemption) and on a backend that can (storage.TokenUserReader), it
-// reads the record of the token's person in the same statement and
-// remembers it for userActive.
+// (withRedemption) and on a backend that can (storage.TokenPersonReader),
+// it reads the status of the token's person in the same statement and
+// remembers it for personActive.
 func (s *tokenStore) getToken(ctx context.Context, kind storage.TokenKind, sig string) (*storage.Token, error) {
-	if r, ok := s.store.(storage.TokenUserReader); ok && redemptionFrom(ctx) != nil {
-		t, u, err := r.GetTokenWithUser(ctx, kind, sig)
+	if r, ok := s.store.(storage.TokenPersonReader); ok && redemptionFrom(ctx) != nil {
+		t, ps, err := r.GetTokenWithPerson(ctx, kind, sig)
 		if err == nil {
-			rememberPerson(ctx, t.Subject, u)
+			rememberPerson(ctx, t.Subject, ps)
 		}
 		return t, err
 	}

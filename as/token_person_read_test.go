@@ -11,26 +11,29 @@ import (
 )
 
 // personReadCounter is a memory store that reads a token with its person
-// (storage.TokenUserReader) and counts those reads and those of GetUser.
+// (storage.TokenPersonReader) and counts those reads and those of GetUser.
 type personReadCounter struct {
 	*memory.Store
 	mu                 sync.Mutex
 	withUser, getUsers int
 }
 
-func (s *personReadCounter) GetTokenWithUser(ctx context.Context, kind storage.TokenKind, sig string) (*storage.Token, *storage.User, error) {
+func (s *personReadCounter) GetTokenWithPerson(ctx context.Context, kind storage.TokenKind, sig string) (*storage.Token, storage.PersonStatus, error) {
 	s.mu.Lock()
 	s.withUser++
 	s.mu.Unlock()
 	t, err := s.Store.GetToken(ctx, kind, sig)
 	if err != nil || t.Subject == "" {
-		return t, nil, err
+		return t, storage.PersonStatus{}, err
 	}
 	u, err := s.Store.GetUser(ctx, t.Subject)
 	if errors.Is(err, storage.ErrNotFound) {
-		return t, nil, nil
+		return t, storage.PersonStatus{}, nil
 	}
-	return t, u, err
+	if err != nil {
+		return t, storage.PersonStatus{}, err
+	}
+	return t, storage.PersonStatus{Recorded: true, Upstream: u.Upstream, Disabled: u.Disabled}, nil
 }
 
 func (s *personReadCounter) GetUser(ctx context.Context, subject string) (*storage.User, error) {
@@ -49,7 +52,7 @@ func (s *personReadCounter) counts() (withUser, getUsers int) {
 }
 
 // TestTokenEndpointReadsThePersonWithTheGrant: on a backend that reads a
-// token together with its person's record (storage.TokenUserReader), a
+// token together with its person's status (storage.TokenPersonReader), a
 // refresh reads the person that way and not again with GetUser.
 func TestTokenEndpointReadsThePersonWithTheGrant(t *testing.T) {
 	st := &personReadCounter{Store: memory.New()}

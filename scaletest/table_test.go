@@ -165,7 +165,9 @@ func liveHeap(b *testing.B, debug string) float64 {
 //
 // scripts/benchtable runs it together with the middleware's verification
 // benchmarks. Each row lasts -scale.d (the code row redeems -scale.codes
-// codes minted beforehand). Shares are of the mean of the trivial rows.
+// codes minted beforehand); -scale.rows keeps only the rows whose name
+// contains one of its comma-separated parts. Shares are of the mean of the
+// trivial rows.
 func BenchmarkTable(b *testing.B) {
 	if b.N > 1 {
 		b.Skip("runs once; use -benchtime 1x")

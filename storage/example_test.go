@@ -87,19 +87,19 @@ func ExampleUserStore() {
 	// Output: Alice B true 9:00AM 10:00AM
 }
 
-// Backends that can read a token together with its person's record
-// implement TokenUserReader; callers check for it and otherwise read the
-// two one after the other.
-func ExampleTokenUserReader() {
+// Backends that can read a token together with its person's status
+// implement TokenPersonReader; callers check for it and otherwise read the
+// token and the person's record one after the other.
+func ExampleTokenPersonReader() {
 	ctx := context.Background()
 	var s storage.Store = memory.New()
 	_, _ = s.RecordLogin(ctx, &storage.User{Subject: "alice"})
 	_ = s.SetUserDisabled(ctx, "alice", true)
 	_ = s.CreateToken(ctx, &storage.Token{Kind: storage.KindRefreshToken, Signature: "sig", RequestID: "grant-1", Subject: "alice", Active: true})
 
-	if r, ok := s.(storage.TokenUserReader); ok {
-		tok, u, _ := r.GetTokenWithUser(ctx, storage.KindRefreshToken, "sig")
-		fmt.Println(tok.RequestID, u.Subject, u.Disabled)
+	if r, ok := s.(storage.TokenPersonReader); ok {
+		tok, person, _ := r.GetTokenWithPerson(ctx, storage.KindRefreshToken, "sig")
+		fmt.Println(tok.RequestID, tok.Subject, person.Recorded, person.Disabled)
 	}
-	// Output: grant-1 alice true
+	// Output: grant-1 alice true true
 }

@@ -440,16 +440,30 @@ type UserStore interface {
 	UpdateUpstreamSession(ctx context.Context, subject string, sealedRefresh []byte, checkedAt time.Time, groups []string, claims map[string][]string) error
 }
 
-// TokenUserReader is implemented by backends that read a token's record
-// together with the User record of its Subject in one round trip
+// PersonStatus is the part of a person's User record that decides whether
+// they may still use their grants (policy.People.Active): whether there is
+// a record, the upstream provider it says they signed in through ("" for a
+// local account), and its disabled flag.
+type PersonStatus struct {
+	Recorded bool
+	Upstream string
+	Disabled bool
+}
+
+// TokenPersonReader is implemented by backends that read a token's record
+// together with the status of its Subject's User record in one round trip
 // (storage/postgres, storage/sqlite, storage/memory), so that checking
-// whether the person of a grant may still use it costs no query of its own.
-// It is optional: callers fall back to GetToken and GetUser.
-type TokenUserReader interface {
-	// GetTokenWithUser is GetToken that also returns the User record whose
-	// Subject is the token's: nil when the token's Subject is "" or there
-	// is no such record. ErrNotFound when the token is absent.
-	GetTokenWithUser(ctx context.Context, kind TokenKind, signature string) (*Token, *User, error)
+// whether the person of a grant may still use it, at every code
+// redemption, refresh, token exchange and introspection, costs no query of
+// its own and reads none of the record's other columns (groups, claims,
+// the sealed upstream session). It is optional: callers fall back to
+// GetToken and GetUser.
+type TokenPersonReader interface {
+	// GetTokenWithPerson is GetToken that also returns the PersonStatus of
+	// the User record whose Subject is the token's: the zero PersonStatus
+	// when the token's Subject is "" or there is no such record.
+	// ErrNotFound when the token is absent.
+	GetTokenWithPerson(ctx context.Context, kind TokenKind, signature string) (*Token, PersonStatus, error)
 }
 
 // Transactional is fosite's storage.Transactional shape: the transaction

@@ -59,8 +59,8 @@ type Store struct {
 }
 
 var (
-	_ storage.Store           = (*Store)(nil)
-	_ storage.TokenUserReader = (*Store)(nil)
+	_ storage.Store             = (*Store)(nil)
+	_ storage.TokenPersonReader = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -471,21 +471,21 @@ func (s *Store) GetToken(ctx context.Context, kind storage.TokenKind, signature 
 	return cloneToken(tok), nil
 }
 
-// GetTokenWithUser implements storage.TokenUserReader.
-func (s *Store) GetTokenWithUser(ctx context.Context, kind storage.TokenKind, signature string) (*storage.Token, *storage.User, error) {
+// GetTokenWithPerson implements storage.TokenPersonReader.
+func (s *Store) GetTokenWithPerson(ctx context.Context, kind storage.TokenKind, signature string) (*storage.Token, storage.PersonStatus, error) {
 	if _, err := s.lock(ctx); err != nil {
-		return nil, nil, err
+		return nil, storage.PersonStatus{}, err
 	}
 	defer s.mu.Unlock()
 	tok, ok := s.tokens[tokenKey{kind, signature}]
 	if !ok {
-		return nil, nil, storage.ErrNotFound
+		return nil, storage.PersonStatus{}, storage.ErrNotFound
 	}
-	var u *storage.User
+	var ps storage.PersonStatus
 	if rec, ok := s.users[tok.Subject]; ok && tok.Subject != "" {
-		u = cloneUser(rec)
+		ps = storage.PersonStatus{Recorded: true, Upstream: rec.Upstream, Disabled: rec.Disabled}
 	}
-	return cloneToken(tok), u, nil
+	return cloneToken(tok), ps, nil
 }
 
 // DeactivateToken implements storage.TokenStore.

@@ -74,8 +74,8 @@ type Store struct {
 }
 
 var (
-	_ storage.Store           = (*Store)(nil)
-	_ storage.TokenUserReader = (*Store)(nil)
+	_ storage.Store             = (*Store)(nil)
+	_ storage.TokenPersonReader = (*Store)(nil)
 )
 
 // Open connects to dsn (a postgres:// URL or key=value string; extra
@@ -679,53 +679,33 @@ func (s *Store) GetToken(ctx context.Context, kind storage.TokenKind, signature 
 	return &t, nil
 }
 
-// GetTokenWithUser implements storage.TokenUserReader in one statement:
-// the token's row and, by primary key, its subject's users row (the user
-// columns coalesced, so that a token without a person scans into plain
-// values).
-func (s *Store) GetTokenWithUser(ctx context.Context, kind storage.TokenKind, signature string) (*storage.Token, *storage.User, error) {
+// GetTokenWithPerson implements storage.TokenPersonReader in one
+// statement: the token's row and, by primary key, the three columns of its
+// subject's users row that say whether the person is active.
+func (s *Store) GetTokenWithPerson(ctx context.Context, kind storage.TokenKind, signature string) (*storage.Token, storage.PersonStatus, error) {
+	var ps storage.PersonStatus
 	if !storable(string(kind), signature) {
-		return nil, nil, storage.ErrNotFound
+		return nil, ps, storage.ErrNotFound
 	}
 	var t storage.Token
 	var k string
-	var created, expires, rotated, first, last, checked *time.Time
-	var u storage.User
-	var found bool
-	var claims []byte
+	var created, expires, rotated *time.Time
 	err := s.q(ctx).QueryRow(ctx, `SELECT t.kind, t.signature, t.request_id, t.client_id, t.subject, t.active, t.created_at,
 			t.expires_at, t.rotated_at, t.data, t.status_idx,
-			u.subject IS NOT NULL, COALESCE(u.upstream, ''), COALESCE(u.upstream_subject, ''), COALESCE(u.name, ''),
-			COALESCE(u.email, ''), COALESCE(u.groups, '{}'), COALESCE(u.claims, '{}'), u.first_seen, u.last_seen,
-			COALESCE(u.disabled, false), u.upstream_refresh, u.checked_at
+			u.subject IS NOT NULL, COALESCE(u.upstream, ''), COALESCE(u.disabled, false)
 		FROM tokens t LEFT JOIN users u ON t.subject <> '' AND u.subject = t.subject COLLATE "C"
 		WHERE t.kind = $1 AND t.signature = $2`, string(kind), signature).
 		Scan(&k, &t.Signature, &t.RequestID, &t.ClientID, &t.Subject, &t.Active, &created, &expires, &rotated, &t.Data, &t.StatusIndex,
-			&found, &u.Upstream, &u.UpstreamSubject, &u.Name, &u.Email, &u.Groups, &claims, &first, &last,
-			&u.Disabled, &u.UpstreamRefresh, &checked)
+			&ps.Recorded, &ps.Upstream, &ps.Disabled)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, storage.ErrNotFound
+		return nil, storage.PersonStatus{}, storage.ErrNotFound
 	}
 	if err != nil {
-		return nil, nil, mapErr(err)
+		return nil, storage.PersonStatus{}, mapErr(err)
 	}
 	t.Kind = storage.TokenKind(k)
 	t.CreatedAt, t.ExpiresAt, t.RotatedAt = untime(created), untime(expires), untime(rotated)
-	if !found {
-		return &t, nil, nil
-	}
-	u.Subject = t.Subject
-	u.Groups, u.UpstreamRefresh = emptyNil(u.Groups), byteaOrNil(u.UpstreamRefresh)
-	u.FirstSeen, u.LastSeen, u.CheckedAt = untime(first), untime(last), untime(checked)
-	if string(claims) != "{}" {
-		if err := json.Unmarshal(claims, &u.Claims); err != nil {
-			return nil, nil, fmt.Errorf("postgres: corrupt claims column: %w", err)
-		}
-		if len(u.Claims) == 0 {
-			u.Claims = nil
-		}
-	}
-	return &t, &u, nil
+	return &t, ps, nil
 }
 
 // inactiveOrMissing tells why a conditional UPDATE changed no row.

@@ -64,8 +64,8 @@ type Store struct {
 }
 
 var (
-	_ storage.Store           = (*Store)(nil)
-	_ storage.TokenUserReader = (*Store)(nil)
+	_ storage.Store             = (*Store)(nil)
+	_ storage.TokenPersonReader = (*Store)(nil)
 )
 
 // maxBatch caps how many single writes share one commit.
@@ -791,49 +791,30 @@ func (s *Store) GetToken(ctx context.Context, kind storage.TokenKind, signature 
 	return &t, nil
 }
 
-// GetTokenWithUser implements storage.TokenUserReader in one statement:
-// the token's row and, by primary key, its subject's users row.
-func (s *Store) GetTokenWithUser(ctx context.Context, kind storage.TokenKind, signature string) (*storage.Token, *storage.User, error) {
+// GetTokenWithPerson implements storage.TokenPersonReader in one
+// statement: the token's row and, by primary key, the three columns of its
+// subject's users row that say whether the person is active.
+func (s *Store) GetTokenWithPerson(ctx context.Context, kind storage.TokenKind, signature string) (*storage.Token, storage.PersonStatus, error) {
 	var t storage.Token
 	var k string
 	var created, expires, rotated sql.NullInt64
-	var found bool
-	var u storage.User
-	var groups, claims string
-	var first, last, checked sql.NullInt64
+	var ps storage.PersonStatus
 	err := s.rq(ctx).QueryRowContext(ctx, `SELECT t.kind, t.signature, t.request_id, t.client_id, t.subject, t.active,
 			t.created_at, t.expires_at, t.rotated_at, t.data, t.status_idx,
-			u.subject IS NOT NULL, COALESCE(u.upstream, ''), COALESCE(u.upstream_subject, ''), COALESCE(u.name, ''),
-			COALESCE(u.email, ''), COALESCE(u.groups, '[]'), COALESCE(u.claims, '{}'), u.first_seen, u.last_seen,
-			COALESCE(u.disabled, 0), u.upstream_refresh, u.checked_at
+			u.subject IS NOT NULL, COALESCE(u.upstream, ''), COALESCE(u.disabled, 0)
 		FROM tokens t LEFT JOIN users u ON t.subject <> '' AND u.subject = t.subject
 		WHERE t.kind = ? AND t.signature = ?`, string(kind), signature).
 		Scan(&k, &t.Signature, &t.RequestID, &t.ClientID, &t.Subject, &t.Active, &created, &expires, &rotated, &t.Data, &t.StatusIndex,
-			&found, &u.Upstream, &u.UpstreamSubject, &u.Name, &u.Email, &groups, &claims, &first, &last,
-			&u.Disabled, &u.UpstreamRefresh, &checked)
+			&ps.Recorded, &ps.Upstream, &ps.Disabled)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, storage.ErrNotFound
+		return nil, storage.PersonStatus{}, storage.ErrNotFound
 	}
 	if err != nil {
-		return nil, nil, mapErr(err)
+		return nil, storage.PersonStatus{}, mapErr(err)
 	}
 	t.Kind = storage.TokenKind(k)
 	t.CreatedAt, t.ExpiresAt, t.RotatedAt = untime(created), untime(expires), untime(rotated)
-	if !found {
-		return &t, nil, nil
-	}
-	u.Subject = t.Subject
-	u.FirstSeen, u.LastSeen, u.CheckedAt = untime(first), untime(last), untime(checked)
-	if u.Groups, err = unlist(groups); err != nil {
-		return nil, nil, err
-	}
-	if u.Claims, err = unclaims(claims); err != nil {
-		return nil, nil, err
-	}
-	if len(u.UpstreamRefresh) == 0 {
-		u.UpstreamRefresh = nil
-	}
-	return &t, &u, nil
+	return &t, ps, nil
 }
 
 // inactiveOrMissing tells why a conditional UPDATE changed no row.

@@ -206,10 +206,10 @@ var userCases = []testCase{
 	}},
 }
 
-// tokenUserCases check storage.TokenUserReader where a backend has it.
+// tokenUserCases check storage.TokenPersonReader where a backend has it.
 var tokenUserCases = []testCase{
-	{"GetTokenWithUser returns the token with its person's record, or none", func(t *testing.T, s storage.Store) {
-		r, has := s.(storage.TokenUserReader)
+	{"GetTokenWithPerson returns the token with its person's status, or none", func(t *testing.T, s storage.Store) {
+		r, has := s.(storage.TokenPersonReader)
 		if !has {
 			t.Skip("the backend reads tokens and users separately")
 		}
@@ -217,37 +217,37 @@ var tokenUserCases = []testCase{
 		at := now()
 		recordLogin(t, s, fullUser("ada", at))
 		ok(t, s.SetUserDisabled(ctx, "ada", true), "SetUserDisabled")
+		local := fullUser("lin", at)
+		local.Upstream, local.UpstreamSubject = "", ""
+		recordLogin(t, s, local)
 		ok(t, s.SetUserDisabled(ctx, "", true), "SetUserDisabled of the empty subject")
 		for _, tok := range []*storage.Token{
 			grantToken(storage.KindRefreshToken, "of-ada", "g1", "ada", "app", 1, at),
+			grantToken(storage.KindRefreshToken, "of-lin", "g4", "lin", "app", 4, at),
 			grantToken(storage.KindRefreshToken, "of-bob", "g2", "bob", "app", 2, at),
 			grantToken(storage.KindAccessToken, "of-a-client", "g3", "", "app", 3, at),
 		} {
 			ok(t, s.CreateToken(ctx, tok), "CreateToken")
 		}
-		tok, u, err := r.GetTokenWithUser(ctx, storage.KindRefreshToken, "of-ada")
-		ok(t, err, "GetTokenWithUser")
-		same(t, "token", normToken(*tok), getToken(t, s, storage.KindRefreshToken, "of-ada"))
-		if u == nil {
-			t.Fatal("no user record with ada's token")
+		for _, tc := range []struct {
+			kind storage.TokenKind
+			sig  string
+			want storage.PersonStatus
+		}{
+			{storage.KindRefreshToken, "of-ada", storage.PersonStatus{Recorded: true, Upstream: "corp", Disabled: true}},
+			{storage.KindRefreshToken, "of-lin", storage.PersonStatus{Recorded: true}},
+			{storage.KindRefreshToken, "of-bob", storage.PersonStatus{}},
+			{storage.KindAccessToken, "of-a-client", storage.PersonStatus{}},
+		} {
+			tok, ps, err := r.GetTokenWithPerson(ctx, tc.kind, tc.sig)
+			ok(t, err, "GetTokenWithPerson "+tc.sig)
+			same(t, "token "+tc.sig, normToken(*tok), getToken(t, s, tc.kind, tc.sig))
+			same(t, "person of "+tc.sig, ps, tc.want)
 		}
-		same(t, "user", normUser(*u), getUser(t, s, "ada"))
-		for _, sig := range []string{"of-bob", "of-a-client"} {
-			kind := storage.KindRefreshToken
-			if sig == "of-a-client" {
-				kind = storage.KindAccessToken
-			}
-			tok, u, err := r.GetTokenWithUser(ctx, kind, sig)
-			ok(t, err, "GetTokenWithUser "+sig)
-			same(t, "token "+sig, normToken(*tok), getToken(t, s, kind, sig))
-			if u != nil {
-				t.Fatalf("GetTokenWithUser(%s) returned the user %+v", sig, u)
-			}
-		}
-		_, _, err = r.GetTokenWithUser(ctx, storage.KindRefreshToken, "nope")
-		is(t, err, storage.ErrNotFound, "GetTokenWithUser unknown")
-		_, _, err = r.GetTokenWithUser(ctx, storage.KindAccessToken, "of-ada")
-		is(t, err, storage.ErrNotFound, "GetTokenWithUser of another kind")
+		_, _, err := r.GetTokenWithPerson(ctx, storage.KindRefreshToken, "nope")
+		is(t, err, storage.ErrNotFound, "GetTokenWithPerson unknown")
+		_, _, err = r.GetTokenWithPerson(ctx, storage.KindAccessToken, "of-ada")
+		is(t, err, storage.ErrNotFound, "GetTokenWithPerson of another kind")
 	}},
 }
 
