@@ -290,7 +290,6 @@ func (s *Store) Rollback(ctx context.Context) error {
 	return t.end(false)
 }
 
-
 // execCount runs a write and returns the rows it changed: on the
 // transaction in ctx, or else through the group committer.
 func (s *Store) execCount(ctx context.Context, query string, args ...any) (int, error) {
@@ -304,8 +303,6 @@ func (s *Store) execCount(ctx context.Context, query string, args ...any) (int, 
 	}
 	return s.submit(ctx, query, args)
 }
-
-
 
 // inTx runs f on the transaction in ctx, or else in a transaction of its
 // own (BEGIN IMMEDIATE on the writer), committed when f succeeds.
@@ -323,7 +320,6 @@ func (s *Store) inTx(ctx context.Context, f func(q sqlstore.Querier) error) erro
 	}
 	return err
 }
-
 
 // writeReq is one single write waiting for the group committer.
 type writeReq struct {
@@ -449,4 +445,3 @@ func isConstraint(err error) bool {
 	var se *sqlite3.Error
 	return errors.As(err, &se) && se.Code()&0xff == sqlitelib.SQLITE_CONSTRAINT
 }
-
