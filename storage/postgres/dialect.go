@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mcpauth/mcpauth/storage"
 	"github.com/mcpauth/mcpauth/storage/internal/sqlstore"
@@ -64,15 +65,16 @@ func ts(t time.Time) any {
 type dialect struct{ s *Store }
 
 // pgQ is a querier (the pool, a transaction of this store, a savepoint)
-// as a sqlstore.Querier.
-type pgQ struct{ q querier }
+// as a sqlstore.Querier. Over a pointer (the pool, a transaction) it is
+// one word, which an interface holds without an allocation.
+type pgQ[T querier] struct{ q T }
 
-func (p pgQ) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+func (p pgQ[T]) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	tag, err := p.q.Exec(ctx, sql, args...)
 	return tag.RowsAffected(), err
 }
 
-func (p pgQ) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, error) {
+func (p pgQ[T]) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, error) {
 	rows, err := p.q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -80,14 +82,20 @@ func (p pgQ) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows,
 	return rows, nil
 }
 
-func (p pgQ) QueryRow(ctx context.Context, sql string, args ...any) sqlstore.Row {
+func (p pgQ[T]) QueryRow(ctx context.Context, sql string, args ...any) sqlstore.Row {
 	return p.q.QueryRow(ctx, sql, args...)
 }
 
-func (d dialect) Read(ctx context.Context) sqlstore.Querier { return pgQ{d.s.q(ctx)} }
+func (d dialect) Read(ctx context.Context) sqlstore.Querier {
+	if t := d.s.txFrom(ctx); t != nil {
+		return pgQ[*pgTx]{t}
+	}
+	return pgQ[*pgxpool.Pool]{d.s.pool}
+}
 
 func (d dialect) Write(ctx context.Context, sql string, args ...any) (int64, error) {
-	return pgQ{d.s.q(ctx)}.Exec(ctx, sql, args...)
+	tag, err := d.s.q(ctx).Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
 }
 
 func (d dialect) WriteRow(ctx context.Context, dest []any, sql string, args ...any) error {
@@ -98,7 +106,7 @@ func (d dialect) WriteRow(ctx context.Context, dest []any, sql string, args ...a
 // ctx, so that a failed f leaves the caller's transaction usable.
 func (d dialect) InTx(ctx context.Context, f func(sqlstore.Querier) error) error {
 	err := pgx.BeginFunc(ctx, d.s.q(ctx), func(tx pgx.Tx) error {
-		if err := f(pgQ{tx}); err != nil {
+		if err := f(pgQ[pgx.Tx]{tx}); err != nil {
 			return closureErr{err}
 		}
 		return nil
@@ -117,10 +125,10 @@ func (e closureErr) Error() string { return e.err.Error() }
 
 func (dialect) MapErr(err error) error { return mapErr(err) }
 
-func (dialect) Storable(ss ...string) bool { return storable(ss...) }
+func (dialect) Storable(s string) bool { return storable(s) }
 
-func (dialect) CheckText(ss ...string) error {
-	if !storable(ss...) {
+func (dialect) CheckText(s string) error {
+	if !storable(s) {
 		return ErrUnstorable
 	}
 	return nil

@@ -161,13 +161,11 @@ func (d dialect) InTx(ctx context.Context, f func(sqlstore.Querier) error) error
 func (dialect) MapErr(err error) error { return mapErr(err) }
 
 // Storable: SQLite text holds any bytes, and compares them bytewise.
-func (dialect) Storable(...string) bool { return true }
+func (dialect) Storable(string) bool { return true }
 
-func (dialect) CheckText(ss ...string) error {
-	for _, s := range ss {
-		if !utf8.ValidString(s) {
-			return ErrInvalidUTF8
-		}
+func (dialect) CheckText(s string) error {
+	if !utf8.ValidString(s) {
+		return ErrInvalidUTF8
 	}
 	return nil
 }

@@ -43,7 +43,7 @@ func (s *Store) scanClient(row Row) (*storage.Client, error) {
 
 // GetClient implements storage.ClientStore.
 func (s *Store) GetClient(ctx context.Context, id string) (*storage.Client, error) {
-	if !s.d.Storable(id) {
+	if !s.storable(id) {
 		return nil, storage.ErrNotFound
 	}
 	return s.scanClient(s.d.Read(ctx).QueryRow(ctx, selectClient, id))
@@ -71,7 +71,7 @@ func (s *Store) CreateClient(ctx context.Context, c *storage.Client) error {
 // one transaction (or the caller's), the row locked (Syntax.ForUpdate)
 // while update runs.
 func (s *Store) UpdateClient(ctx context.Context, id string, update func(storage.Client) (storage.Client, error)) error {
-	if !s.d.Storable(id) {
+	if !s.storable(id) {
 		return storage.ErrNotFound
 	}
 	return s.d.InTx(ctx, func(q Querier) error {
@@ -99,7 +99,7 @@ func (s *Store) UpdateClient(ctx context.Context, id string, update func(storage
 // DeleteClient implements storage.ClientStore: the client and, in the same
 // transaction, its grants.
 func (s *Store) DeleteClient(ctx context.Context, id string) error {
-	if !s.d.Storable(id) {
+	if !s.storable(id) {
 		return storage.ErrNotFound
 	}
 	return s.d.InTx(ctx, func(q Querier) error {
@@ -117,7 +117,7 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 
 // CountClients implements storage.ClientStore.
 func (s *Store) CountClients(ctx context.Context, source string) (int, error) {
-	if !s.d.Storable(source) {
+	if !s.storable(source) {
 		return 0, nil
 	}
 	var n int

@@ -30,7 +30,7 @@ func (s *Store) scanConsents(rows Rows, err error) ([]storage.Consent, error) {
 
 // GetConsent implements storage.ConsentStore.
 func (s *Store) GetConsent(ctx context.Context, subject, clientID, resource string) (*storage.Consent, error) {
-	if !s.d.Storable(subject, clientID, resource) {
+	if !s.storable(subject, clientID, resource) {
 		return nil, storage.ErrNotFound
 	}
 	cs, err := s.scanConsents(s.d.Read(ctx).Query(ctx, `SELECT `+consentCols+` FROM consents
@@ -59,7 +59,7 @@ func (s *Store) PutConsent(ctx context.Context, c *storage.Consent) error {
 
 // DeleteConsents implements storage.ConsentStore.
 func (s *Store) DeleteConsents(ctx context.Context, subject, clientID string) error {
-	if !s.d.Storable(subject, clientID) {
+	if !s.storable(subject, clientID) {
 		return nil
 	}
 	_, err := s.execCount(ctx, `DELETE FROM consents WHERE subject = $1 AND ($2 = '' OR client_id = $2)`, subject, clientID)
@@ -69,7 +69,7 @@ func (s *Store) DeleteConsents(ctx context.Context, subject, clientID string) er
 // ListConsents implements storage.ConsentStore, ordered by client id then
 // resource.
 func (s *Store) ListConsents(ctx context.Context, subject string) ([]storage.Consent, error) {
-	if !s.d.Storable(subject) {
+	if !s.storable(subject) {
 		return nil, nil
 	}
 	return s.scanConsents(s.d.Read(ctx).Query(ctx, `SELECT `+consentCols+` FROM consents
@@ -117,7 +117,7 @@ func (s *Store) RetireKeys(ctx context.Context, keepID string, at time.Time) err
 
 // DeleteKey implements storage.KeyStore.
 func (s *Store) DeleteKey(ctx context.Context, id string) error {
-	if !s.d.Storable(id) {
+	if !s.storable(id) {
 		return storage.ErrNotFound
 	}
 	return s.execOne(ctx, `DELETE FROM signing_keys WHERE id = $1`, id)
@@ -152,7 +152,7 @@ func (s *Store) DeleteExpiredJTIs(ctx context.Context, before time.Time, limit i
 // key order, so that two callers never wait on each other in a cycle),
 // update runs, and they are written back or deleted.
 func (s *Store) UpdateCounters(ctx context.Context, keys []string, now time.Time, update func([]storage.Counter) ([]storage.Counter, error)) error {
-	if err := s.d.CheckText(keys...); err != nil {
+	if err := s.checkText(keys...); err != nil {
 		return err
 	}
 	sorted := slices.Clone(keys)
@@ -233,7 +233,7 @@ func (s *Store) scanSessions(rows Rows, err error) ([]storage.Session, error) {
 
 // CreateSession implements storage.SessionStore.
 func (s *Store) CreateSession(ctx context.Context, x *storage.Session) error {
-	if err := s.d.CheckText(x.ID, x.Subject, x.UserAgent, x.Address); err != nil {
+	if err := s.checkText(x.ID, x.Subject, x.UserAgent, x.Address); err != nil {
 		return err
 	}
 	d := s.d
@@ -244,7 +244,7 @@ func (s *Store) CreateSession(ctx context.Context, x *storage.Session) error {
 
 // GetSession implements storage.SessionStore.
 func (s *Store) GetSession(ctx context.Context, id string) (*storage.Session, error) {
-	if !s.d.Storable(id) {
+	if !s.storable(id) {
 		return nil, storage.ErrNotFound
 	}
 	list, err := s.scanSessions(s.d.Read(ctx).Query(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id))
@@ -259,7 +259,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (*storage.Session, er
 
 // TouchSession implements storage.SessionStore.
 func (s *Store) TouchSession(ctx context.Context, id string, lastSeen, idleExpiresAt time.Time) error {
-	if !s.d.Storable(id) {
+	if !s.storable(id) {
 		return storage.ErrNotFound
 	}
 	return s.execOne(ctx, `UPDATE sessions SET last_seen_at = $2, idle_expires_at = $3 WHERE id = $1`,
@@ -268,7 +268,7 @@ func (s *Store) TouchSession(ctx context.Context, id string, lastSeen, idleExpir
 
 // ListSessions implements storage.SessionStore, newest first.
 func (s *Store) ListSessions(ctx context.Context, subject string) ([]storage.Session, error) {
-	if !s.d.Storable(subject) {
+	if !s.storable(subject) {
 		return nil, nil
 	}
 	return s.scanSessions(s.d.Read(ctx).Query(ctx, `SELECT `+sessionCols+` FROM sessions WHERE subject = $1
@@ -277,7 +277,7 @@ func (s *Store) ListSessions(ctx context.Context, subject string) ([]storage.Ses
 
 // DeleteSession implements storage.SessionStore.
 func (s *Store) DeleteSession(ctx context.Context, subject, id string) error {
-	if !s.d.Storable(subject, id) {
+	if !s.storable(subject, id) {
 		return nil
 	}
 	_, err := s.execCount(ctx, `DELETE FROM sessions WHERE id = $2 AND ($1 = '' OR subject = $1)`, subject, id)
@@ -329,10 +329,10 @@ func (s *Store) claimsJSON(claims map[string][]string) (string, error) {
 		return "{}", nil
 	}
 	for k, v := range claims {
-		if err := s.d.CheckText(k); err != nil {
+		if err := s.checkText(k); err != nil {
 			return "", err
 		}
-		if err := s.d.CheckText(v...); err != nil {
+		if err := s.checkText(v...); err != nil {
 			return "", err
 		}
 	}
@@ -343,10 +343,10 @@ func (s *Store) claimsJSON(claims map[string][]string) (string, error) {
 // RecordLogin implements storage.UserStore in one upsert that returns the
 // stored row.
 func (s *Store) RecordLogin(ctx context.Context, u *storage.User) (*storage.User, error) {
-	if err := s.d.CheckText(u.Subject, u.Upstream, u.UpstreamSubject, u.Name, u.Email); err != nil {
+	if err := s.checkText(u.Subject, u.Upstream, u.UpstreamSubject, u.Name, u.Email); err != nil {
 		return nil, err
 	}
-	if err := s.d.CheckText(u.Groups...); err != nil {
+	if err := s.checkText(u.Groups...); err != nil {
 		return nil, err
 	}
 	claims, err := s.claimsJSON(u.Claims)
@@ -383,7 +383,7 @@ func (s *Store) RecordLogin(ctx context.Context, u *storage.User) (*storage.User
 
 // GetUser implements storage.UserStore.
 func (s *Store) GetUser(ctx context.Context, subject string) (*storage.User, error) {
-	if !s.d.Storable(subject) {
+	if !s.storable(subject) {
 		return nil, storage.ErrNotFound
 	}
 	return s.scanUser(s.d.Read(ctx).QueryRow(ctx, `SELECT `+userCols+` FROM users WHERE subject = $1`, subject))
@@ -396,8 +396,8 @@ func (s *Store) ListUsers(ctx context.Context, afterSubject string, limit int) (
 	if limit <= 0 {
 		return out, nil
 	}
-	if !s.d.Storable(afterSubject) {
-		return nil, s.d.CheckText(afterSubject)
+	if !s.storable(afterSubject) {
+		return nil, s.checkText(afterSubject)
 	}
 	rows, err := s.d.Read(ctx).Query(ctx, `SELECT `+userCols+` FROM users WHERE subject > $1 ORDER BY subject LIMIT $2`, afterSubject, limit)
 	err = s.scanAll(rows, err, func(r Rows) error {
@@ -415,7 +415,7 @@ func (s *Store) ListUsers(ctx context.Context, afterSubject string, limit int) (
 
 // SetUserDisabled implements storage.UserStore.
 func (s *Store) SetUserDisabled(ctx context.Context, subject string, disabled bool) error {
-	if err := s.d.CheckText(subject); err != nil {
+	if err := s.checkText(subject); err != nil {
 		return err
 	}
 	_, err := s.execCount(ctx, `INSERT INTO users (subject, disabled) VALUES ($1, $2)
@@ -425,10 +425,10 @@ func (s *Store) SetUserDisabled(ctx context.Context, subject string, disabled bo
 
 // UpdateUpstreamSession implements storage.UserStore.
 func (s *Store) UpdateUpstreamSession(ctx context.Context, subject string, sealedRefresh []byte, checkedAt time.Time, groups []string, claims map[string][]string) error {
-	if !s.d.Storable(subject) {
+	if !s.storable(subject) {
 		return storage.ErrNotFound
 	}
-	if err := s.d.CheckText(groups...); err != nil {
+	if err := s.checkText(groups...); err != nil {
 		return err
 	}
 	c, err := s.claimsJSON(claims)

@@ -71,13 +71,13 @@ type Dialect interface {
 	// the cause.
 	MapErr(err error) error
 
-	// Storable reports whether the database can hold every s as a key. A
-	// key it cannot hold cannot have been stored, so a lookup by it finds
-	// nothing without asking the database.
-	Storable(ss ...string) bool
-	// CheckText returns an error when one of ss (a list element, a claim,
-	// a user field) cannot be stored exactly.
-	CheckText(ss ...string) error
+	// Storable reports whether the database can hold s as a key. A key it
+	// cannot hold cannot have been stored, so a lookup by it finds nothing
+	// without asking the database.
+	Storable(s string) bool
+	// CheckText returns an error when s (a list element, a claim, a user
+	// field) cannot be stored exactly.
+	CheckText(s string) error
 	// Time is t as a statement argument, the zero time as NULL.
 	Time(t time.Time) any
 	// ScanTime is a scan destination that stores a time column into *p, in
@@ -238,10 +238,30 @@ func bytesOrNil(b []byte) any {
 	return b
 }
 
-// checkLists is CheckText of every element of lists.
+// storable is Dialect.Storable of every s.
+func (s *Store) storable(ss ...string) bool {
+	for _, v := range ss {
+		if !s.d.Storable(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkText is Dialect.CheckText of every s.
+func (s *Store) checkText(ss ...string) error {
+	for _, v := range ss {
+		if err := s.d.CheckText(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkLists is Dialect.CheckText of every element of lists.
 func (s *Store) checkLists(lists ...[]string) error {
 	for _, l := range lists {
-		if err := s.d.CheckText(l...); err != nil {
+		if err := s.checkText(l...); err != nil {
 			return err
 		}
 	}

@@ -40,7 +40,7 @@ func (s *Store) CreateToken(ctx context.Context, t *storage.Token) error {
 
 // GetToken implements storage.TokenStore.
 func (s *Store) GetToken(ctx context.Context, kind storage.TokenKind, signature string) (*storage.Token, error) {
-	if !s.d.Storable(string(kind), signature) {
+	if !s.storable(string(kind), signature) {
 		return nil, storage.ErrNotFound
 	}
 	var t storage.Token
@@ -67,7 +67,7 @@ const tokenWithUserSQL = `SELECT t.kind, t.signature, t.request_id, t.client_id,
 
 // GetTokenWithUser implements storage.TokenUserReader in one statement.
 func (s *Store) GetTokenWithUser(ctx context.Context, kind storage.TokenKind, signature string) (*storage.Token, *storage.User, error) {
-	if !s.d.Storable(string(kind), signature) {
+	if !s.storable(string(kind), signature) {
 		return nil, nil, storage.ErrNotFound
 	}
 	d := s.d
@@ -110,7 +110,7 @@ func (s *Store) inactiveOrMissing(ctx context.Context, kind storage.TokenKind, s
 // DeactivateToken implements storage.TokenStore with one conditional
 // UPDATE (RFC 6749 §4.1.2: a code is used once).
 func (s *Store) DeactivateToken(ctx context.Context, kind storage.TokenKind, signature string) error {
-	if !s.d.Storable(string(kind), signature) {
+	if !s.storable(string(kind), signature) {
 		return storage.ErrNotFound
 	}
 	n, err := s.execCount(ctx, `UPDATE tokens SET active = false WHERE kind = $1 AND signature = $2 AND active`, string(kind), signature)
@@ -128,7 +128,7 @@ func (s *Store) DeactivateToken(ctx context.Context, kind storage.TokenKind, sig
 // (grace > 0) rotated at or after now-grace; the first rotation time is
 // kept.
 func (s *Store) RotateToken(ctx context.Context, kind storage.TokenKind, signature string, now time.Time, grace time.Duration) error {
-	if !s.d.Storable(string(kind), signature) {
+	if !s.storable(string(kind), signature) {
 		return storage.ErrNotFound
 	}
 	n, err := s.execCount(ctx, `UPDATE tokens SET rotated_at = COALESCE(rotated_at, $3)
@@ -146,7 +146,7 @@ func (s *Store) RotateToken(ctx context.Context, kind storage.TokenKind, signatu
 
 // DeleteToken implements storage.TokenStore.
 func (s *Store) DeleteToken(ctx context.Context, kind storage.TokenKind, signature string) error {
-	if !s.d.Storable(string(kind), signature) {
+	if !s.storable(string(kind), signature) {
 		return storage.ErrNotFound
 	}
 	return s.execOne(ctx, `DELETE FROM tokens WHERE kind = $1 AND signature = $2`, string(kind), signature)
@@ -195,7 +195,7 @@ func (s *Store) revoke(ctx context.Context, q Querier, f storage.GrantFilter) (i
 
 // ListGrants implements storage.GrantStore.
 func (s *Store) ListGrants(ctx context.Context, f storage.GrantFilter, now time.Time, limit int) ([]storage.Grant, error) {
-	if !s.d.Storable(f.Subject, f.ClientID, f.RequestID) {
+	if !s.storable(f.Subject, f.ClientID, f.RequestID) {
 		return nil, nil
 	}
 	where, args := grantWhere(f)
@@ -233,7 +233,7 @@ func (s *Store) RevokeGrants(ctx context.Context, f storage.GrantFilter) (int, e
 	if f.IsZero() {
 		return 0, storage.ErrInvalidFilter
 	}
-	if !s.d.Storable(f.Subject, f.ClientID, f.RequestID) {
+	if !s.storable(f.Subject, f.ClientID, f.RequestID) {
 		return 0, nil
 	}
 	var n int
