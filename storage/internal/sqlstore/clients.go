@@ -25,20 +25,16 @@ func (s *Store) checkClient(c *storage.Client) error {
 	return s.checkLists(c.RedirectURIs, c.GrantTypes, c.ResponseTypes, c.Scopes, c.Resources)
 }
 
-func (s *Store) scanClient(row Row) (*storage.Client, error) {
+func (s *Store) scanClient(row Row, c *storage.Client) error {
 	d := s.d
-	var c storage.Client
 	err := row.Scan(&c.ID, &c.SecretHash, d.ScanTime(&c.SecretExpiresAt), &c.Public, &c.Name,
 		d.ScanList(&c.RedirectURIs), d.ScanList(&c.GrantTypes), d.ScanList(&c.ResponseTypes),
 		d.ScanList(&c.Scopes), d.ScanList(&c.Resources), &c.TokenEndpointAuthMethod,
 		&c.JWKS, &c.JWKSURI, &c.ApplicationType, &c.Metadata, &c.RegistrationTokenHash,
 		&c.Source, d.ScanTime(&c.CreatedAt), d.ScanTime(&c.UpdatedAt), d.ScanTime(&c.LastUsedAt))
-	if err != nil {
-		return nil, s.fail(err)
-	}
 	c.RedirectURIs, c.GrantTypes, c.ResponseTypes = emptyNil(c.RedirectURIs), emptyNil(c.GrantTypes), emptyNil(c.ResponseTypes)
 	c.Scopes, c.Resources = emptyNil(c.Scopes), emptyNil(c.Resources)
-	return &c, nil
+	return err
 }
 
 // GetClient implements storage.ClientStore.
@@ -46,7 +42,7 @@ func (s *Store) GetClient(ctx context.Context, id string) (*storage.Client, erro
 	if !s.storable(id) {
 		return nil, storage.ErrNotFound
 	}
-	return s.scanClient(s.d.Read(ctx).QueryRow(ctx, selectClient, id))
+	return one(s, s.d.Read(ctx).QueryRow(ctx, selectClient, id), s.scanClient)
 }
 
 // CreateClient implements storage.ClientStore. A zero CreatedAt or UpdatedAt
@@ -75,7 +71,7 @@ func (s *Store) UpdateClient(ctx context.Context, id string, update func(storage
 		return storage.ErrNotFound
 	}
 	return s.d.InTx(ctx, func(q Querier) error {
-		old, err := s.scanClient(q.QueryRow(ctx, s.clientForUpdate, id))
+		old, err := one(s, q.QueryRow(ctx, s.clientForUpdate, id), s.scanClient)
 		if err != nil {
 			return err
 		}
@@ -128,22 +124,11 @@ func (s *Store) CountClients(ctx context.Context, source string) (int, error) {
 // ListClients implements storage.ClientStore. IDs compare bytewise
 // (Syntax.Collate), as in the other backends.
 func (s *Store) ListClients(ctx context.Context, afterID string, limit int) ([]storage.Client, error) {
-	out := []storage.Client{}
 	if limit <= 0 {
-		return out, nil
+		return []storage.Client{}, nil
 	}
 	rows, err := s.d.Read(ctx).Query(ctx, s.listClients, afterID, limit)
-	err = s.scanAll(rows, err, func(r Rows) error {
-		c, err := s.scanClient(r)
-		if err == nil {
-			out = append(out, *c)
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return collect(s, []storage.Client{}, rows, err, s.scanClient)
 }
 
 // ReapClients implements storage.ClientStore: registered clients never

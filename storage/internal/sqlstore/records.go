@@ -13,19 +13,13 @@ import (
 const consentCols = `subject, client_id, resource, scopes, redirect_uris, granted_at, expires_at`
 
 func (s *Store) scanConsents(rows Rows, err error) ([]storage.Consent, error) {
-	var out []storage.Consent
-	err = s.scanAll(rows, err, func(r Rows) error {
-		var c storage.Consent
-		d := s.d
-		if err := r.Scan(&c.Subject, &c.ClientID, &c.Resource, d.ScanList(&c.Scopes), d.ScanList(&c.RedirectURIs),
-			d.ScanTime(&c.GrantedAt), d.ScanTime(&c.ExpiresAt)); err != nil {
-			return err
-		}
+	d := s.d
+	return collect(s, nil, rows, err, func(r Row, c *storage.Consent) error {
+		err := r.Scan(&c.Subject, &c.ClientID, &c.Resource, d.ScanList(&c.Scopes), d.ScanList(&c.RedirectURIs),
+			d.ScanTime(&c.GrantedAt), d.ScanTime(&c.ExpiresAt))
 		c.Scopes, c.RedirectURIs = emptyNil(c.Scopes), emptyNil(c.RedirectURIs)
-		out = append(out, c)
-		return nil
+		return err
 	})
-	return out, err
 }
 
 // GetConsent implements storage.ConsentStore.
@@ -85,21 +79,11 @@ func (s *Store) DeleteExpiredConsents(ctx context.Context, before time.Time, lim
 // ListKeys implements storage.KeyStore: newest CreatedAt first, ties by ID
 // descending.
 func (s *Store) ListKeys(ctx context.Context) ([]storage.SigningKey, error) {
-	out := []storage.SigningKey{}
 	rows, err := s.d.Read(ctx).Query(ctx, `SELECT id, algorithm, public_jwk, private_sealed, created_at, retired_at
 		FROM signing_keys ORDER BY created_at DESC NULLS LAST, id DESC`)
-	err = s.scanAll(rows, err, func(r Rows) error {
-		var k storage.SigningKey
-		if err := r.Scan(&k.ID, &k.Algorithm, &k.PublicJWK, &k.PrivateSealed, s.d.ScanTime(&k.CreatedAt), s.d.ScanTime(&k.RetiredAt)); err != nil {
-			return err
-		}
-		out = append(out, k)
-		return nil
+	return collect(s, []storage.SigningKey{}, rows, err, func(r Row, k *storage.SigningKey) error {
+		return r.Scan(&k.ID, &k.Algorithm, &k.PublicJWK, &k.PrivateSealed, s.d.ScanTime(&k.CreatedAt), s.d.ScanTime(&k.RetiredAt))
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // CreateKey implements storage.KeyStore.
@@ -217,18 +201,11 @@ func (s *Store) DeleteExpiredCounters(ctx context.Context, before time.Time, lim
 const sessionCols = `id, subject, created_at, last_seen_at, idle_expires_at, expires_at, user_agent, address`
 
 func (s *Store) scanSessions(rows Rows, err error) ([]storage.Session, error) {
-	var out []storage.Session
-	err = s.scanAll(rows, err, func(r Rows) error {
-		var x storage.Session
-		d := s.d
-		if err := r.Scan(&x.ID, &x.Subject, d.ScanTime(&x.CreatedAt), d.ScanTime(&x.LastSeenAt),
-			d.ScanTime(&x.IdleExpiresAt), d.ScanTime(&x.ExpiresAt), &x.UserAgent, &x.Address); err != nil {
-			return err
-		}
-		out = append(out, x)
-		return nil
+	d := s.d
+	return collect(s, nil, rows, err, func(r Row, x *storage.Session) error {
+		return r.Scan(&x.ID, &x.Subject, d.ScanTime(&x.CreatedAt), d.ScanTime(&x.LastSeenAt),
+			d.ScanTime(&x.IdleExpiresAt), d.ScanTime(&x.ExpiresAt), &x.UserAgent, &x.Address)
 	})
-	return out, err
 }
 
 // CreateSession implements storage.SessionStore.
@@ -293,19 +270,16 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, before time.Time, lim
 const userCols = `subject, upstream, upstream_subject, name, email, groups, claims,
 	first_seen, last_seen, disabled, upstream_refresh, checked_at`
 
-func (s *Store) scanUser(row Row) (*storage.User, error) {
+// scanUser scans a row of userCols into u.
+func (s *Store) scanUser(row Row, u *storage.User) error {
 	d := s.d
-	var u storage.User
 	var claims []byte
 	err := row.Scan(&u.Subject, &u.Upstream, &u.UpstreamSubject, &u.Name, &u.Email, d.ScanList(&u.Groups), &claims,
 		d.ScanTime(&u.FirstSeen), d.ScanTime(&u.LastSeen), &u.Disabled, &u.UpstreamRefresh, d.ScanTime(&u.CheckedAt))
 	if err != nil {
-		return nil, s.fail(err)
+		return err
 	}
-	if err := s.finishUser(&u, claims); err != nil {
-		return nil, err
-	}
-	return &u, nil
+	return s.finishUser(u, claims)
 }
 
 // finishUser sets what a users row leaves for Go to decide: the claims,
@@ -362,7 +336,7 @@ func (s *Store) RecordLogin(ctx context.Context, u *storage.User) (*storage.User
 	d := s.d
 	err = d.WriteRow(ctx, []any{&out.Subject, &out.Upstream, &out.UpstreamSubject, &out.Name, &out.Email,
 		d.ScanList(&out.Groups), &rowClaims, d.ScanTime(&out.FirstSeen), d.ScanTime(&out.LastSeen), &out.Disabled,
-		&out.UpstreamRefresh, d.ScanTime(&out.CheckedAt)},
+		&out.UpstreamRefresh, d.ScanTime(&out.CheckedAt)}, // userCols, as scanUser
 		`INSERT INTO users (`+userCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, false, $9, $10)
 		ON CONFLICT (subject) DO UPDATE SET upstream = excluded.upstream, upstream_subject = excluded.upstream_subject,
 			name = excluded.name, email = excluded.email, groups = excluded.groups, claims = excluded.claims,
@@ -376,7 +350,7 @@ func (s *Store) RecordLogin(ctx context.Context, u *storage.User) (*storage.User
 		return nil, s.fail(err)
 	}
 	if err := s.finishUser(&out, rowClaims); err != nil {
-		return nil, err
+		return nil, s.d.MapErr(err)
 	}
 	return &out, nil
 }
@@ -386,31 +360,20 @@ func (s *Store) GetUser(ctx context.Context, subject string) (*storage.User, err
 	if !s.storable(subject) {
 		return nil, storage.ErrNotFound
 	}
-	return s.scanUser(s.d.Read(ctx).QueryRow(ctx, `SELECT `+userCols+` FROM users WHERE subject = $1`, subject))
+	return one(s, s.d.Read(ctx).QueryRow(ctx, `SELECT `+userCols+` FROM users WHERE subject = $1`, subject), s.scanUser)
 }
 
 // ListUsers implements storage.UserStore. Subjects compare bytewise (the
 // column's collation), as in the other backends.
 func (s *Store) ListUsers(ctx context.Context, afterSubject string, limit int) ([]storage.User, error) {
-	out := []storage.User{}
 	if limit <= 0 {
-		return out, nil
+		return []storage.User{}, nil
 	}
 	if !s.storable(afterSubject) {
 		return nil, s.checkText(afterSubject)
 	}
 	rows, err := s.d.Read(ctx).Query(ctx, `SELECT `+userCols+` FROM users WHERE subject > $1 ORDER BY subject LIMIT $2`, afterSubject, limit)
-	err = s.scanAll(rows, err, func(r Rows) error {
-		u, err := s.scanUser(r)
-		if err == nil {
-			out = append(out, *u)
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return collect(s, []storage.User{}, rows, err, s.scanUser)
 }
 
 // SetUserDisabled implements storage.UserStore.

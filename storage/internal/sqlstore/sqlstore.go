@@ -208,6 +208,33 @@ func ScanStrings(rows Rows, err error) ([]string, error) {
 	return out, rows.Err()
 }
 
+// one scans row with scan into a new record; errors are mapped, no row is
+// storage.ErrNotFound.
+func one[T any](s *Store, row Row, scan func(Row, *T) error) (*T, error) {
+	var v T
+	if err := scan(row, &v); err != nil {
+		return nil, s.fail(err)
+	}
+	return &v, nil
+}
+
+// collect appends to out a record scanned with scan from every row, and
+// closes rows; errors are mapped.
+func collect[T any](s *Store, out []T, rows Rows, err error, scan func(Row, *T) error) ([]T, error) {
+	err = s.scanAll(rows, err, func(r Rows) error {
+		var v T
+		if err := scan(r, &v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // scanAll calls scan for every row, and closes rows; errors are mapped.
 func (s *Store) scanAll(rows Rows, err error, scan func(Rows) error) error {
 	if err != nil {

@@ -88,7 +88,7 @@ func (s *Store) GetTokenWithUser(ctx context.Context, kind storage.TokenKind, si
 	}
 	u.Subject = t.Subject
 	if err := s.finishUser(&u, claims); err != nil {
-		return nil, nil, err
+		return nil, nil, s.d.MapErr(err)
 	}
 	return &t, &u, nil
 }
@@ -175,13 +175,13 @@ func grantWhere(f storage.GrantFilter) (string, []any) {
 	return strings.Join(conds, " AND "), args
 }
 
-// GrantRows is the condition on tokens rows that selects every code and
+// grantRows is the condition on tokens rows that selects every code and
 // token of the grants where matches: a grant matches when any of its rows
 // does (an access token another client got by token exchange is in the
 // grant it was exchanged from), and is revoked whole, so no row keeps
 // working under a status index the revocation marks invalid. The kind
 // list lets the (kind, request_id) index serve the outer lookup.
-func GrantRows(where string) string {
+func grantRows(where string) string {
 	return `kind IN ('` + string(storage.KindAuthorizeCode) + `', '` + string(storage.KindPKCE) + `', '` +
 		string(storage.KindAccessToken) + `', '` + string(storage.KindRefreshToken) + `')
 		AND request_id IN (SELECT request_id FROM tokens WHERE ` + where + `)`
@@ -190,7 +190,7 @@ func GrantRows(where string) string {
 // revoke revokes the grants f matches in the transaction q.
 func (s *Store) revoke(ctx context.Context, q Querier, f storage.GrantFilter) (int, error) {
 	where, args := grantWhere(f)
-	return s.d.RevokeGrants(ctx, q, GrantRows(where), args)
+	return s.d.RevokeGrants(ctx, q, grantRows(where), args)
 }
 
 // ListGrants implements storage.GrantStore.
@@ -208,22 +208,12 @@ func (s *Store) ListGrants(ctx context.Context, f storage.GrantFilter, now time.
 		args = append(args, limit)
 		query += ` LIMIT $` + strconv.Itoa(len(args))
 	}
-	var out []storage.Grant
 	rows, err := s.d.Read(ctx).Query(ctx, query, args...)
-	err = s.scanAll(rows, err, func(r Rows) error {
-		var g storage.Grant
-		d := s.d
-		if err := r.Scan(&g.RequestID, &g.Subject, &g.ClientID, d.ScanTime(&g.CreatedAt), d.ScanTime(&g.LastUsedAt),
-			d.ScanTime(&g.ExpiresAt), &g.StatusIndex); err != nil {
-			return err
-		}
-		out = append(out, g)
-		return nil
+	d := s.d
+	return collect(s, nil, rows, err, func(r Row, g *storage.Grant) error {
+		return r.Scan(&g.RequestID, &g.Subject, &g.ClientID, d.ScanTime(&g.CreatedAt), d.ScanTime(&g.LastUsedAt),
+			d.ScanTime(&g.ExpiresAt), &g.StatusIndex)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // RevokeGrants implements storage.GrantStore in one transaction: the
@@ -300,13 +290,14 @@ func (s *Store) DeleteExpiredStatuses(ctx context.Context, before time.Time, lim
 }
 
 // decodeClaims reads a claims column (a JSON object; NULL or {} for none).
+// Its error is to be mapped (Dialect.MapErr names the backend).
 func (s *Store) decodeClaims(b []byte) (map[string][]string, error) {
 	if len(b) == 0 || string(b) == "{}" {
 		return nil, nil
 	}
 	var out map[string][]string
 	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, fmt.Errorf("%s: corrupt claims column: %w", s.syn.Name, err)
+		return nil, fmt.Errorf("corrupt claims column: %w", err)
 	}
 	if len(out) == 0 {
 		return nil, nil
