@@ -117,7 +117,8 @@ type Syntax struct {
 	// keys as List($1): it makes sure every key has a row to lock.
 	LockCounters string
 	// ReadCounters selects key, count, until and expires_at of the
-	// counters whose keys are in List($1), locking them.
+	// counters whose keys are in List($1), locking them where the database
+	// locks rows.
 	ReadCounters string
 }
 
