@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/storage/internal/sqlstore"
 )
 
 // Token inserts outside a transaction (a client-credentials token, a token
@@ -63,9 +64,7 @@ type insertResult struct {
 	lead []*tokenInsert
 }
 
-const insertTokenSQL = `INSERT INTO tokens (` + tokenCols + `) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`
-
-const insertTokensSQL = `INSERT INTO tokens (` + tokenCols + `)
+const insertTokensSQL = `INSERT INTO tokens (` + sqlstore.TokenCols + `)
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[],
 		$7::timestamptz[], $8::timestamptz[], $9::timestamptz[], $10::bytea[], $11::bigint[])`
 
@@ -205,10 +204,7 @@ func tokenArrays(toks []*storage.Token) []any {
 }
 
 func (s *Store) insertOne(m *tokenInsert) error {
-	t := m.t
-	_, err := s.pool.Exec(m.ctx, insertTokenSQL,
-		string(t.Kind), t.Signature, t.RequestID, t.ClientID, t.Subject, t.Active,
-		ts(t.CreatedAt), ts(t.ExpiresAt), ts(t.RotatedAt), t.Data, t.StatusIndex)
+	_, err := s.pool.Exec(m.ctx, sqlstore.InsertToken, sqlstore.TokenArgs(dialect{s}, m.t)...)
 	return mapErr(err)
 }
 

@@ -3,8 +3,10 @@ package sqlite_test
 import (
 	"context"
 	"errors"
+	"math"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/mcpauth/mcpauth/storage"
 	"github.com/mcpauth/mcpauth/storage/sqlite"
@@ -76,4 +78,29 @@ func BenchmarkStore(b *testing.B) {
 func TestInstancesSharingOneFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "authserver.db")
 	storagetest.RunSharedTests(t, []storage.Store{openMigrated(t, path), openMigrated(t, path)})
+}
+
+// Times are Unix nanoseconds, which end in 2262. A later expiry (a token
+// or consent lifetime taken from far-future claims) is stored as the
+// latest time they hold, never wrapped into the past, where it would read
+// as expired.
+func TestTimesAfter2262AreStoredAsTheLatestNotWrapped(t *testing.T) {
+	s := openMigrated(t, filepath.Join(t.TempDir(), "authserver.db"))
+	ctx := context.Background()
+	far := time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC)
+	tok := &storage.Token{Kind: storage.KindAccessToken, Signature: "far", RequestID: "r", Active: true,
+		CreatedAt: time.Now(), ExpiresAt: far}
+	if err := s.CreateToken(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetToken(ctx, storage.KindAccessToken, "far")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Unix(0, math.MaxInt64).UTC(); !got.ExpiresAt.Equal(want) {
+		t.Fatalf("ExpiresAt of a token expiring in 2500 reads %v, want %v", got.ExpiresAt, want)
+	}
+	if n, err := s.DeleteExpiredTokens(ctx, time.Now(), 10); err != nil || n != 0 {
+		t.Fatalf("DeleteExpiredTokens deleted %d (%v), want the far token kept", n, err)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"sync"
+
+	"github.com/mcpauth/mcpauth/storage/internal/sqlstore"
 )
 
 // Writes run on the writer connection taken as a *sql.Conn (for the length
@@ -141,18 +143,18 @@ func (p readPool) stmt(ctx context.Context, query string) *sql.Stmt {
 	return st
 }
 
-func (p readPool) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return p.s.r.ExecContext(ctx, query, args...)
+func (p readPool) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	return affected(p.s.r.ExecContext(ctx, query, args...))
 }
 
-func (p readPool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+func (p readPool) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
 	if st := p.stmt(ctx, query); st != nil {
-		return st.QueryContext(ctx, args...)
+		return rows(st.QueryContext(ctx, args...))
 	}
-	return p.s.r.QueryContext(ctx, query, args...)
+	return rows(p.s.r.QueryContext(ctx, query, args...))
 }
 
-func (p readPool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+func (p readPool) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
 	if st := p.stmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
