@@ -74,7 +74,7 @@ type Store struct {
 type core = sqlstore.Store
 
 var (
-	_ storage.Store           = (*Store)(nil)
+	_ storage.Store             = (*Store)(nil)
 	_ storage.TokenPersonReader = (*Store)(nil)
 )
 
