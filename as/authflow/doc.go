@@ -19,7 +19,8 @@
 //	      GET /authorize/continue?txn=… ◀── each step records its outcome in the transaction and returns ◀──┘
 //
 // A sealed transaction is bound to one browser session and usable once
-// per step: every step that opens it (a form post, the provider's
-// callback, the return to /authorize/continue) spends that step's one-time
-// id, and seals the next step's copy anew.
+// per step: every step that opens it (a form post, the return to
+// /authorize/continue) spends that copy's one-time id, and seals the next
+// step's copy anew; a sign-in at a provider carries it inside the sealed
+// state, which its callback spends.
 package authflow
