@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"golang.org/x/oauth2"
+
+	"github.com/mcpauth/mcpauth/as/loginui"
+	"github.com/mcpauth/mcpauth/storage/memory"
 )
 
 // TestTheRequestIsParsedOncePerAuthorization: a sign-in followed by consent
@@ -103,5 +106,46 @@ func TestAReturnIsUsableOnce(t *testing.T) {
 	}
 	if p := b.get(h.issuer + loc); p.StatusCode != http.StatusBadRequest || !strings.Contains(p.Body, "start again from the application") {
 		t.Fatalf("the return again: status %d, want 400", p.StatusCode)
+	}
+}
+
+// TestAnIssuerWithAPath: under an issuer with a path, the pages' forms post
+// to the steps under it and return to the transaction under it, and the
+// code redeems at the token endpoint under it.
+func TestAnIssuerWithAPath(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.Issuer += "/auth"
+		ui, err := loginui.New(loginui.Config{
+			Users:    []loginui.User{{Username: "alice", PasswordHash: aliceHash}},
+			Consents: c.Store.(*memory.Store),
+			JTIs:     c.Store.(*memory.Store),
+			Secret:   c.Secret,
+			Now:      c.Now,
+			BasePath: "/auth",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.UI = ui
+	})
+	conf := h.oauthConfig("demo-app", "")
+	conf.Endpoint = oauth2.Endpoint{AuthURL: h.issuer + "/auth/authorize", TokenURL: h.issuer + "/auth/token", AuthStyle: oauth2.AuthStyleInParams}
+	verifier := oauth2.GenerateVerifier()
+	b := h.browser()
+	login := b.get(conf.AuthCodeURL("state-12345678", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", mcpURI)))
+	if !strings.Contains(login.Body, `action="/auth/authorize/login"`) {
+		t.Fatalf("login form does not post under the issuer's path: %d\n%s", login.StatusCode, login.Body)
+	}
+	consent := b.submit(login, "username", "alice", "password", alicePW)
+	if !strings.Contains(consent.Body, `action="/auth/authorize/consent"`) {
+		t.Fatalf("no consent page under the issuer's path: %d\n%s", consent.StatusCode, consent.Body)
+	}
+	u := redirected(t, b.submit(consent, "action", "approve"))
+	if u.Query().Get("iss") != h.issuer+"/auth" {
+		t.Fatalf("iss %q", u.Query().Get("iss"))
+	}
+	tok, err := conf.Exchange(context.Background(), u.Query().Get("code"), oauth2.VerifierOption(verifier))
+	if err != nil || tok.AccessToken == "" {
+		t.Fatalf("the code does not redeem: %v", err)
 	}
 }
