@@ -86,10 +86,8 @@ func (u *UI) returnTo(w http.ResponseWriter, r *http.Request, t *authflow.Transa
 	http.Redirect(w, r, u.cfg.BasePath+ContinuePath+"?"+url.Values{"txn": {sealed}}.Encode(), http.StatusSeeOther)
 }
 
-// stepForm reads a step's form and the transaction it carries, for the
-// current session, without spending it. It writes a page and returns
-// false when the form cannot be read or the transaction is not this
-// session's; refused says what to show when the form itself is refused.
+// stepForm is a step's form, the browser session it came with and the
+// transaction it carries.
 type stepForm struct {
 	sess session
 	f    *submittedForm
@@ -98,6 +96,12 @@ type stepForm struct {
 	err error
 }
 
+// readStep reads a step's form and the transaction it carries, for the
+// current session, without spending it. It writes a page and returns false
+// when the form cannot be read or the transaction is not this session's.
+// A transaction of an ended session goes on from the sign-in in a new one:
+// it is one the browser was shown, and anyone may start an authorization
+// in it with a link anyway.
 func (u *UI) readStep(w http.ResponseWriter, r *http.Request, step string) (*stepForm, bool) {
 	setPageHeaders(w.Header())
 	if r.Method != http.MethodPost {
