@@ -61,6 +61,9 @@ type Config struct {
 	// Identity, when set, sends the upstream a signed JWT naming the
 	// caller on every forwarded request.
 	Identity *IdentityConfig `yaml:"identity"`
+	// Metrics serves the gateway's Prometheus metrics on a listener of
+	// its own; none when Metrics.Listen is empty.
+	Metrics MetricsConfig `yaml:"metrics"`
 
 	// policy and limits are Policy and RateLimits compiled by check.
 	policy *toolpolicy.Engine
@@ -128,6 +131,26 @@ type AuditConfig struct {
 	Format string `yaml:"format"`
 	// File, when set, receives the lines (appended); otherwise stderr.
 	File string `yaml:"file"`
+}
+
+// MetricsConfig says where the Prometheus metrics are served.
+type MetricsConfig struct {
+	// Listen is the host:port of the metrics listener (GET /metrics),
+	// never the public listener's. Empty: no metrics.
+	Listen string `yaml:"listen"`
+}
+
+// sameListener reports whether the host:port addresses a and b (both
+// valid) would bind the same socket: one port, not 0, and one host, or a
+// wildcard host on either side.
+func sameListener(a, b string) bool {
+	ah, ap, _ := net.SplitHostPort(a)
+	bh, bp, _ := net.SplitHostPort(b)
+	if ap != bp || ap == "0" {
+		return false
+	}
+	wild := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ah == bh || wild(ah) || wild(bh)
 }
 
 // Limits bound what a client or the upstream can make the gateway hold.
@@ -234,6 +257,14 @@ func (c *Config) check() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("listen: %q is not host:port", c.Listen)
+	}
+	if m := c.Metrics.Listen; m != "" {
+		if _, _, err := net.SplitHostPort(m); err != nil {
+			return fmt.Errorf("metrics.listen: %q is not host:port", m)
+		}
+		if sameListener(m, c.Listen) {
+			return fmt.Errorf("metrics.listen: %q is the public listener (listen); the metrics need a listener of their own", m)
+		}
 	}
 	if c.Resource == "" {
 		return errors.New("resource: required (the gateway's canonical URI, the tokens' aud)")

@@ -78,7 +78,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
+	if h := g.MetricsHandler(); h != nil {
+		mln, err := net.Listen("tcp", cfg.Metrics.Listen)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("metrics.listen: %w", err)
+		}
+		msrv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+		defer msrv.Close()
+		logger.Info("mcpgateway: metrics listening", "addr", mln.Addr().String())
+		go func() {
+			if err := msrv.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics: %w", err)
+			}
+		}()
+	}
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
