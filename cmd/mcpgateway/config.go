@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mcpauth/mcpauth/dpop"
+	"github.com/mcpauth/mcpauth/internal/auditchain"
 	"github.com/mcpauth/mcpauth/internal/envvar"
 	"github.com/mcpauth/mcpauth/internal/yamlenv"
 	"github.com/mcpauth/mcpauth/metadata"
@@ -131,6 +132,11 @@ type AuditConfig struct {
 	Format string `yaml:"format"`
 	// File, when set, receives the lines (appended); otherwise stderr.
 	File string `yaml:"file"`
+	// ChainKey, when set (at least 32 bytes), makes the lines
+	// tamper-evident: each carries a chain value, an HMAC-SHA256 under a
+	// key derived from it (internal/auditchain), checked by
+	// `mcpgateway audit verify`. Empty: no chain.
+	ChainKey string `yaml:"chain_key"`
 }
 
 // MetricsConfig says where the Prometheus metrics are served.
@@ -337,6 +343,9 @@ func (c *Config) check() error {
 	case "json", "text", "off":
 	default:
 		return fmt.Errorf("audit.format: %q is not json, text or off", c.Audit.Format)
+	}
+	if n := len(c.Audit.ChainKey); n > 0 && n < auditchain.MinKeyBytes {
+		return fmt.Errorf("audit.chain_key: %d bytes, at least %d are needed", n, auditchain.MinKeyBytes)
 	}
 	if i := c.Introspection; i != nil && (i.ClientID == "" || i.ClientSecret == "") {
 		return errors.New("introspection: client_id and client_secret are required")

@@ -87,6 +87,7 @@ func TestParseConfigRefusesMistakes(t *testing.T) {
 		{"refuses a misspelt nested key", base + "scopes: {bases: [a]}\n", "bases"},
 		{"refuses metrics on the public listener", base + "metrics: {listen: 127.0.0.1:8090}\n", "metrics.listen"},
 		{"refuses metrics on the public port of every address", base + "listen: 0.0.0.0:9100\nmetrics: {listen: 127.0.0.1:9100}\n", "metrics.listen"},
+		{"refuses a short audit chain key", base + "audit: {chain_key: short}\n", "audit.chain_key"},
 		{"refuses metrics on no host:port", base + "metrics: {listen: metrics}\n", "metrics.listen"},
 		{"needs a resource", "issuer: https://as.example\nupstream: http://x/mcp\n", "resource"},
 		{"needs an issuer", "resource: https://mcp.example/mcp\nupstream: http://x/mcp\n", "issuer"},

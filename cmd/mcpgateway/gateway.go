@@ -21,6 +21,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/mcpauth/mcpauth/dpop"
+	"github.com/mcpauth/mcpauth/internal/auditchain"
 	"github.com/mcpauth/mcpauth/internal/bearerretry"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/rsmiddleware"
@@ -33,6 +34,33 @@ type Gateway struct {
 	handler http.Handler
 	audit   io.Closer  // the audit file, if any
 	metrics *gwMetrics // nil without metrics.listen
+	// chain chains the audit lines (audit.chain_key); nil without.
+	chain *auditchain.Writer
+	// auditDest is what the audit lines go through to audit.file when
+	// they are not chained, so that ReopenAudit can switch files.
+	auditDest *swapWriter
+}
+
+// ChainPurpose is the HKDF info (RFC 5869 §3.2) under which the audit
+// chain's key is derived from audit.chain_key.
+const ChainPurpose = "mcpgateway audit chain"
+
+// swapWriter writes to w, which Set replaces between two Writes.
+type swapWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *swapWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func (s *swapWriter) set(w io.Writer) {
+	s.mu.Lock()
+	s.w = w
+	s.mu.Unlock()
 }
 
 // Options are the parts of a Gateway that tests and the command choose.
@@ -91,6 +119,21 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 		}
 		if w == nil {
 			w = os.Stderr
+		}
+		if key := cfg.Audit.ChainKey; key != "" {
+			k, err := auditchain.DeriveKey([]byte(key), ChainPurpose)
+			if err != nil {
+				return nil, fmt.Errorf("audit.chain_key: %w", err)
+			}
+			format := auditchain.JSON
+			if cfg.Audit.Format == "text" {
+				format = auditchain.Text
+			}
+			g.chain = auditchain.NewWriter(w, k, format)
+			w = g.chain.Chained()
+		} else if g.audit != nil {
+			g.auditDest = &swapWriter{w: w}
+			w = g.auditDest
 		}
 		audit = rsmiddleware.AuditLog(w, cfg.Audit.Format)
 	}
@@ -248,6 +291,29 @@ func (g *Gateway) MetricsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", g.metrics.Handler())
 	return mux
+}
+
+// ReopenAudit opens audit.file anew (after a rotation moved it away) and
+// writes the next audit lines there; with audit.chain_key the new file
+// begins with a start line naming the last chain value of the old one.
+// Without audit.file it does nothing.
+func (g *Gateway) ReopenAudit() error {
+	if g.audit == nil {
+		return nil
+	}
+	f, err := os.OpenFile(g.cfg.Audit.File, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit.file: %w", err)
+	}
+	if g.chain != nil {
+		err = g.chain.Rotate(f)
+	} else {
+		g.auditDest.set(f)
+	}
+	old := g.audit
+	g.audit = f
+	_ = old.Close()
+	return err
 }
 
 // Close releases the audit file.
