@@ -147,14 +147,18 @@ func (c *Writer) writeStart() error {
 	if c.seq > 0 {
 		prev = hex.EncodeToString(c.prev[:])
 	}
-	t := c.now().UTC().Format(time.RFC3339Nano)
+	now := c.now()
 	var line []byte
 	if c.format == Text {
+		// As slog's TextHandler writes the time; JSONHandler writes
+		// RFC 3339 with nanoseconds.
+		t := now.Format("2006-01-02T15:04:05.000Z07:00")
 		if prev == "" {
 			prev = `""`
 		}
 		line = []byte("time=" + t + " level=INFO msg=audit event=" + StartEvent + " prev_chain=" + prev + "\n")
 	} else {
+		t := now.Format(time.RFC3339Nano)
 		line = []byte(`{"time":"` + t + `","level":"INFO","msg":"audit","event":"` + StartEvent + `","prev_chain":"` + prev + `"}` + "\n")
 	}
 	return c.writeLine(line)
