@@ -84,6 +84,7 @@ type Writer struct {
 	started  bool
 	now      func() time.Time
 	buf      []byte
+	scratch  [32]byte
 }
 
 // NewWriter returns a Writer of lines of format to w, chained under key
@@ -189,7 +190,11 @@ func (c *Writer) writeLine(line []byte) error {
 		b = append(b, " seq="...)
 		b = strconv.AppendUint(b, c.seq, 10)
 	}
-	sum := Sum(c.mac, c.prev[:], b)
+	c.mac.Reset()
+	c.mac.Write(c.prev[:])
+	c.mac.Write(b)
+	var sum [32]byte
+	copy(sum[:], c.mac.Sum(c.scratch[:0]))
 	if c.format == JSON {
 		b = append(b[:len(b)-1], `,"chain":"`...)
 		b = hex.AppendEncode(b, sum[:])

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -219,5 +220,27 @@ func TestDeriveKeyRefusesShortMaterial(t *testing.T) {
 	b, _ := DeriveKey(bytes.Repeat([]byte{1}, 32), "b")
 	if bytes.Equal(a, b) {
 		t.Fatal("two purposes give one key")
+	}
+}
+
+// BenchmarkAuditRecord prices one token.issued audit record of the AS
+// through slog's TextHandler, as it is (plain) and chained.
+//
+//	go test ./internal/auditchain -run '^$' -bench AuditRecord -count 3
+func BenchmarkAuditRecord(b *testing.B) {
+	for _, mode := range []string{"plain", "chained"} {
+		b.Run(mode, func(b *testing.B) {
+			var w interface{ Write([]byte) (int, error) } = io.Discard
+			if mode == "chained" {
+				w = NewWriter(io.Discard, testKey(b, 1), Text).Chained()
+			}
+			log := slog.New(slog.NewTextHandler(w, nil)).With("component", "as")
+			b.ReportAllocs()
+			for b.Loop() {
+				log.LogAttrs(context.Background(), slog.LevelInfo, "audit", slog.String("event", "token.issued"),
+					slog.String("client_id", "ci-bot"), slog.String("grant_type", "client_credentials"), slog.String("sub", ""),
+					slog.String("aud", "http://127.0.0.1:8080/mcp"), slog.String("scope", "mcp:tools"))
+			}
+		})
 	}
 }
