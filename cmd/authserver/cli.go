@@ -44,7 +44,7 @@ var specs = map[string]*spec{
 		flags: func(fs *flag.FlagSet, c *command) {
 			fs.StringVar(&c.url, "url", "", "URL to GET instead of the configured listen address's /readyz")
 		}},
-	"gc":           {name: "gc", help: "Run one garbage-collection pass, then exit."},
+	"gc": {name: "gc", help: "Run one garbage-collection pass, then exit."},
 	"audit verify": {name: "audit verify", args: "LOG...", nargs: -1,
 		help: "Check the chain of the audit lines in LOG (files of a rotated series, oldest first; other log lines are skipped) under the key derived from secret: print ok and the count, or the first line changed, removed, inserted or reordered and exit 1."},
 	"check-config": {name: "check-config", help: "Validate the configuration and print it with defaults filled in and secrets redacted."},
