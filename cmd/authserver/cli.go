@@ -44,12 +44,13 @@ var specs = map[string]*spec{
 		flags: func(fs *flag.FlagSet, c *command) {
 			fs.StringVar(&c.url, "url", "", "URL to GET instead of the configured listen address's /readyz")
 		}},
-	"gc": {name: "gc", help: "Run one garbage-collection pass, then exit."},
-	"audit verify": {name: "audit verify", args: "LOG...", nargs: -1,
-		help: "Check the chain of the audit lines in LOG (files of a rotated series, oldest first; other log lines are skipped) under the key derived from secret: print ok and the count, or the first line changed, removed, inserted or reordered and exit 1."},
+	"gc":           {name: "gc", help: "Run one garbage-collection pass, then exit."},
 	"check-config": {name: "check-config", help: "Validate the configuration and print it with defaults filled in and secrets redacted."},
 	"version":      {name: "version", help: "Print the version."},
 	"help":         {name: "help", help: "Print the usage."},
+
+	"audit verify": {name: "audit verify", args: "LOG...", nargs: -1,
+		help: "Check the chain of the audit lines in LOG (files of a rotated series, oldest first; other log lines are skipped) under the key derived from secret: print ok and the count, or the first line changed, removed, inserted or reordered and exit 1."},
 
 	"keys list": {name: "keys list", format: true,
 		help: "List the stored signing keys, newest first: kid, algorithm, created, retired, whether it signs and whether this server's secret unseals it."},
