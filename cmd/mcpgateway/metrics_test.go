@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	dto "github.com/prometheus/client_model/go"
@@ -247,5 +251,60 @@ func TestGatewayMetricsBoundTheToolLabel(t *testing.T) {
 	}
 	if got := value(families, "mcpgateway_requests_total", map[string]string{"method": "other"}); got != 1 {
 		t.Errorf("%v calls of method other, want 1", got)
+	}
+}
+
+// The command serves the metrics on metrics.listen, a listener of its
+// own, and not on the public one.
+func TestCommandServesMetricsOnItsOwnListener(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "mcpgateway.yaml")
+	text := "listen: 127.0.0.1:0\nresource: https://mcp.example/mcp\nissuer: https://as.example\nupstream: http://127.0.0.1:3001/mcp\naudit: {format: off}\nmetrics: {listen: \"127.0.0.1:0\"}\n"
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"--config", conf}, io.Discard, logs) }()
+	addr := func(msg string) string {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(line, `msg="`+msg+`"`) {
+					_, a, _ := strings.Cut(line, "addr=")
+					a, _, _ = strings.Cut(a, " ")
+					return a
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("no %q in the log:\n%s", msg, logs)
+		return ""
+	}
+	public, metrics := addr("mcpgateway: listening"), addr("mcpgateway: metrics listening")
+	get := func(u string) (int, string) {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// A refused request is counted, with the audit off.
+	if code, _ := get("http://" + public + "/mcp"); code != http.StatusUnauthorized {
+		t.Fatalf("GET /mcp without a token: %d", code)
+	}
+	code, body := get("http://" + metrics + "/metrics")
+	if code != http.StatusOK || !strings.Contains(body, `mcpgateway_token_refusals_total{reason="missing_token"} 1`) || !strings.Contains(body, "go_goroutines") {
+		t.Fatalf("metrics listener: %d\n%s", code, body)
+	}
+	if code, _ := get("http://" + public + "/metrics"); code == http.StatusOK {
+		t.Fatal("the public listener serves /metrics")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
