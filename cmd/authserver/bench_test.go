@@ -16,9 +16,12 @@ import (
 // the handler serve listens with (memory storage), to price what the
 // command adds around the AS: the access log line and the request metrics.
 // "bare" is the AS's own handler; "metrics" adds the request metrics with
-// the access log off; "access-log" is the default, both on.
+// the access log off; "access-log" is the default, both on. Those three
+// log to a discarding logger; "logged" writes the access and audit lines
+// (text) to io.Discard, as serve does to stderr, and "chained" does so with
+// the audit lines chained (serve's logger).
 func BenchmarkServedClientCredentials(b *testing.B) {
-	for _, mode := range []string{"bare", "metrics", "access-log"} {
+	for _, mode := range []string{"bare", "metrics", "access-log", "logged", "chained"} {
 		b.Run(mode, func(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -35,7 +38,18 @@ func BenchmarkServedClientCredentials(b *testing.B) {
 				b.Fatal(err)
 			}
 			cfg.FromFile = true
-			s, err := build(ctx, cfg, false, discardLogger(), env{lookup: func(string) (string, bool) { return "", false }})
+			log := discardLogger()
+			switch mode {
+			case "logged":
+				log = newLogger(cfg.Log, io.Discard)
+			case "chained":
+				key, ok, err := auditKey(cfg)
+				if err != nil || !ok {
+					b.Fatal(err, ok)
+				}
+				log = newChainedLogger(cfg.Log, io.Discard, key)
+			}
+			s, err := build(ctx, cfg, false, log, env{lookup: func(string) (string, bool) { return "", false }})
 			if err != nil {
 				b.Fatal(err)
 			}

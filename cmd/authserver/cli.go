@@ -13,7 +13,7 @@ import (
 type spec struct {
 	name  string // "serve", "clients create"
 	args  string // positional arguments, for the usage line ("ID")
-	nargs int    // how many positional arguments it takes
+	nargs int    // how many positional arguments it takes; -1: one or more
 	help  string // what it does
 	flags func(fs *flag.FlagSet, c *command)
 	// format: the command prints records and takes --format json|table.
@@ -29,6 +29,7 @@ var verbs = map[string][]string{
 	"clients": {"list", "show", "create", "delete"},
 	"grants":  {"list", "revoke"},
 	"users":   {"list", "show", "disable", "enable"},
+	"audit":   {"verify"},
 }
 
 var specs = map[string]*spec{
@@ -47,6 +48,9 @@ var specs = map[string]*spec{
 	"check-config": {name: "check-config", help: "Validate the configuration and print it with defaults filled in and secrets redacted."},
 	"version":      {name: "version", help: "Print the version."},
 	"help":         {name: "help", help: "Print the usage."},
+
+	"audit verify": {name: "audit verify", args: "LOG...", nargs: -1,
+		help: "Check the chain of the audit lines in LOG (files of a rotated series, oldest first; other log lines are skipped) under the key derived from secret: print ok and the count, or the first line changed, removed, inserted or reordered and exit 1."},
 
 	"keys list": {name: "keys list", format: true,
 		help: "List the stored signing keys, newest first: kid, algorithm, created, retired, whether it signs and whether this server's secret unseals it."},
@@ -232,7 +236,7 @@ func parseCommand(cmd *command, rest []string) error {
 		cmd.args = append(cmd.args, rest[0])
 		rest = rest[1:]
 	}
-	if len(cmd.args) != s.nargs {
+	if len(cmd.args) != s.nargs && !(s.nargs < 0 && len(cmd.args) > 0) {
 		want := "no arguments"
 		if s.nargs > 0 {
 			want = s.args

@@ -115,6 +115,8 @@ commands:
                          list people, disable one (revoking their grants
                          and ending their sessions) or enable one
   gc                     run one garbage-collection pass
+  audit verify LOG...    check the chain of the audit lines in LOG (a file
+                         or a rotated series, oldest first)
   check-config           validate the configuration, print warnings and the
                          configuration with secrets redacted
   healthcheck [--url U]  GET the running server's /readyz (or /healthz);
@@ -234,6 +236,15 @@ func dispatch(ctx context.Context, args []string, e env) error {
 	}
 	logger := newLogger(cfg.Log, e.stderr)
 	switch cmd.name {
+	case "serve", "keys", "clients", "grants", "users", "gc":
+		// These write audit events: chained under the secret's key.
+		if key, ok, err := auditKey(cfg); err == nil && ok {
+			logger = newChainedLogger(cfg.Log, e.stderr, key)
+		}
+	}
+	switch cmd.name {
+	case "audit":
+		return auditVerify(cfg, cmd.args, e)
 	case "check-config":
 		out, err := cfg.Redacted()
 		if err != nil {

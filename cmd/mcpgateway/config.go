@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mcpauth/mcpauth/dpop"
+	"github.com/mcpauth/mcpauth/internal/auditchain"
 	"github.com/mcpauth/mcpauth/internal/envvar"
 	"github.com/mcpauth/mcpauth/internal/yamlenv"
 	"github.com/mcpauth/mcpauth/metadata"
@@ -61,6 +62,9 @@ type Config struct {
 	// Identity, when set, sends the upstream a signed JWT naming the
 	// caller on every forwarded request.
 	Identity *IdentityConfig `yaml:"identity"`
+	// Metrics serves the gateway's Prometheus metrics on a listener of
+	// its own; none when Metrics.Listen is empty.
+	Metrics MetricsConfig `yaml:"metrics"`
 
 	// policy and limits are Policy and RateLimits compiled by check.
 	policy *toolpolicy.Engine
@@ -128,6 +132,31 @@ type AuditConfig struct {
 	Format string `yaml:"format"`
 	// File, when set, receives the lines (appended); otherwise stderr.
 	File string `yaml:"file"`
+	// ChainKey, when set (at least 32 bytes), makes the lines
+	// tamper-evident: each carries a chain value, an HMAC-SHA256 under a
+	// key derived from it (internal/auditchain), checked by
+	// `mcpgateway audit verify`. Empty: no chain.
+	ChainKey string `yaml:"chain_key"`
+}
+
+// MetricsConfig says where the Prometheus metrics are served.
+type MetricsConfig struct {
+	// Listen is the host:port of the metrics listener (GET /metrics),
+	// never the public listener's. Empty: no metrics.
+	Listen string `yaml:"listen"`
+}
+
+// sameListener reports whether the host:port addresses a and b (both
+// valid) would bind the same socket: one port, not 0, and one host, or a
+// wildcard host on either side.
+func sameListener(a, b string) bool {
+	ah, ap, _ := net.SplitHostPort(a)
+	bh, bp, _ := net.SplitHostPort(b)
+	if ap != bp || ap == "0" {
+		return false
+	}
+	wild := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ah == bh || wild(ah) || wild(bh)
 }
 
 // Limits bound what a client or the upstream can make the gateway hold.
@@ -235,6 +264,14 @@ func (c *Config) check() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("listen: %q is not host:port", c.Listen)
 	}
+	if m := c.Metrics.Listen; m != "" {
+		if _, _, err := net.SplitHostPort(m); err != nil {
+			return fmt.Errorf("metrics.listen: %q is not host:port", m)
+		}
+		if sameListener(m, c.Listen) {
+			return fmt.Errorf("metrics.listen: %q is the public listener (listen); the metrics need a listener of their own", m)
+		}
+	}
 	if c.Resource == "" {
 		return errors.New("resource: required (the gateway's canonical URI, the tokens' aud)")
 	}
@@ -306,6 +343,9 @@ func (c *Config) check() error {
 	case "json", "text", "off":
 	default:
 		return fmt.Errorf("audit.format: %q is not json, text or off", c.Audit.Format)
+	}
+	if n := len(c.Audit.ChainKey); n > 0 && n < auditchain.MinKeyBytes {
+		return fmt.Errorf("audit.chain_key: %d bytes, at least %d are needed", n, auditchain.MinKeyBytes)
 	}
 	if i := c.Introspection; i != nil && (i.ClientID == "" || i.ClientSecret == "") {
 		return errors.New("introspection: client_id and client_secret are required")

@@ -85,6 +85,10 @@ func TestParseConfigRefusesMistakes(t *testing.T) {
 		{"names an unset variable", strings.Replace(base, "https://as.example", "${AS}", 1), "AS is not set"},
 		{"refuses an unknown key", base + "upstreams: x\n", "upstreams"},
 		{"refuses a misspelt nested key", base + "scopes: {bases: [a]}\n", "bases"},
+		{"refuses metrics on the public listener", base + "metrics: {listen: 127.0.0.1:8090}\n", "metrics.listen"},
+		{"refuses metrics on the public port of every address", base + "listen: 0.0.0.0:9100\nmetrics: {listen: 127.0.0.1:9100}\n", "metrics.listen"},
+		{"refuses a short audit chain key", base + "audit: {chain_key: short}\n", "audit.chain_key"},
+		{"refuses metrics on no host:port", base + "metrics: {listen: metrics}\n", "metrics.listen"},
 		{"needs a resource", "issuer: https://as.example\nupstream: http://x/mcp\n", "resource"},
 		{"needs an issuer", "resource: https://mcp.example/mcp\nupstream: http://x/mcp\n", "issuer"},
 		{"needs an upstream", "resource: https://mcp.example/mcp\nissuer: https://as.example\n", "upstream"},
@@ -248,5 +252,19 @@ func TestParseConfigReadsTheSessionKey(t *testing.T) {
 	}
 	if _, err := ParseConfig([]byte(base), env(map[string]string{"GW_SESSION_KEY": key[1:]})); err == nil || !strings.Contains(err.Error(), "session_key") {
 		t.Fatalf("a 31-byte key: err %v", err)
+	}
+}
+
+func TestParseConfigTakesAMetricsListener(t *testing.T) {
+	base := "resource: https://mcp.example/mcp\nissuer: https://as.example\nupstream: http://127.0.0.1:3001/mcp\n"
+	for _, text := range []string{
+		base + "metrics: {listen: 127.0.0.1:9464}\n",
+		base + "listen: 127.0.0.1:0\nmetrics: {listen: 127.0.0.1:0}\n",
+		base + "listen: 10.0.0.1:8090\nmetrics: {listen: 127.0.0.1:8090}\n",
+	} {
+		c, err := ParseConfig([]byte(text), func(string) (string, bool) { return "", false })
+		if err != nil || c.Metrics.Listen == "" {
+			t.Errorf("%q: %v", text, err)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/mcpauth/mcpauth/dpop"
+	"github.com/mcpauth/mcpauth/internal/auditchain"
 	"github.com/mcpauth/mcpauth/internal/bearerretry"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/rsmiddleware"
@@ -30,7 +32,35 @@ import (
 type Gateway struct {
 	cfg     *Config
 	handler http.Handler
-	audit   io.Closer // the audit file, if any
+	audit   io.Closer  // the audit file, if any
+	metrics *gwMetrics // nil without metrics.listen
+	// chain chains the audit lines (audit.chain_key); nil without.
+	chain *auditchain.Writer
+	// auditDest is what the audit lines go through to audit.file when
+	// they are not chained, so that ReopenAudit can switch files.
+	auditDest *swapWriter
+}
+
+// ChainPurpose is the HKDF info (RFC 5869 §3.2) under which the audit
+// chain's key is derived from audit.chain_key.
+const ChainPurpose = "mcpgateway audit chain"
+
+// swapWriter writes to w, which Set replaces between two Writes.
+type swapWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *swapWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func (s *swapWriter) set(w io.Writer) {
+	s.mu.Lock()
+	s.w = w
+	s.mu.Unlock()
 }
 
 // Options are the parts of a Gateway that tests and the command choose.
@@ -90,7 +120,33 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 		if w == nil {
 			w = os.Stderr
 		}
+		if key := cfg.Audit.ChainKey; key != "" {
+			k, err := auditchain.DeriveKey([]byte(key), ChainPurpose)
+			if err != nil {
+				return nil, fmt.Errorf("audit.chain_key: %w", err)
+			}
+			format := auditchain.JSON
+			if cfg.Audit.Format == "text" {
+				format = auditchain.Text
+			}
+			g.chain = auditchain.NewWriter(w, k, format)
+			w = g.chain.Chained()
+		} else if g.audit != nil {
+			g.auditDest = &swapWriter{w: w}
+			w = g.auditDest
+		}
 		audit = rsmiddleware.AuditLog(w, cfg.Audit.Format)
+	}
+	met := g.newMetrics()
+	if met != nil {
+		// The metrics count the audit's events, also with audit.format off.
+		write := audit
+		audit = func(e rsmiddleware.AuditEvent) {
+			met.audit(e)
+			if write != nil {
+				write(e)
+			}
+		}
 	}
 	filter := rsmiddleware.NewMCPFilter(rsmiddleware.MCPFilterConfig{
 		Scopes: scopes, Audit: audit, TenantClaim: cfg.TenantClaim,
@@ -111,10 +167,21 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	onDenied, onRefused := filter.AuditDenied, filter.AuditRefused
+	if met != nil {
+		onDenied = func(r *http.Request, p *rsmiddleware.Principal, body []byte) {
+			met.insufficientScope()
+			filter.AuditDenied(r, p, body)
+		}
+		onRefused = func(r *http.Request, p *rsmiddleware.Principal, status int) {
+			met.refused(r, p, status)
+			filter.AuditRefused(r, p, status)
+		}
+	}
 	mw, err := rsmiddleware.NewMiddleware(rsmiddleware.MiddlewareConfig{
 		Verifier: verifier, ResourceMetadataURL: prmURL, Scopes: scopes,
 		MaxBodyBytes: cfg.Limits.MaxRequestBytes, Logger: o.Logger,
-		OnInsufficientScope: filter.AuditDenied, OnRefused: filter.AuditRefused, DPoP: dp,
+		OnInsufficientScope: onDenied, OnRefused: onRefused, DPoP: dp,
 	})
 	if err != nil {
 		return nil, err
@@ -134,7 +201,7 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	}
 	binding := &rsmiddleware.SessionBinding{Owner: func(p *rsmiddleware.Principal) string { return p.Subject }, Key: key}
 
-	proxy, err := newProxy(cfg, o)
+	proxy, err := newProxy(cfg, o, met)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +265,57 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
 
+// newMetrics makes the gateway's metrics when metrics.listen is set, the
+// tool label knowing the tools and prompts of scopes from the start.
+func (g *Gateway) newMetrics() *gwMetrics {
+	if g.cfg.Metrics.Listen == "" {
+		return nil
+	}
+	var names []string
+	for _, m := range []map[string][]string{g.cfg.Scopes.Tools, g.cfg.Scopes.Prompts} {
+		for k := range m {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	g.metrics = newMetrics(names)
+	return g.metrics
+}
+
+// MetricsHandler serves the Prometheus metrics (GET /metrics on
+// metrics.listen); nil without metrics.listen.
+func (g *Gateway) MetricsHandler() http.Handler {
+	if g.metrics == nil {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", g.metrics.Handler())
+	return mux
+}
+
+// ReopenAudit opens audit.file anew (after a rotation moved it away) and
+// writes the next audit lines there; with audit.chain_key the new file
+// begins with a start line naming the last chain value of the old one.
+// Without audit.file it does nothing.
+func (g *Gateway) ReopenAudit() error {
+	if g.audit == nil {
+		return nil
+	}
+	f, err := os.OpenFile(g.cfg.Audit.File, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit.file: %w", err)
+	}
+	if g.chain != nil {
+		err = g.chain.Rotate(f)
+	} else {
+		g.auditDest.set(f)
+	}
+	old := g.audit
+	g.audit = f
+	_ = old.Close()
+	return err
+}
+
 // Close releases the audit file.
 func (g *Gateway) Close() error {
 	if g.audit != nil {
@@ -220,12 +338,18 @@ func (g *Gateway) Server() *http.Server {
 	}
 }
 
-func newProxy(cfg *Config, o Options) (http.Handler, error) {
+func newProxy(cfg *Config, o Options, met *gwMetrics) (http.Handler, error) {
 	target, err := url.Parse(cfg.Upstream)
 	if err != nil {
 		return nil, err
 	}
-	base := newUpstreamTransport(cfg.Limits, target.Scheme)
+	var base http.RoundTripper = newUpstreamTransport(cfg.Limits, target.Scheme)
+	if met != nil {
+		base = timedUpstream{base: base, obs: met.upstream}
+		if a := cfg.UpstreamAuth; a != nil && a.Exchange != nil {
+			o.HTTPClient = met.exchangeClient(o.HTTPClient)
+		}
+	}
 	transport, err := upstreamTransport(cfg, o, base)
 	if err != nil {
 		return nil, err
@@ -243,18 +367,22 @@ func newProxy(cfg *Config, o Options) (http.Handler, error) {
 		},
 		onError: func(w http.ResponseWriter, r *http.Request, body []byte, err error) {
 			status, msg := http.StatusBadGateway, "mcpgateway: the MCP server behind the gateway is unreachable"
+			reason := upstreamUnreachable
 			var ne net.Error
 			switch {
 			case errors.Is(err, errUpstreamRefused):
-				msg = "mcpgateway: the MCP server refused the gateway's credentials"
+				msg, reason = "mcpgateway: the MCP server refused the gateway's credentials", upstreamRefused
 			case errors.Is(err, errUpstreamStatus):
-				msg = "mcpgateway: the MCP server answered with an invalid status code"
+				msg, reason = "mcpgateway: the MCP server answered with an invalid status code", upstreamBadStatus
 			case errors.Is(err, rsmiddleware.ErrUnavailable), isTokenError(err):
-				msg = "mcpgateway: the gateway could not obtain a token for the MCP server"
+				msg, reason = "mcpgateway: the gateway could not obtain a token for the MCP server", upstreamToken
 			case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
-				status, msg = http.StatusGatewayTimeout, "mcpgateway: the MCP server did not answer in time"
+				status, msg, reason = http.StatusGatewayTimeout, "mcpgateway: the MCP server did not answer in time", upstreamTimeout
 			case errors.Is(err, context.Canceled):
 				return // the client went away
+			}
+			if met != nil {
+				met.upstreamError(reason)
 			}
 			o.Logger.Warn("mcpgateway: upstream request failed", "upstream", cfg.Upstream, "err", err)
 			writeRPCError(w, status, requestID(body), msg)

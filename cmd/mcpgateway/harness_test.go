@@ -126,6 +126,7 @@ type stack struct {
 	gw       *httptest.Server
 	audit    *syncBuffer
 	cfg      *Config
+	g        *Gateway
 }
 
 // startAS starts an in-process AS for the gateway's resource and the
@@ -186,6 +187,7 @@ func newStack(t testing.TB, jsonResponse bool, configText string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.g = g
 	gw.Config = g.Server()
 	gw.Config.Addr = ""
 	// The gateway's goroutines (its server's connections and its

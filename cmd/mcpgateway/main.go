@@ -13,6 +13,11 @@
 // act) or by client credentials.
 //
 //	mcpgateway --config FILE [--check]
+//	mcpgateway audit verify --config FILE LOG...
+//
+// SIGHUP reopens audit.file (after logrotate moved it); `audit verify`
+// checks the chain of the audit lines (audit.chain_key) of a file or of a
+// rotated series, oldest first.
 //
 // The configuration keys are documented in docs/GATEWAY.md.
 package main
@@ -40,6 +45,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "audit" {
+		return auditCommand(args[1:], os.LookupEnv, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("mcpgateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "configuration file (YAML)")
@@ -78,8 +86,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
+	if h := g.MetricsHandler(); h != nil {
+		mln, err := net.Listen("tcp", cfg.Metrics.Listen)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("metrics.listen: %w", err)
+		}
+		msrv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+		defer msrv.Close()
+		logger.Info("mcpgateway: metrics listening", "addr", mln.Addr().String())
+		go func() {
+			if err := msrv.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics: %w", err)
+			}
+		}()
+	}
 	go func() { errc <- srv.Serve(ln) }()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			if err := g.ReopenAudit(); err != nil {
+				logger.Error("mcpgateway: reopening the audit file", "err", err)
+			}
+		}
+	}()
 	select {
 	case err := <-errc:
 		return err
