@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"gopkg.in/yaml.v3"
 )
 
 func TestSelectors(t *testing.T) {
@@ -213,5 +215,33 @@ func TestDashboardsImportAnywhere(t *testing.T) {
 		if queries < 10 {
 			t.Errorf("%s: %d queries", name, queries)
 		}
+	}
+}
+
+// provisioning.yaml is a Grafana dashboard provider (apiVersion 1) of type
+// file whose path is where its comment says to mount this directory.
+func TestProvisioningFileNamesTheDashboards(t *testing.T) {
+	b, err := os.ReadFile("provisioning.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		APIVersion int `yaml:"apiVersion"`
+		Providers  []struct {
+			Name, Type string
+			Options    struct {
+				Path string
+			}
+		}
+	}
+	if err := yaml.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.APIVersion != 1 || len(p.Providers) != 1 || p.Providers[0].Type != "file" || p.Providers[0].Name == "" {
+		t.Fatalf("provisioning.yaml: %+v", p)
+	}
+	path := p.Providers[0].Options.Path
+	if path == "" || !strings.Contains(string(b), "deploy/grafana as "+path) {
+		t.Errorf("provisioning.yaml: the path %q is not the one its comment says to mount deploy/grafana at", path)
 	}
 }
