@@ -126,8 +126,9 @@ var labelValues = regexp.MustCompile(`^\s*label_values\((.+),\s*([a-zA-Z_][a-zA-
 // grammar (https://prometheus.io/docs/prometheus/latest/querying/basics/):
 // an identifier followed by "(" is a function or aggregation, one in a
 // grouping clause or a matcher is a label, a keyword is an operator or
-// modifier, and any other identifier is a metric name. Grafana's variables
-// ($name, ${name}, [[name]] in ranges) are skipped.
+// modifier, and any other identifier is a metric name. Strings, ranges
+// ([5m], [$__rate_interval]) and Grafana's variables ($name, ${name}) are
+// skipped.
 func Selectors(expr string) ([]Selector, error) {
 	if m := labelValues.FindStringSubmatch(expr); m != nil {
 		sels, err := Selectors(m[1])
@@ -289,7 +290,7 @@ func matchers(s string, i int) ([]string, int, error) {
 	var labels []string
 	i++
 	for {
-		for i < len(s) && (s[i] == ' ' || s[i] == ',' || s[i] == '\n') {
+		for i < len(s) && strings.IndexByte(" \t\r\n,", s[i]) >= 0 {
 			i++
 		}
 		if i >= len(s) {
@@ -306,7 +307,7 @@ func matchers(s string, i int) ([]string, int, error) {
 			return nil, 0, fmt.Errorf("a matcher without a label name at %d", i)
 		}
 		labels = append(labels, s[i:j])
-		for j < len(s) && s[j] == ' ' {
+		for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
 			j++
 		}
 		switch {
@@ -317,7 +318,7 @@ func matchers(s string, i int) ([]string, int, error) {
 		default:
 			return nil, 0, fmt.Errorf("label %s: no matcher operator at %d", s[i:j], j)
 		}
-		for j < len(s) && s[j] == ' ' {
+		for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
 			j++
 		}
 		if j >= len(s) || (s[j] != '"' && s[j] != '\'' && s[j] != '`') {
