@@ -41,6 +41,10 @@ func (f *MCPFilter) visible(member string, p *Principal, c *toolpolicy.Caller) f
 	}
 	byScope := len(p.MissingScopes(union)) > 0
 	byPolicy := call != "" && f.policy.ListsFiltered(call)
+	if member == "tools" && f.guard != nil && !byScope && !byPolicy {
+		// Pins and Screening decide each entry (trimResultFor).
+		return func(map[string]json.RawMessage) bool { return true }
+	}
 	if !byScope && !byPolicy {
 		return nil
 	}
@@ -64,11 +68,13 @@ func (f *MCPFilter) visible(member string, p *Principal, c *toolpolicy.Caller) f
 // resumed stream) every list member present is cut. It reports whether the
 // result changed; a result it cannot read is left for the client to refuse.
 func (f *MCPFilter) trimResult(method string, result json.RawMessage, p *Principal) (json.RawMessage, bool) {
-	return f.trimResultFor(method, result, p, nil)
+	return f.trimResultFor(method, result, p, nil, nil)
 }
 
-// trimResultFor is trimResult with the policy's caller c (nil: made from p).
-func (f *MCPFilter) trimResultFor(method string, result json.RawMessage, p *Principal, c *toolpolicy.Caller) (json.RawMessage, bool) {
+// trimResultFor is trimResult with the policy's caller c (nil: made from p)
+// and the answer's writer fw, which audits the definitions Pins and
+// Screening decide (nil: not audited).
+func (f *MCPFilter) trimResultFor(method string, result json.RawMessage, p *Principal, c *toolpolicy.Caller, fw *filterWriter) (json.RawMessage, bool) {
 	var rules []struct {
 		member string
 		keep   func(map[string]json.RawMessage) bool
@@ -108,6 +114,9 @@ func (f *MCPFilter) trimResultFor(method string, result json.RawMessage, p *Prin
 		for _, e := range entries {
 			var fields map[string]json.RawMessage
 			if json.Unmarshal(e, &fields) != nil || !r.keep(fields) {
+				continue
+			}
+			if r.member == "tools" && f.guard != nil && !f.guardEntry(fields, fw) {
 				continue
 			}
 			// Re-encoded from the map: duplicate members collapse to the one
