@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // toolsUpstream lists "weather" (its description settable), "notes" and,
@@ -281,5 +283,27 @@ func TestScreeningAuditOnlyRecords(t *testing.T) {
 	}
 	if a := rpcAnswers(t, fx.post(t, tok, policyCall(2, "helper", `{"a":1}`))); a[0]["result"] == nil {
 		t.Fatalf("audit mode refused the call: %v", a)
+	}
+}
+
+// The events of tool definitions are written alike by the JSON appender
+// and by slog's handler, and in text lines.
+func TestAuditLogToolDefinitionEvents(t *testing.T) {
+	e := AuditEvent{Time: time.Unix(1764590400, 0).UTC(), Event: EventToolDefinitionChanged, Method: "tools/list", Tool: "weather", Result: AuditHidden, Status: 200,
+		ToolSHA256: strings.Repeat("a", 64), PinnedSHA256: strings.Repeat("b", 64), Pattern: "screening.patterns[0]"}
+	var got, want, text strings.Builder
+	AuditLog(&got, "json")(e)
+	slogAudit(slog.NewJSONHandler(&want, nil), true)(e)
+	if got.String() != want.String() {
+		t.Fatalf("AuditLog:\n%s\nslog:\n%s", got.String(), want.String())
+	}
+	AuditLog(&text, "text")(e)
+	for _, k := range []string{`"tool_sha256":"aaaa`, `"pinned_sha256":"bbbb`, `"pattern":"screening.patterns[0]"`} {
+		if !strings.Contains(got.String(), k) {
+			t.Errorf("json line %s lacks %s", got.String(), k)
+		}
+	}
+	if !strings.Contains(text.String(), "pinned_sha256=bbbb") {
+		t.Errorf("text line %s lacks pinned_sha256", text.String())
 	}
 }

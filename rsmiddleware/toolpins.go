@@ -391,17 +391,26 @@ func (tp *ToolPins) Listed(name, sha string, canonical []byte) (ok bool, pinned 
 		tp.approved[name] = sha
 		tp.recorded[name] = sha
 		tp.mu.Unlock()
+		other := ""
 		err := UpdatePinsFile(tp.path, func(pf *PinsFile) (bool, error) {
-			if t, ok := pf.Tools[name]; ok && t.SHA256 != sha {
-				return false, nil // pinned by another writer meanwhile; read at the next reload
+			if t, ok := pf.Tools[name]; ok {
+				other = t.SHA256 // pinned by another writer meanwhile: that pin holds
+				return false, nil
 			}
 			pf.Tools[name] = PinnedTool{SHA256: sha, Definition: canonical}
 			delete(pf.Pending, name)
 			return true, nil
 		})
-		if err != nil {
+		switch {
+		case err != nil:
 			tp.log.Warn("rsmiddleware: learnt pin not written", "file", tp.path, "tool", name, "error", err)
-		} else {
+		case other != "" && other != sha:
+			tp.mu.Lock()
+			tp.approved[name] = other
+			delete(tp.recorded, name)
+			tp.mu.Unlock()
+			return tp.Listed(name, sha, canonical)
+		default:
 			tp.log.Info("rsmiddleware: tool pinned on first use", "tool", name, "sha256", sha)
 		}
 		return true, ""
