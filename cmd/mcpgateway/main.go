@@ -13,6 +13,7 @@
 // act) or by client credentials.
 //
 //	mcpgateway --config FILE [--check]
+//	mcpgateway pins list|diff NAME|approve NAME...|approve --all --config FILE
 //
 // The configuration keys are documented in docs/GATEWAY.md.
 package main
@@ -40,6 +41,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "pins" {
+		return runPins(args[1:], os.LookupEnv, stdout)
+	}
 	fs := flag.NewFlagSet("mcpgateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "configuration file (YAML)")
@@ -78,6 +82,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+			}
+			if err := g.ReloadPins(); err != nil {
+				logger.Warn("mcpgateway: pins file not reloaded; the previous pins stay", "error", err)
+			} else if cfg.Pins != nil {
+				logger.Info("mcpgateway: pins file reloaded", "file", cfg.Pins.File)
+			}
+		}
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
