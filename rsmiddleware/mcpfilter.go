@@ -1121,6 +1121,9 @@ func (fw *filterWriter) filterMessage(m []byte) ([]byte, bool) {
 		switch string(key) {
 		case "method":
 			isRequest = true
+			if fw.f.guard != nil && string(val) == `"notifications/tools/list_changed"` {
+				fw.f.guard.forget()
+			}
 		case "id":
 			rawID = val
 		case "result":

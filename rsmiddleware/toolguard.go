@@ -54,9 +54,19 @@ type toolGuard struct {
 	pins   *ToolPins
 	screen *Screening
 	seen   sync.Map // name -> *seenTool
-	// lastFetch is when a tools/call of an unseen tool last made the
-	// filter list the tools itself (unix nanoseconds).
+	// fetchMu makes the calls of unseen tools wait for one tools/list of
+	// the filter's own; lastFetch is when it last began (unix
+	// nanoseconds).
+	fetchMu   sync.Mutex
 	lastFetch atomic.Int64
+}
+
+// forget drops every definition seen: the server said its tool list
+// changed (notifications/tools/list_changed), so the next call of each tool
+// is decided on a new listing.
+func (g *toolGuard) forget() {
+	g.seen.Clear()
+	g.lastFetch.Store(0)
 }
 
 type seenTool struct {
@@ -146,12 +156,17 @@ func (f *MCPFilter) guardCalls(w http.ResponseWriter, r *http.Request, p *Princi
 		v, ok := f.guard.seen.Load(q.tool)
 		if !ok && !fetched {
 			fetched = true
-			last := f.guard.lastFetch.Load()
-			now := f.now().UnixNano()
-			if now-last >= int64(refetchInterval) && f.guard.lastFetch.CompareAndSwap(last, now) {
-				f.fetchTools(r, p, start, next)
-				v, ok = f.guard.seen.Load(q.tool)
+			g := f.guard
+			g.fetchMu.Lock()
+			// A listing that ended while this call waited may have the tool.
+			if v, ok = g.seen.Load(q.tool); !ok {
+				if now := f.now().UnixNano(); now-g.lastFetch.Load() >= int64(refetchInterval) {
+					g.lastFetch.Store(now)
+					f.fetchTools(r, p, start, next)
+					v, ok = g.seen.Load(q.tool)
+				}
 			}
+			g.fetchMu.Unlock()
 		}
 		var c int
 		var m, res string

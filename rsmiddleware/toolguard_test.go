@@ -21,8 +21,11 @@ import (
 type toolsUpstream struct {
 	desc     atomic.Value // string
 	poisoned bool
-	mu       sync.Mutex
-	methods  []string
+	// changed makes the next tools/call answer say
+	// notifications/tools/list_changed before its result.
+	changed atomic.Bool
+	mu      sync.Mutex
+	methods []string
 }
 
 func (u *toolsUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -53,6 +56,9 @@ func (u *toolsUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Answered as an event stream, as SDK servers do.
 	w.Header().Set("Content-Type", "text/event-stream")
+	if msg.Method == "tools/call" && u.changed.Swap(false) {
+		fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")
+	}
 	fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}\n\n", msg.ID, result)
 }
 
@@ -305,5 +311,27 @@ func TestAuditLogToolDefinitionEvents(t *testing.T) {
 	}
 	if !strings.Contains(text.String(), "pinned_sha256=bbbb") {
 		t.Errorf("text line %s lacks pinned_sha256", text.String())
+	}
+}
+
+// A server that says its tool list changed has the next call of each tool
+// decided on a new listing, even when the client lists nothing.
+func TestPinsListChangedMakesTheNextCallRelist(t *testing.T) {
+	up := newToolsUpstream(false)
+	fx, _, _ := newPinsFixture(t, up, PinsLearn, nil)
+	tok := fx.token("mcp:tools")
+	if got := listedNames(t, fx.post(t, tok, listBody)); len(got) != 2 {
+		t.Fatalf("listed %v", got)
+	}
+	up.desc.Store("Weather, and more.")
+	up.changed.Store(true)
+	if a := rpcAnswers(t, fx.post(t, tok, policyCall(2, "notes", `{}`))); a[0]["result"] == nil {
+		t.Fatalf("call of notes: %v", a)
+	}
+	if code, _ := rpcError(t, fx.post(t, tok, policyCall(3, "weather", `{}`))); code != ErrCodeToolAwaitsApproval {
+		t.Fatalf("call of weather after list_changed: %d, want it refused", code)
+	}
+	if !strings.Contains(fx.audit.String(), `"event":"tool.definition_changed"`) {
+		t.Errorf("audit %s: want the change found by the filter's own listing", fx.audit.String())
 	}
 }
