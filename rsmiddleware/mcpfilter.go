@@ -134,7 +134,7 @@ func NewMCPFilter(cfg MCPFilterConfig) *MCPFilter {
 		maxBody: cfg.MaxBodyBytes, maxResp: cfg.MaxResponseBytes, now: cfg.Now, log: cfg.Logger,
 		policy: cfg.Policy, limits: cfg.RateLimits}
 	if cfg.Pins != nil || cfg.Screening != nil {
-		f.guard = &toolGuard{pins: cfg.Pins, screen: cfg.Screening}
+		f.guard = &toolGuard{pins: cfg.Pins, screen: cfg.Screening, verdicts: map[[32]byte]seenTool{}}
 	}
 	if f.maxBody <= 0 {
 		f.maxBody = 4 << 20

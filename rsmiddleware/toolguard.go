@@ -2,6 +2,7 @@ package rsmiddleware
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"mime"
 	"net/http"
@@ -59,6 +60,9 @@ type toolGuard struct {
 	// nanoseconds).
 	fetchMu   sync.Mutex
 	lastFetch atomic.Int64
+
+	mu       sync.Mutex
+	verdicts map[[sha256.Size]byte]seenTool
 }
 
 // forget drops every definition seen: the server said its tool list
@@ -74,24 +78,55 @@ type seenTool struct {
 	pattern string // the screening pattern it matched, "" for none
 }
 
-// guardEntry decides a tools/list entry by its definition: it reports
-// whether the entry may be listed, and records the definition for the
-// tool's calls and its events in the audit (fw may be nil).
-func (f *MCPFilter) guardEntry(fields map[string]json.RawMessage, fw *filterWriter) bool {
+// maxVerdicts bounds the definitions whose digest and screening verdict
+// are kept; beyond, the cache starts again empty.
+const maxVerdicts = 4096
+
+// verdict is the digest and the screening pattern of one tools/list entry
+// as sent, by the SHA-256 of its bytes: both are functions of them, and a
+// server lists the same entries again and again.
+func (g *toolGuard) verdict(raw []byte, fields map[string]json.RawMessage) (seenTool, bool) {
+	key := sha256.Sum256(raw)
+	g.mu.Lock()
+	v, ok := g.verdicts[key]
+	g.mu.Unlock()
+	if ok {
+		return v, true
+	}
+	_, sha, err := ToolDefinition(fields)
+	if err != nil {
+		return seenTool{}, false
+	}
+	v = seenTool{sha: sha}
+	if g.screen != nil {
+		v.pattern = g.screen.Match(fields)
+	}
+	g.mu.Lock()
+	if len(g.verdicts) >= maxVerdicts {
+		clear(g.verdicts)
+	}
+	g.verdicts[key] = v
+	g.mu.Unlock()
+	return v, true
+}
+
+// guardEntry decides a tools/list entry (raw, decoded as fields) by its
+// definition: it reports whether the entry may be listed, and records the
+// definition for the tool's calls and its events in the audit (fw may be
+// nil).
+func (f *MCPFilter) guardEntry(raw []byte, fields map[string]json.RawMessage, fw *filterWriter) bool {
 	g := f.guard
 	var name string
 	if json.Unmarshal(fields["name"], &name) != nil || name == "" {
 		return false
 	}
-	canonical, sha, err := ToolDefinition(fields)
-	if err != nil {
-		f.guard.seen.Delete(name)
+	v, ok := g.verdict(raw, fields)
+	if !ok {
+		g.seen.Delete(name)
 		return false
 	}
-	st := &seenTool{sha: sha}
-	if g.screen != nil {
-		st.pattern = g.screen.Match(fields)
-	}
+	st := &v
+	sha := st.sha
 	g.seen.Store(name, st)
 	if st.pattern != "" {
 		res := AuditOK
@@ -105,6 +140,13 @@ func (f *MCPFilter) guardEntry(fields map[string]json.RawMessage, fw *filterWrit
 	}
 	if g.pins == nil {
 		return true
+	}
+	if g.pins.Pinned(name) == sha {
+		return true
+	}
+	canonical, _, err := ToolDefinition(fields)
+	if err != nil {
+		return false
 	}
 	ok, pinned := g.pins.Listed(name, sha, canonical)
 	if ok {
@@ -230,15 +272,18 @@ func (f *MCPFilter) fetchTools(r *http.Request, p *Principal, start time.Time, n
 			return
 		}
 		var res struct {
-			Tools      []map[string]json.RawMessage `json:"tools"`
-			NextCursor json.RawMessage              `json:"nextCursor"`
+			Tools      []json.RawMessage `json:"tools"`
+			NextCursor json.RawMessage   `json:"nextCursor"`
 		}
 		if json.Unmarshal(result, &res) != nil {
 			return
 		}
 		fw.status = http.StatusOK
 		for _, e := range res.Tools {
-			f.guardEntry(e, fw)
+			var fields map[string]json.RawMessage
+			if json.Unmarshal(e, &fields) == nil {
+				f.guardEntry(e, fields, fw)
+			}
 		}
 		if len(res.NextCursor) == 0 || string(res.NextCursor) == "null" {
 			return

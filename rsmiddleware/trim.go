@@ -110,15 +110,37 @@ func (f *MCPFilter) trimResultFor(method string, result json.RawMessage, p *Prin
 			changed = true
 			continue
 		}
-		kept := make([]json.RawMessage, 0, len(entries))
+		// same: every entry is kept, and none names a member twice (its
+		// decoded members are as many as its raw ones), so the list goes
+		// on as sent; the result and the message around it are still
+		// re-encoded from their decoded members (changed), which collapses
+		// a repeated "tools" or "result" to the one checked.
+		same := true
+		keptFields := make([]map[string]json.RawMessage, 0, len(entries))
 		for _, e := range entries {
 			var fields map[string]json.RawMessage
 			if json.Unmarshal(e, &fields) != nil || !r.keep(fields) {
+				same = false
 				continue
 			}
-			if r.member == "tools" && f.guard != nil && !f.guardEntry(fields, fw) {
+			if r.member == "tools" && f.guard != nil && !f.guardEntry(e, fields, fw) {
+				same = false
 				continue
 			}
+			if same {
+				n := 0
+				if objectFields(e, func(_, _ []byte) error { n++; return nil }) != nil || n != len(fields) {
+					same = false
+				}
+			}
+			keptFields = append(keptFields, fields)
+		}
+		if same {
+			changed = true
+			continue
+		}
+		kept := make([]json.RawMessage, 0, len(keptFields))
+		for _, fields := range keptFields {
 			// Re-encoded from the map: duplicate members collapse to the one
 			// the rule read, so the client cannot read another name.
 			ne, err := json.Marshal(fields)
