@@ -37,7 +37,7 @@ type Gateway struct {
 
 // pinsPollInterval is how often a running gateway checks whether the pins
 // file changed.
-const pinsPollInterval = time.Second
+var pinsPollInterval = time.Second
 
 // ReloadPins reads the pins file again (SIGHUP); without pins it does
 // nothing. A file that cannot be parsed leaves the pins as they were.

@@ -78,10 +78,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("mcpgateway: listening", "addr", ln.Addr().String(), "resource", cfg.Resource, "upstream", cfg.Upstream)
-
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP rereads the pins file; set before the gateway says it
+	// listens, so a SIGHUP after that line never ends the process.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -99,6 +99,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}()
+	logger.Info("mcpgateway: listening", "addr", ln.Addr().String(), "resource", cfg.Resource, "upstream", cfg.Upstream)
+
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,4 +146,50 @@ func TestPinsCLIUsage(t *testing.T) {
 			t.Errorf("pins %v: no error", args)
 		}
 	}
+}
+
+// SIGHUP makes the running gateway read the pins file again, also when the
+// file's change is not seen by the poll (here: the poll is slowed to an
+// hour), and a file broken meanwhile leaves the pins in force.
+func TestSIGHUPRereadsThePinsFile(t *testing.T) {
+	old := pinsPollInterval
+	pinsPollInterval = time.Hour
+	t.Cleanup(func() { pinsPollInterval = old })
+	dir := t.TempDir()
+	pins := filepath.Join(dir, "tool-pins.json")
+	cfgPath := filepath.Join(dir, "mcpgateway.yaml")
+	conf := "listen: 127.0.0.1:0\nresource: https://gw.example/mcp\nissuer: https://as.example\nupstream: http://127.0.0.1:1/mcp\naudit: {format: off}\npins: {file: " + pins + "}\n"
+	if err := os.WriteFile(cfgPath, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"--config", cfgPath}, io.Discard, logs) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	waitFor := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !strings.Contains(logs.String(), what) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in\n%s", what, logs.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("mcpgateway: listening")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("mcpgateway: pins file reloaded")
+	if err := os.WriteFile(pins, []byte(`{"tools":`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("pins file not reloaded; the previous pins stay")
 }
