@@ -55,6 +55,8 @@ type toolGuard struct {
 	pins   *ToolPins
 	screen *Screening
 	seen   sync.Map // name -> *seenTool
+	// seenCount counts the names in seen, at most maxSeen.
+	seenCount atomic.Int64
 	// fetchMu makes the calls of unseen tools wait for one tools/list of
 	// the filter's own; lastFetch is when it last began (unix
 	// nanoseconds).
@@ -70,6 +72,7 @@ type toolGuard struct {
 // is decided on a new listing.
 func (g *toolGuard) forget() {
 	g.seen.Clear()
+	g.seenCount.Store(0)
 	g.lastFetch.Store(0)
 }
 
@@ -77,6 +80,9 @@ type seenTool struct {
 	sha     string
 	pattern string // the screening pattern it matched, "" for none
 }
+
+// maxSeen bounds the tool names whose definitions are kept.
+const maxSeen = 10000
 
 // maxVerdicts bounds the definitions whose digest and screening verdict
 // are kept; beyond, the cache starts again empty.
@@ -127,7 +133,11 @@ func (f *MCPFilter) guardEntry(raw []byte, fields map[string]json.RawMessage, fw
 	}
 	st := &v
 	sha := st.sha
-	g.seen.Store(name, st)
+	if _, had := g.seen.Swap(name, st); !had && g.seenCount.Add(1) > maxSeen {
+		// A server listing ever new names: start again, as after
+		// list_changed, rather than grow without bound.
+		g.forget()
+	}
 	if st.pattern != "" {
 		res := AuditOK
 		if g.screen.Hides() {

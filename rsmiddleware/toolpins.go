@@ -73,6 +73,12 @@ type PinnedTool struct {
 	Seen *time.Time `json:"seen,omitempty"`
 }
 
+// MaxPending is the most definitions one instance records in the pending
+// section, and the most that section holds: a server that lists ever new
+// tools cannot grow the file without bound. Unrecorded definitions are
+// still hidden; they are logged.
+const MaxPending = 1000
+
 // maxPinsFileBytes bounds the file read.
 const maxPinsFileBytes = 32 << 20
 
@@ -389,7 +395,6 @@ func (tp *ToolPins) Listed(name, sha string, canonical []byte) (ok bool, pinned 
 			return cur == sha, cur
 		}
 		tp.approved[name] = sha
-		tp.recorded[name] = sha
 		tp.mu.Unlock()
 		other := ""
 		err := UpdatePinsFile(tp.path, func(pf *PinsFile) (bool, error) {
@@ -417,8 +422,15 @@ func (tp *ToolPins) Listed(name, sha string, canonical []byte) (ok bool, pinned 
 	}
 	if !done {
 		tp.mu.Lock()
-		tp.recorded[name] = sha
+		full := len(tp.recorded) >= MaxPending
+		if !full {
+			tp.recorded[name] = sha
+		}
 		tp.mu.Unlock()
+		if full {
+			tp.log.Warn("rsmiddleware: pending definition not recorded: this instance recorded the most it records", "tool", name, "max", MaxPending)
+			return false, pinned
+		}
 		now := tp.now().UTC().Truncate(time.Second)
 		err := UpdatePinsFile(tp.path, func(pf *PinsFile) (bool, error) {
 			if p, ok := pf.Pending[name]; ok && p.SHA256 == sha {
@@ -426,6 +438,9 @@ func (tp *ToolPins) Listed(name, sha string, canonical []byte) (ok bool, pinned 
 			}
 			if pf.Pending == nil {
 				pf.Pending = map[string]PinnedTool{}
+			}
+			if _, ok := pf.Pending[name]; !ok && len(pf.Pending) >= MaxPending {
+				return false, errors.New("the file's pending section is full")
 			}
 			pf.Pending[name] = PinnedTool{SHA256: sha, Definition: canonical, Seen: &now}
 			return true, nil
