@@ -197,6 +197,18 @@ func startGateway(t *testing.T, s *launch.Stack, logs *lockedBuffer, configPath,
 // gateway's and the server's output is logged when t fails.
 func startGatewayStack(t *testing.T, withUpstreamAuth bool, serverEnv ...string) (*launch.Stack, *tsServer, string, string) {
 	t.Helper()
+	return startGatewayStackOf(t, withUpstreamAuth, "", serverEnv...)
+}
+
+// startGatewayStackWith is startGatewayStack without upstream_auth, with
+// extraConfig appended to the gateway's configuration.
+func startGatewayStackWith(t *testing.T, extraConfig string, serverEnv ...string) (*launch.Stack, *tsServer, string, string) {
+	t.Helper()
+	return startGatewayStackOf(t, false, extraConfig, serverEnv...)
+}
+
+func startGatewayStackOf(t *testing.T, withUpstreamAuth bool, extraConfig string, serverEnv ...string) (*launch.Stack, *tsServer, string, string) {
+	t.Helper()
 	logs := &lockedBuffer{}
 	gw, ts := freeport.Addr(t), freeport.Addr(t)
 	upstream := startTSServer(t, logs, ts, withUpstreamAuth, serverEnv...)
@@ -209,7 +221,17 @@ func startGatewayStack(t *testing.T, withUpstreamAuth bool, serverEnv ...string)
 		}
 	})
 	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
-	startGateway(t, s, logs, gatewayConfig(t, s, gw, ts, auditFile, withUpstreamAuth), gw, ts)
+	cfgPath := gatewayConfig(t, s, gw, ts, auditFile, withUpstreamAuth)
+	if extraConfig != "" {
+		raw, err := os.ReadFile(cfgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cfgPath, append(raw, extraConfig...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startGateway(t, s, logs, cfgPath, gw, ts)
 	return s, upstream, auditFile, "http://" + gw + "/mcp"
 }
 

@@ -93,6 +93,14 @@ type AuditEvent struct {
 	// key "rule") or of the rate limit (AuditRateLimited, key
 	// "rate_limit") that refused the request; not written otherwise.
 	Rule int
+	// ToolSHA256 is the digest of a listed tool definition (ToolDefinition)
+	// and PinnedSHA256 the digest pinned for its name, of the events
+	// EventToolUnpinned, EventToolDefinitionChanged and EventToolSuspicious
+	// (keys "tool_sha256", "pinned_sha256").
+	ToolSHA256, PinnedSHA256 string
+	// Pattern names the screening pattern of EventToolSuspicious (key
+	// "pattern"): a built-in name or "screening.patterns[i]".
+	Pattern string
 }
 
 // AuditFunc receives audit events. It is called from request goroutines
@@ -103,7 +111,8 @@ type AuditFunc func(AuditEvent)
 // "json" gives JSON lines (the lines log/slog's JSONHandler writes), "text"
 // logfmt-style key=value lines (through slog's TextHandler), with the keys
 // time, event, method, tool, id, session, sub, client_id, tenant,
-// args_sha256, result, error_code, rule (AuditDeniedByPolicy),
+// args_sha256, tool_sha256, pinned_sha256, pattern (tool definition
+// events), result, error_code, rule (AuditDeniedByPolicy),
 // rate_limit (AuditRateLimited), is_error, status, latency_ms. Each line
 // is one Write, and the Writes come one after the other.
 func AuditLog(w io.Writer, format string) AuditFunc {
@@ -135,7 +144,7 @@ func AuditLog(w io.Writer, format string) AuditFunc {
 // slogAudit writes each event as a record of h.
 func slogAudit(h slog.Handler, jsonLines bool) AuditFunc {
 	return func(e AuditEvent) {
-		var buf [16]slog.Attr // every attribute an event can have: no growth
+		var buf [20]slog.Attr // every attribute an event can have: no growth
 		attrs := append(buf[:0], slog.String("event", e.Event), slog.String("method", e.Method))
 		attrs = appendNonEmpty(attrs, "tool", e.Tool)
 		if e.RequestID != "" {
@@ -146,6 +155,9 @@ func slogAudit(h slog.Handler, jsonLines bool) AuditFunc {
 		attrs = appendNonEmpty(attrs, "client_id", e.ClientID)
 		attrs = appendNonEmpty(attrs, "tenant", e.Tenant)
 		attrs = appendNonEmpty(attrs, "args_sha256", e.ArgsSHA256)
+		attrs = appendNonEmpty(attrs, "tool_sha256", e.ToolSHA256)
+		attrs = appendNonEmpty(attrs, "pinned_sha256", e.PinnedSHA256)
+		attrs = appendNonEmpty(attrs, "pattern", e.Pattern)
 		attrs = append(attrs, slog.String("result", e.Result))
 		if e.Result == AuditRPCError {
 			attrs = append(attrs, slog.Int("error_code", e.ErrorCode))
@@ -202,6 +214,7 @@ func appendAuditJSON(b []byte, e AuditEvent) []byte {
 	}
 	for _, m := range [...]struct{ k, v string }{
 		{"session", e.Session}, {"sub", e.Subject}, {"client_id", e.ClientID}, {"tenant", e.Tenant}, {"args_sha256", e.ArgsSHA256},
+		{"tool_sha256", e.ToolSHA256}, {"pinned_sha256", e.PinnedSHA256}, {"pattern", e.Pattern},
 	} {
 		if m.v != "" {
 			b = appendJSONMember(b, m.k, m.v)

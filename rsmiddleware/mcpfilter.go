@@ -59,6 +59,17 @@ type MCPFilterConfig struct {
 	// with a request over a limit is answered 429 with Retry-After and a
 	// JSON-RPC error (ErrCodeRateLimited), audited AuditRateLimited.
 	RateLimits *toolpolicy.Limiter
+	// Pins, when set, offers only tools whose definitions are the approved
+	// ones of its file (docs/TOOLS.md): tools/list answers leave out the
+	// others (audited EventToolUnpinned or EventToolDefinitionChanged),
+	// and their calls are answered with ErrCodeToolAwaitsApproval,
+	// audited AuditAwaitingApproval, without reaching the handler.
+	Pins *ToolPins
+	// Screening, when set, matches the texts of listed tool definitions
+	// against instruction patterns (docs/TOOLS.md): a match is audited
+	// EventToolSuspicious and, with ScreenHide, the tool is left out of
+	// tools/list and its calls answered with ErrCodeToolWithheld.
+	Screening *Screening
 }
 
 // MCPFilter applies two things to the MCP Streamable HTTP exchanges of a
@@ -108,6 +119,8 @@ type MCPFilter struct {
 	log         *slog.Logger
 	policy      *toolpolicy.Engine
 	limits      *toolpolicy.Limiter
+	// guard: Pins and Screening; nil without either.
+	guard *toolGuard
 	// toolScopes lists every scope some tool needs beyond the base: a
 	// caller holding them all sees every tool, and tools/list answers are
 	// not parsed. resourceScopes and promptScopes are the same for
@@ -120,6 +133,9 @@ func NewMCPFilter(cfg MCPFilterConfig) *MCPFilter {
 	f := &MCPFilter{scopes: cfg.Scopes, audit: cfg.Audit, tenantClaim: cfg.TenantClaim,
 		maxBody: cfg.MaxBodyBytes, maxResp: cfg.MaxResponseBytes, now: cfg.Now, log: cfg.Logger,
 		policy: cfg.Policy, limits: cfg.RateLimits}
+	if cfg.Pins != nil || cfg.Screening != nil {
+		f.guard = &toolGuard{pins: cfg.Pins, screen: cfg.Screening, verdicts: map[[32]byte]seenTool{}}
+	}
 	if f.maxBody <= 0 {
 		f.maxBody = 4 << 20
 	}
@@ -458,6 +474,9 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 				f.refuseMismatch(w, r, p, start, body, reqs)
 				return
 			}
+			if f.guard != nil && !f.guardCalls(w, r, p, start, body, reqs, next) {
+				return
+			}
 			if (f.policy != nil || f.limits != nil) && len(reqs) > 0 {
 				caller = f.caller(r, p)
 				if !f.applyPolicy(w, r, p, caller, start, body, reqs) {
@@ -474,7 +493,7 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 				fw.byID[q.key] = q
 			}
 		}
-		if f.audit != nil && len(reqs) > 0 {
+		if f.audit != nil && (len(reqs) > 0 || f.guard != nil) {
 			fw.base = f.baseEvent(r, p, inboundToken(r.Context()), start)
 		}
 		fw.trim = f.trimsAnswer(r, reqs, p, caller)
@@ -670,7 +689,7 @@ func (f *MCPFilter) trimsAnswer(r *http.Request, reqs []*rpcRequest, p *Principa
 // trims reports whether some list answer may have to be cut for p: p
 // lacks a scope some entry needs, or a policy rule may hide entries.
 func (f *MCPFilter) trims(p *Principal) bool {
-	return f.policyLists() || len(p.MissingScopes(f.toolScopes)) > 0 ||
+	return f.guard != nil || f.policyLists() || len(p.MissingScopes(f.toolScopes)) > 0 ||
 		len(p.MissingScopes(f.resourceScopes)) > 0 ||
 		len(p.MissingScopes(f.promptScopes)) > 0
 }
@@ -1102,6 +1121,9 @@ func (fw *filterWriter) filterMessage(m []byte) ([]byte, bool) {
 		switch string(key) {
 		case "method":
 			isRequest = true
+			if fw.f.guard != nil && string(val) == `"notifications/tools/list_changed"` {
+				fw.f.guard.forget()
+			}
 		case "id":
 			rawID = val
 		case "result":
@@ -1150,7 +1172,7 @@ func (fw *filterWriter) filterMessage(m []byte) ([]byte, bool) {
 	if q != nil {
 		method = q.method
 	}
-	nr, changed := fw.f.trimResultFor(method, result, fw.p, fw.c)
+	nr, changed := fw.f.trimResultFor(method, result, fw.p, fw.c, fw)
 	if !changed {
 		return m, false
 	}

@@ -41,6 +41,10 @@ func (f *MCPFilter) visible(member string, p *Principal, c *toolpolicy.Caller) f
 	}
 	byScope := len(p.MissingScopes(union)) > 0
 	byPolicy := call != "" && f.policy.ListsFiltered(call)
+	if member == "tools" && f.guard != nil && !byScope && !byPolicy {
+		// Pins and Screening decide each entry (trimResultFor).
+		return func(map[string]json.RawMessage) bool { return true }
+	}
 	if !byScope && !byPolicy {
 		return nil
 	}
@@ -64,11 +68,13 @@ func (f *MCPFilter) visible(member string, p *Principal, c *toolpolicy.Caller) f
 // resumed stream) every list member present is cut. It reports whether the
 // result changed; a result it cannot read is left for the client to refuse.
 func (f *MCPFilter) trimResult(method string, result json.RawMessage, p *Principal) (json.RawMessage, bool) {
-	return f.trimResultFor(method, result, p, nil)
+	return f.trimResultFor(method, result, p, nil, nil)
 }
 
-// trimResultFor is trimResult with the policy's caller c (nil: made from p).
-func (f *MCPFilter) trimResultFor(method string, result json.RawMessage, p *Principal, c *toolpolicy.Caller) (json.RawMessage, bool) {
+// trimResultFor is trimResult with the policy's caller c (nil: made from p)
+// and the answer's writer fw, which audits the definitions Pins and
+// Screening decide (nil: not audited).
+func (f *MCPFilter) trimResultFor(method string, result json.RawMessage, p *Principal, c *toolpolicy.Caller, fw *filterWriter) (json.RawMessage, bool) {
 	var rules []struct {
 		member string
 		keep   func(map[string]json.RawMessage) bool
@@ -104,12 +110,37 @@ func (f *MCPFilter) trimResultFor(method string, result json.RawMessage, p *Prin
 			changed = true
 			continue
 		}
-		kept := make([]json.RawMessage, 0, len(entries))
+		// same: every entry is kept, and none names a member twice (its
+		// decoded members are as many as its raw ones), so the list goes
+		// on as sent; the result and the message around it are still
+		// re-encoded from their decoded members (changed), which collapses
+		// a repeated "tools" or "result" to the one checked.
+		same := true
+		keptFields := make([]map[string]json.RawMessage, 0, len(entries))
 		for _, e := range entries {
 			var fields map[string]json.RawMessage
 			if json.Unmarshal(e, &fields) != nil || !r.keep(fields) {
+				same = false
 				continue
 			}
+			if r.member == "tools" && f.guard != nil && !f.guardEntry(e, fields, fw) {
+				same = false
+				continue
+			}
+			if same {
+				n := 0
+				if objectFields(e, func(_, _ []byte) error { n++; return nil }) != nil || n != len(fields) {
+					same = false
+				}
+			}
+			keptFields = append(keptFields, fields)
+		}
+		if same {
+			changed = true
+			continue
+		}
+		kept := make([]json.RawMessage, 0, len(keptFields))
+		for _, fields := range keptFields {
 			// Re-encoded from the map: duplicate members collapse to the one
 			// the rule read, so the client cannot read another name.
 			ne, err := json.Marshal(fields)

@@ -65,10 +65,37 @@ type Config struct {
 	// Metrics serves the gateway's Prometheus metrics on a listener of
 	// its own; none when Metrics.Listen is empty.
 	Metrics MetricsConfig `yaml:"metrics"`
+	// Pins offers only tools whose definitions are approved in a file
+	// (docs/TOOLS.md).
+	Pins *PinsConfig `yaml:"pins"`
+	// Screening matches tool definitions against instruction patterns
+	// (docs/TOOLS.md).
+	Screening *ScreeningConfig `yaml:"screening"`
 
 	// policy and limits are Policy and RateLimits compiled by check.
 	policy *toolpolicy.Engine
 	limits *toolpolicy.Limiter
+	// pins and screening are Pins and Screening made by check.
+	pins      *rsmiddleware.ToolPins
+	screening *rsmiddleware.Screening
+}
+
+// PinsConfig names the pins file and its mode (rsmiddleware.ToolPins).
+type PinsConfig struct {
+	// File holds the approved tool definitions: tool name -> sha256 and
+	// definition, and the pending ones.
+	File string `yaml:"file"`
+	// Mode is enforce (the default) or learn (trust on first use).
+	Mode string `yaml:"mode"`
+}
+
+// ScreeningConfig configures the screening of tool definitions
+// (rsmiddleware.Screening).
+type ScreeningConfig struct {
+	// Action is hide (the default) or audit.
+	Action string `yaml:"action"`
+	// Patterns are regular expressions added to the built-in list.
+	Patterns []string `yaml:"patterns"`
 }
 
 // DPoPConfig configures DPoP at the gateway (rsmiddleware.DPoPConfig).
@@ -367,6 +394,16 @@ func (c *Config) check() error {
 	}
 	if c.limits, err = toolpolicy.NewLimiter(c.RateLimits, nil); err != nil {
 		return err
+	}
+	if p := c.Pins; p != nil {
+		if c.pins, err = rsmiddleware.NewToolPins(rsmiddleware.ToolPinsConfig{File: p.File, Mode: p.Mode}); err != nil {
+			return err
+		}
+	}
+	if s := c.Screening; s != nil {
+		if c.screening, err = rsmiddleware.NewScreening(rsmiddleware.ScreeningConfig{Action: s.Action, Patterns: s.Patterns}); err != nil {
+			return err
+		}
 	}
 	if c.Identity != nil {
 		if err := c.Identity.check(); err != nil {

@@ -39,6 +39,8 @@ type Gateway struct {
 	// auditDest is what the audit lines go through to audit.file when
 	// they are not chained, so that ReopenAudit can switch files.
 	auditDest *swapWriter
+	// stopPins ends the pins file's watch; nil without pins.
+	stopPins chan struct{}
 }
 
 // ChainPurpose is the HKDF info (RFC 5869 §3.2) under which the audit
@@ -61,6 +63,19 @@ func (s *swapWriter) set(w io.Writer) {
 	s.mu.Lock()
 	s.w = w
 	s.mu.Unlock()
+}
+
+// pinsPollInterval is how often a running gateway checks whether the pins
+// file changed.
+var pinsPollInterval = time.Second
+
+// ReloadPins reads the pins file again (SIGHUP); without pins it does
+// nothing. A file that cannot be parsed leaves the pins as they were.
+func (g *Gateway) ReloadPins() error {
+	if g.cfg.pins == nil {
+		return nil
+	}
+	return g.cfg.pins.Reload()
 }
 
 // Options are the parts of a Gateway that tests and the command choose.
@@ -151,8 +166,12 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	filter := rsmiddleware.NewMCPFilter(rsmiddleware.MCPFilterConfig{
 		Scopes: scopes, Audit: audit, TenantClaim: cfg.TenantClaim,
 		MaxBodyBytes: cfg.Limits.MaxRequestBytes, MaxResponseBytes: cfg.Limits.MaxResponseBytes, Logger: o.Logger,
-		Policy: cfg.policy, RateLimits: cfg.limits,
+		Policy: cfg.policy, RateLimits: cfg.limits, Pins: cfg.pins, Screening: cfg.screening,
 	})
+	if cfg.pins != nil {
+		g.stopPins = make(chan struct{})
+		go cfg.pins.Watch(pinsPollInterval, g.stopPins)
+	}
 	// DPoP-bound tokens are accepted by default (RFC 9449 §7): a client
 	// that sent a proof to the AS holds one, and refusing the scheme would
 	// lock it out. dpop.required refuses other tokens.
@@ -318,6 +337,10 @@ func (g *Gateway) ReopenAudit() error {
 
 // Close releases the audit file.
 func (g *Gateway) Close() error {
+	if g.stopPins != nil {
+		close(g.stopPins)
+		g.stopPins = nil
+	}
 	if g.audit != nil {
 		return g.audit.Close()
 	}

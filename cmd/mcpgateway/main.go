@@ -19,6 +19,8 @@
 // checks the chain of the audit lines (audit.chain_key) of a file or of a
 // rotated series, oldest first.
 //
+//	mcpgateway pins list|diff NAME|approve NAME...|approve --all --config FILE
+//
 // The configuration keys are documented in docs/GATEWAY.md.
 package main
 
@@ -47,6 +49,9 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "audit" {
 		return auditCommand(args[1:], os.LookupEnv, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "pins" {
+		return runPins(args[1:], os.LookupEnv, stdout)
 	}
 	fs := flag.NewFlagSet("mcpgateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -82,10 +87,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("mcpgateway: listening", "addr", ln.Addr().String(), "resource", cfg.Resource, "upstream", cfg.Upstream)
-
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP reopens audit.file and rereads the pins file; set before the
+	// gateway says it listens, so a SIGHUP after that line never ends the
+	// process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+			}
+			if err := g.ReopenAudit(); err != nil {
+				logger.Error("mcpgateway: reopening the audit file", "err", err)
+			}
+			if err := g.ReloadPins(); err != nil {
+				logger.Warn("mcpgateway: pins file not reloaded; the previous pins stay", "error", err)
+			} else if cfg.Pins != nil {
+				logger.Info("mcpgateway: pins file reloaded", "file", cfg.Pins.File)
+			}
+		}
+	}()
+	logger.Info("mcpgateway: listening", "addr", ln.Addr().String(), "resource", cfg.Resource, "upstream", cfg.Upstream)
+
 	errc := make(chan error, 2)
 	if h := g.MetricsHandler(); h != nil {
 		mln, err := net.Listen("tcp", cfg.Metrics.Listen)
@@ -103,16 +131,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}()
 	}
 	go func() { errc <- srv.Serve(ln) }()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go func() {
-		for range hup {
-			if err := g.ReopenAudit(); err != nil {
-				logger.Error("mcpgateway: reopening the audit file", "err", err)
-			}
-		}
-	}()
 	select {
 	case err := <-errc:
 		return err
