@@ -10,7 +10,12 @@ import (
 	"os"
 	"strings"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcpauth/mcpauth/dpop"
+	"github.com/mcpauth/mcpauth/internal/tracing"
 	"github.com/mcpauth/mcpauth/metadata"
 )
 
@@ -58,6 +63,12 @@ type MiddlewareConfig struct {
 	// BearerOnly refuses the DPoP scheme when DPoP is nil, as before
 	// DPoP-bound tokens were accepted by default.
 	BearerOnly bool
+	// TracerProvider starts the OpenTelemetry spans: a server span per
+	// request that has none yet (continuing the caller's W3C traceparent),
+	// and a span of the token's verification. Nil: the global provider
+	// (otel.GetTracerProvider), which records nothing until a program sets
+	// one.
+	TracerProvider trace.TracerProvider
 }
 
 // resourceNamer is a TokenVerifier that names its resource URI.
@@ -73,6 +84,8 @@ type Middleware struct {
 	denied  func(*http.Request, *Principal, []byte)
 	refused func(*http.Request, *Principal, int)
 	dpop    *DPoP
+	tracer  trace.Tracer
+	serve   func(next http.Handler) http.Handler
 }
 
 // ResourceMetadataURL returns the path-inserted RFC 9728 §3.1 URL of the
@@ -107,6 +120,23 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 	}
 	if m.log == nil {
 		m.log = slog.Default()
+	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	m.tracer = tracing.Tracer(tp)
+	if tracing.Enabled(tp) {
+		m.serve = func(next http.Handler) http.Handler {
+			spanned := tracing.Handler(tp, next, tracing.HandlerConfig{})
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if trace.SpanContextFromContext(r.Context()).IsValid() {
+					next.ServeHTTP(w, r) // a server span of the caller's
+					return
+				}
+				spanned.ServeHTTP(w, r)
+			})
+		}
 	}
 	return m, nil
 }
@@ -147,6 +177,14 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 // in the request context, the Authorization header is removed, and the body
 // is intact for next.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	h := m.wrap(next)
+	if m.serve != nil {
+		return m.serve(h)
+	}
+	return h
+}
+
+func (m *Middleware) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if IsPreflight(r) {
 			next.ServeHTTP(w, r)
@@ -179,9 +217,11 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			m.challenge(w, r, m.scopes.Base, ErrCodeInvalidRequest, "malformed Authorization header")
 			return
 		}
-		p, err := m.v.Verify(r.Context(), token)
+		vctx, span := m.tracer.Start(r.Context(), "verify token")
+		p, err := m.v.Verify(vctx, token)
 		if err == nil {
-			err = m.dpop.Check(r.Context(), r, scheme, token, p)
+			err = m.dpop.Check(vctx, r, scheme, token, p)
+			endVerify(span, err)
 			var de *DPoPError
 			if errors.As(err, &de) {
 				m.log.Debug("rsmiddleware: DPoP refused", "err", err)
@@ -191,6 +231,8 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 				m.forScheme(de.Scheme).challenge(w, r, m.scopes.Base, de.Code, de.Description)
 				return
 			}
+		} else {
+			endVerify(span, err)
 		}
 		if err != nil {
 			if errors.Is(err, ErrUnavailable) {
@@ -455,4 +497,17 @@ func (m schemed) challenge(w http.ResponseWriter, r *http.Request, scopes []stri
 	}
 	bearer.Error, bearer.Description = code, desc
 	writeChallenges(w, r, bearer, dp)
+}
+
+// endVerify ends the span of a token's verification, an error status
+// naming the refusal's kind only (never the token or the cause's text).
+func endVerify(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		msg := "token refused"
+		if errors.Is(err, ErrUnavailable) {
+			msg = "authorization server unavailable"
+		}
+		span.SetStatus(codes.Error, msg)
+	}
+	span.End()
 }

@@ -19,6 +19,10 @@
 // checks the chain of the audit lines (audit.chain_key) of a file or of a
 // rotated series, oldest first.
 //
+// Traces go to an OpenTelemetry collector when OTEL_EXPORTER_OTLP_ENDPOINT
+// (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set; the other standard
+// OTEL_* variables apply (internal/otelsetup).
+//
 // The configuration keys are documented in docs/GATEWAY.md.
 package main
 
@@ -35,6 +39,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/mcpauth/mcpauth/internal/otelsetup"
 )
 
 func main() {
@@ -72,7 +78,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	g, err := NewGateway(cfg, Options{Logger: logger})
+	tp, err := otelsetup.New(ctx, "mcpgateway", os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The spans still buffered are exported before the exit.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(sctx); err != nil {
+			logger.Warn("mcpgateway: exporting the last spans", "err", err)
+		}
+	}()
+	g, err := NewGateway(cfg, Options{Logger: logger, TracerProvider: tp.TracerProvider})
 	if err != nil {
 		return err
 	}
