@@ -133,6 +133,13 @@ type stack struct {
 // upstream's, with the clients of the tests, and returns its issuer.
 func startAS(t testing.TB, resource, upRes string) string {
 	t.Helper()
+	return startASWith(t, resource, upRes, nil)
+}
+
+// startASWith is startAS with the AS's handler passed through wrap (nil:
+// as it is).
+func startASWith(t testing.TB, resource, upRes string, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
 	asSrv := httptest.NewUnstartedServer(nil)
 	issuer := "http://" + asSrv.Listener.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -156,6 +163,9 @@ func startAS(t testing.TB, resource, upRes string) string {
 		t.Fatal(err)
 	}
 	asSrv.Config.Handler = srv.Handler()
+	if wrap != nil {
+		asSrv.Config.Handler = wrap(srv.Handler())
+	}
 	asSrv.Start()
 	t.Cleanup(func() { asSrv.Close(); cancel() })
 	return issuer
