@@ -121,7 +121,7 @@ type MCPFilter struct {
 	log         *slog.Logger
 	policy      *toolpolicy.Engine
 	limits      *toolpolicy.Limiter
-	tracer      trace.Tracer
+	tracer      trace.Tracer // nil: the no-op provider
 	// toolScopes lists every scope some tool needs beyond the base: a
 	// caller holding them all sees every tool, and tools/list answers are
 	// not parsed. resourceScopes and promptScopes are the same for
@@ -138,7 +138,9 @@ func NewMCPFilter(cfg MCPFilterConfig) *MCPFilter {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	f.tracer = tracing.Tracer(tp)
+	if tracing.Enabled(tp) {
+		f.tracer = tp.Tracer(tracing.ScopeName)
+	}
 	if f.maxBody <= 0 {
 		f.maxBody = 4 << 20
 	}
@@ -482,7 +484,10 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 			}
 			if (f.policy != nil || f.limits != nil) && len(reqs) > 0 {
 				caller = f.caller(r, p)
-				_, span := f.tracer.Start(r.Context(), "policy")
+				span := trace.Span(noopSpan)
+				if f.tracer != nil {
+					_, span = f.tracer.Start(r.Context(), "policy")
+				}
 				allowed := f.applyPolicy(w, r, p, caller, start, body, reqs)
 				if !allowed && span.IsRecording() {
 					span.SetStatus(codes.Error, "denied")

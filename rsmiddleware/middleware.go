@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/mcpauth/mcpauth/dpop"
 	"github.com/mcpauth/mcpauth/internal/tracing"
@@ -84,7 +85,7 @@ type Middleware struct {
 	denied  func(*http.Request, *Principal, []byte)
 	refused func(*http.Request, *Principal, int)
 	dpop    *DPoP
-	tracer  trace.Tracer
+	tracer  trace.Tracer // nil: the no-op provider
 	serve   func(next http.Handler) http.Handler
 }
 
@@ -125,8 +126,8 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	m.tracer = tracing.Tracer(tp)
 	if tracing.Enabled(tp) {
+		m.tracer = tp.Tracer(tracing.ScopeName)
 		m.serve = func(next http.Handler) http.Handler {
 			spanned := tracing.Handler(tp, next, tracing.HandlerConfig{})
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -217,7 +218,10 @@ func (m *Middleware) wrap(next http.Handler) http.Handler {
 			m.challenge(w, r, m.scopes.Base, ErrCodeInvalidRequest, "malformed Authorization header")
 			return
 		}
-		vctx, span := m.tracer.Start(r.Context(), "verify token")
+		vctx, span := r.Context(), trace.Span(noopSpan)
+		if m.tracer != nil {
+			vctx, span = m.tracer.Start(vctx, "verify token")
+		}
 		p, err := m.v.Verify(vctx, token)
 		if err == nil {
 			err = m.dpop.Check(vctx, r, scheme, token, p)
@@ -511,3 +515,6 @@ func endVerify(span trace.Span, err error) {
 	}
 	span.End()
 }
+
+// noopSpan stands for the spans not started when tracing is off.
+var noopSpan = noop.Span{}
