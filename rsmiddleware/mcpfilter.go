@@ -15,7 +15,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -121,7 +120,7 @@ type MCPFilter struct {
 	log         *slog.Logger
 	policy      *toolpolicy.Engine
 	limits      *toolpolicy.Limiter
-	tracer      trace.Tracer // nil: the no-op provider
+	traces      traces
 	// toolScopes lists every scope some tool needs beyond the base: a
 	// caller holding them all sees every tool, and tools/list answers are
 	// not parsed. resourceScopes and promptScopes are the same for
@@ -134,13 +133,7 @@ func NewMCPFilter(cfg MCPFilterConfig) *MCPFilter {
 	f := &MCPFilter{scopes: cfg.Scopes, audit: cfg.Audit, tenantClaim: cfg.TenantClaim,
 		maxBody: cfg.MaxBodyBytes, maxResp: cfg.MaxResponseBytes, now: cfg.Now, log: cfg.Logger,
 		policy: cfg.Policy, limits: cfg.RateLimits}
-	tp := cfg.TracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	if tracing.Enabled(tp) {
-		f.tracer = tp.Tracer(tracing.ScopeName)
-	}
+	f.traces = newTraces(cfg.TracerProvider)
 	if f.maxBody <= 0 {
 		f.maxBody = 4 << 20
 	}
@@ -484,10 +477,7 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 			}
 			if (f.policy != nil || f.limits != nil) && len(reqs) > 0 {
 				caller = f.caller(r, p)
-				span := trace.Span(noopSpan)
-				if f.tracer != nil {
-					_, span = f.tracer.Start(r.Context(), "policy")
-				}
+				_, span := f.traces.start(r.Context(), "policy")
 				allowed := f.applyPolicy(w, r, p, caller, start, body, reqs)
 				if !allowed && span.IsRecording() {
 					span.SetStatus(codes.Error, "denied")

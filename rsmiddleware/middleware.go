@@ -2,6 +2,7 @@ package rsmiddleware
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -10,7 +11,6 @@ import (
 	"os"
 	"strings"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -85,8 +85,7 @@ type Middleware struct {
 	denied  func(*http.Request, *Principal, []byte)
 	refused func(*http.Request, *Principal, int)
 	dpop    *DPoP
-	tracer  trace.Tracer // nil: the no-op provider
-	serve   func(next http.Handler) http.Handler
+	traces  traces
 }
 
 // ResourceMetadataURL returns the path-inserted RFC 9728 §3.1 URL of the
@@ -122,23 +121,7 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 	if m.log == nil {
 		m.log = slog.Default()
 	}
-	tp := cfg.TracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	if tracing.Enabled(tp) {
-		m.tracer = tp.Tracer(tracing.ScopeName)
-		m.serve = func(next http.Handler) http.Handler {
-			spanned := tracing.Handler(tp, next, tracing.HandlerConfig{})
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if trace.SpanContextFromContext(r.Context()).IsValid() {
-					next.ServeHTTP(w, r) // a server span of the caller's
-					return
-				}
-				spanned.ServeHTTP(w, r)
-			})
-		}
-	}
+	m.traces = newTraces(cfg.TracerProvider)
 	return m, nil
 }
 
@@ -179,10 +162,17 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 // is intact for next.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	h := m.wrap(next)
-	if m.serve != nil {
-		return m.serve(h)
+	if m.traces.off() {
+		return h
 	}
-	return h
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tp := m.traces.provider()
+		if tp == nil || trace.SpanContextFromContext(r.Context()).IsValid() {
+			h.ServeHTTP(w, r) // no tracing, or a server span of the caller's
+			return
+		}
+		tracing.ServeSpan(tp, w, r, h, tracing.HandlerConfig{})
+	})
 }
 
 func (m *Middleware) wrap(next http.Handler) http.Handler {
@@ -218,10 +208,7 @@ func (m *Middleware) wrap(next http.Handler) http.Handler {
 			m.challenge(w, r, m.scopes.Base, ErrCodeInvalidRequest, "malformed Authorization header")
 			return
 		}
-		vctx, span := r.Context(), trace.Span(noopSpan)
-		if m.tracer != nil {
-			vctx, span = m.tracer.Start(vctx, "verify token")
-		}
+		vctx, span := m.traces.start(r.Context(), "verify token")
 		p, err := m.v.Verify(vctx, token)
 		if err == nil {
 			err = m.dpop.Check(vctx, r, scheme, token, p)
@@ -516,5 +503,49 @@ func endVerify(span trace.Span, err error) {
 	span.End()
 }
 
+// traces is the TracerProvider option of the Middleware and MCPFilter: an
+// explicit provider (nil when it is the no-op one), or the global one,
+// looked up per request so that a program may set it after building them.
+type traces struct {
+	tp     trace.TracerProvider
+	tracer trace.Tracer
+	global bool
+}
+
+func newTraces(tp trace.TracerProvider) traces {
+	if tp == nil {
+		return traces{global: true}
+	}
+	if !tracing.Enabled(tp) {
+		return traces{}
+	}
+	return traces{tp: tp, tracer: tp.Tracer(tracing.ScopeName)}
+}
+
+// off reports that no span is ever started.
+func (t traces) off() bool { return t.tp == nil && !t.global }
+
+// provider returns the provider of this request; nil: none records.
+func (t traces) provider() trace.TracerProvider {
+	if t.global {
+		return tracing.Global()
+	}
+	return t.tp
+}
+
+// start starts a span named name under ctx's; without a provider it
+// returns ctx and a no-op span, allocating nothing.
+func (t traces) start(ctx context.Context, name string) (context.Context, trace.Span) {
+	if t.tracer != nil {
+		return t.tracer.Start(ctx, name)
+	}
+	if t.global {
+		if tp := tracing.Global(); tp != nil {
+			return tp.Tracer(tracing.ScopeName).Start(ctx, name)
+		}
+	}
+	return ctx, noopSpan
+}
+
 // noopSpan stands for the spans not started when tracing is off.
-var noopSpan = noop.Span{}
+var noopSpan trace.Span = noop.Span{}

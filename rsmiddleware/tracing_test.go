@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/mcpauth/mcpauth/toolpolicy"
 )
@@ -158,5 +160,35 @@ func TestAuditLogWritesTheTraceIDs(t *testing.T) {
 	AuditLog(&fast, "json")(e)
 	if strings.Contains(fast.String(), "trace_id") {
 		t.Fatalf("ids without a span: %s", fast.String())
+	}
+}
+
+// Without a TracerProvider the Middleware uses the global one, looked up
+// per request: nothing before a program sets it, spans after.
+func TestMiddlewareDefaultsToTheGlobalProvider(t *testing.T) {
+	ks := newKeyServer(t)
+	prm, _ := ResourceMetadataURL(testResource)
+	mw, err := NewMiddleware(MiddlewareConfig{Verifier: ks.verifier(t, nil), ResourceMetadataURL: prm,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen trace.SpanContext
+	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = trace.SpanContextFromContext(r.Context()) }))
+	call := func() {
+		r := httptest.NewRequest(http.MethodGet, "/mcp", nil)
+		r.Header.Set("Authorization", "Bearer "+ks.mint(ks.claims()))
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	call()
+	if seen.IsValid() {
+		t.Fatal("a span before any provider was set")
+	}
+	exp := tracetest.NewInMemoryExporter()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)))
+	t.Cleanup(func() { otel.SetTracerProvider(noop.NewTracerProvider()) })
+	call()
+	if !seen.IsValid() || len(exp.GetSpans()) < 2 {
+		t.Fatalf("spans after the global provider was set: %v", exp.GetSpans())
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -68,7 +69,16 @@ func Handler(tp trace.TracerProvider, h http.Handler, cfg HandlerConfig) http.Ha
 		return h
 	}
 	tr := tp.Tracer(ScopeName)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serveSpan(tr, cfg, w, r, h) })
+}
+
+// ServeSpan serves r with h under a server span of tp, as Handler does.
+func ServeSpan(tp trace.TracerProvider, w http.ResponseWriter, r *http.Request, h http.Handler, cfg HandlerConfig) {
+	serveSpan(tp.Tracer(ScopeName), cfg, w, r, h)
+}
+
+func serveSpan(tr trace.Tracer, cfg HandlerConfig, w http.ResponseWriter, r *http.Request, h http.Handler) {
+	{
 		ctx := r.Context()
 		if _, ok := r.Header["Traceparent"]; ok || cfg.Carrier == nil {
 			ctx = Propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
@@ -94,7 +104,22 @@ func Handler(tp trace.TracerProvider, h http.Handler, cfg HandlerConfig) http.Ha
 			span.End()
 		}()
 		h.ServeHTTP(rw, r.WithContext(ctx))
-	})
+	}
+}
+
+// defaultGlobal is the global provider before any program sets one: a
+// delegate that records nothing.
+var defaultGlobal = otel.GetTracerProvider()
+
+// Global returns the global TracerProvider (otel.SetTracerProvider), or
+// nil while no program has set one, so that a library defaulting to the
+// global provider costs nothing until then.
+func Global() trace.TracerProvider {
+	tp := otel.GetTracerProvider()
+	if tp == defaultGlobal || !Enabled(tp) {
+		return nil
+	}
+	return tp
 }
 
 // ServerAttributes are the HTTP server span attributes of r: method, path,
