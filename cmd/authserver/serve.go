@@ -573,14 +573,7 @@ func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	defer func() {
-		// The spans still buffered are exported before the exit.
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tp.Shutdown(sctx); err != nil {
-			log.Warn("exporting the last spans", "err", err)
-		}
-	}()
+	defer tp.Flush(log) // the spans still buffered are exported at the exit
 	if tracing.Enabled(tp.TracerProvider) {
 		log = slog.New(tracing.LogHandler(log.Handler()))
 	}

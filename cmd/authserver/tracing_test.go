@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
@@ -40,26 +39,7 @@ func TestServeTracesRequestsAndLogsTheirIDs(t *testing.T) {
 		}
 		return "", false
 	}
-	logs := &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"--config", cfg, "serve"}, env{stdout: io.Discard, stderr: logs, lookup: lookup})
-	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(issuer + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not start:\n%s", logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	logs, stop := serveInProcess(t, cfg, issuer, lookup)
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	form := url.Values{"grant_type": {"client_credentials"}, "scope": {"mcp:tools"}}
 	req, _ := http.NewRequest(http.MethodPost, issuer+"/token?probe=query-value-never-in-a-span", strings.NewReader(form.Encode()))
@@ -78,10 +58,7 @@ func TestServeTracesRequestsAndLogsTheirIDs(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &tr) != nil || tr.AccessToken == "" {
 		t.Fatalf("token: %d %s", resp.StatusCode, body)
 	}
-	cancel()
-	if code := <-done; code != 0 {
-		t.Fatalf("serve exited %d:\n%s", code, logs)
-	}
+	stop()
 	// Exported at exit, without waiting for the batch delay.
 	spans := rc.Spans()
 	var server *otlptest.Span

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpauth/mcpauth/as"
 	"github.com/mcpauth/mcpauth/internal/syncbuf"
@@ -182,6 +183,15 @@ func newStack(t testing.TB, jsonResponse bool, configText string) *stack {
 
 	s.issuer = startAS(t, s.resource, upRes)
 
+	s.startGateway(t, gw, configText, upRes, nil)
+	return s
+}
+
+// startGateway starts on gw a gateway whose configuration is configText
+// with ISSUER, RESOURCE and UPSTREAM (upRes) substituted, its spans going
+// to tp (nil: none).
+func (s *stack) startGateway(t testing.TB, gw *httptest.Server, configText, upRes string, tp trace.TracerProvider) {
+	t.Helper()
 	text := strings.NewReplacer("ISSUER", s.issuer, "RESOURCE", s.resource, "UPSTREAM", upRes).Replace(configText)
 	cfg, err := ParseConfig([]byte(text), func(k string) (string, bool) {
 		if k == "GW_SECRET" {
@@ -193,7 +203,7 @@ func newStack(t testing.TB, jsonResponse bool, configText string) *stack {
 		t.Fatal(err)
 	}
 	s.cfg = cfg
-	g, err := NewGateway(cfg, Options{Logger: slog.New(slog.DiscardHandler), AuditWriter: s.audit})
+	g, err := NewGateway(cfg, Options{Logger: slog.New(slog.DiscardHandler), AuditWriter: s.audit, TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +216,6 @@ func newStack(t testing.TB, jsonResponse bool, configText string) *stack {
 	pprof.Do(context.Background(), pprof.Labels("proc", "gateway"), func(context.Context) { gw.Start() })
 	t.Cleanup(gw.Close)
 	s.gw = gw
-	return s
 }
 
 const baseConfig = `

@@ -82,14 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		// The spans still buffered are exported before the exit.
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tp.Shutdown(sctx); err != nil {
-			logger.Warn("mcpgateway: exporting the last spans", "err", err)
-		}
-	}()
+	defer tp.Flush(logger) // the spans still buffered are exported at the exit
 	g, err := NewGateway(cfg, Options{Logger: logger, TracerProvider: tp.TracerProvider})
 	if err != nil {
 		return err

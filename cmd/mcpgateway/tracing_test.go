@@ -100,27 +100,7 @@ func newTracedStack(t *testing.T, configText string) *tracedStack {
 	upSrv.Start()
 	t.Cleanup(upSrv.Close)
 
-	text := strings.NewReplacer("ISSUER", s.issuer, "RESOURCE", s.resource, "UPSTREAM", upRes).Replace(configText)
-	cfg, err := ParseConfig([]byte(text), func(k string) (string, bool) {
-		if k == "GW_SECRET" {
-			return gwSecret, true
-		}
-		return "", false
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.cfg = cfg
-	g, err := NewGateway(cfg, Options{Logger: slog.New(slog.DiscardHandler), AuditWriter: s.audit, TracerProvider: provider("mcpgateway")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.g = g
-	gw.Config = g.Server()
-	gw.Config.Addr = ""
-	gw.Start()
-	t.Cleanup(gw.Close)
-	s.gw = gw
+	s.startGateway(t, gw, configText, upRes, provider("mcpgateway"))
 	return ts
 }
 

@@ -20,7 +20,9 @@ package otelsetup
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -96,3 +98,13 @@ func New(ctx context.Context, service string, lookup func(string) (string, bool)
 }
 
 func serviceName(s string) attribute.KeyValue { return attribute.String("service.name", s) }
+
+// Flush exports the spans still buffered and stops the exporter, within
+// 5 s, logging a failure to log: what a command defers at its exit.
+func (p Provider) Flush(log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		log.Warn("exporting the last spans", "err", err)
+	}
+}
