@@ -10,9 +10,10 @@
 //     http/protobuf (the default) or grpc.
 //   - OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES: the resource.
 //   - OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG: the sampler (default
-//     parentbased_always_on).
+//     parentbased_always_on), read by the SDK from the process
+//     environment.
 //   - OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _INSECURE, _CERTIFICATE, ...:
-//     read by the exporters themselves.
+//     read by the exporters themselves from the process environment.
 //
 // An OTEL_SDK_DISABLED of true turns tracing off as well.
 package otelsetup

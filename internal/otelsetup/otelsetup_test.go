@@ -122,3 +122,26 @@ func contains(s []string, v string) bool {
 	}
 	return false
 }
+
+// OTEL_TRACES_SAMPLER (read by the SDK from the process environment)
+// decides which spans are exported: always_off exports none.
+func TestSamplerFromTheEnvironment(t *testing.T) {
+	rc := otlptest.New(t)
+	t.Setenv("OTEL_TRACES_SAMPLER", "always_off")
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rc.URL()}
+	p, err := New(context.Background(), "svc", lookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := p.Tracer("test").Start(context.Background(), "dropped")
+	if span.IsRecording() {
+		t.Error("always_off records")
+	}
+	span.End()
+	if err := p.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := rc.Spans(); len(s) != 0 {
+		t.Fatalf("exported %d spans", len(s))
+	}
+}
