@@ -180,12 +180,12 @@ func gatewayConfig(t *testing.T, s *launch.Stack, gw, ts, auditFile string, with
 
 // startGateway runs the gateway binary with configPath; the function it
 // returns kills it.
-func startGateway(t *testing.T, s *launch.Stack, logs *lockedBuffer, configPath, gw, ts string) (kill func()) {
+func startGateway(t *testing.T, s *launch.Stack, logs *lockedBuffer, configPath, gw, ts string, env ...string) (kill func()) {
 	t.Helper()
-	return startProcess(t, logs, "mcpgateway: listening", []string{
+	return startProcess(t, logs, "mcpgateway: listening", append([]string{
 		"MCPGATEWAY_CLIENT_SECRET=" + s.Env["MCPGATEWAY_CLIENT_SECRET"],
 		"MCPGATEWAY_LISTEN=" + gw, "MCPGATEWAY_UPSTREAM=http://" + ts + "/mcp", "MCPGATEWAY_ISSUER_INTERNAL=",
-	}, gatewayBinary(t), "--config", configPath)
+	}, env...), gatewayBinary(t), "--config", configPath)
 }
 
 // startGatewayStack starts the TypeScript MCP server (answering in JSON
@@ -197,10 +197,17 @@ func startGateway(t *testing.T, s *launch.Stack, logs *lockedBuffer, configPath,
 // gateway's and the server's output is logged when t fails.
 func startGatewayStack(t *testing.T, withUpstreamAuth bool, serverEnv ...string) (*launch.Stack, *tsServer, string, string) {
 	t.Helper()
+	return startGatewayStackEnv(t, withUpstreamAuth, nil, serverEnv...)
+}
+
+// startGatewayStackEnv is startGatewayStack with env added to the
+// environment of the AS's stack and of the gateway.
+func startGatewayStackEnv(t *testing.T, withUpstreamAuth bool, env []string, serverEnv ...string) (*launch.Stack, *tsServer, string, string) {
+	t.Helper()
 	logs := &lockedBuffer{}
 	gw, ts := freeport.Addr(t), freeport.Addr(t)
 	upstream := startTSServer(t, logs, ts, withUpstreamAuth, serverEnv...)
-	s := startStack(t, stackOptions{editConfig: func(c string) string {
+	s := startStack(t, stackOptions{extraEnv: env, editConfig: func(c string) string {
 		return strings.NewReplacer(gatewayAddr, gw, tsServerAddr, ts).Replace(c)
 	}})
 	t.Cleanup(func() {
@@ -209,7 +216,7 @@ func startGatewayStack(t *testing.T, withUpstreamAuth bool, serverEnv ...string)
 		}
 	})
 	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
-	startGateway(t, s, logs, gatewayConfig(t, s, gw, ts, auditFile, withUpstreamAuth), gw, ts)
+	startGateway(t, s, logs, gatewayConfig(t, s, gw, ts, auditFile, withUpstreamAuth), gw, ts, env...)
 	return s, upstream, auditFile, "http://" + gw + "/mcp"
 }
 
