@@ -115,12 +115,22 @@ type seenRequest struct {
 	Method        string `json:"method"`
 	Session       string `json:"session"`
 	Authorization string `json:"authorization"`
+	Traceparent   string `json:"traceparent"`
 }
 
 func (s *tsServer) seen(t *testing.T) []seenRequest {
 	t.Helper()
 	var out []seenRequest
 	getJSON(t, strings.TrimSuffix(s.url, "/mcp")+"/_seen", &out)
+	return out
+}
+
+// traces returns the params._meta.traceparent of every echo call, as the
+// TypeScript SDK handed it to the tool.
+func (s *tsServer) traces(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	getJSON(t, strings.TrimSuffix(s.url, "/mcp")+"/_traces", &out)
 	return out
 }
 

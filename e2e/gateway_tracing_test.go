@@ -18,13 +18,13 @@ import (
 // The mcpgateway and authserver commands, given OTEL_EXPORTER_OTLP_ENDPOINT,
 // export the spans of a tool call made through the gateway (with the token
 // exchange) to a TypeScript MCP server: the gateway's request, its hop
-// upstream (whose trace context the TypeScript SDK accepts in
-// params._meta), and the AS's span of the exchange under the gateway's
+// upstream (whose trace context reaches the server in the traceparent
+// header and, through the TypeScript SDK, in params._meta), and the AS's span of the exchange under the gateway's
 // call; no span holds the password, a token or an argument's value.
 func TestGatewayAndASExportTheirSpans(t *testing.T) {
 	rc := otlptest.New(t)
 	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rc.URL(), "OTEL_BSP_SCHEDULE_DELAY=50"}
-	_, _, _, resource := startGatewayStackEnv(t, true, env)
+	_, upstream, _, resource := startGatewayStackEnv(t, true, env)
 
 	redirect := loopbackRedirect(t)
 	tokens := &tokenSources{}
@@ -79,6 +79,19 @@ func TestGatewayAndASExportTheirSpans(t *testing.T) {
 	})
 	if hop.Attrs["http.response.status_code"] != "200" || call.Attrs["http.response.status_code"] != "200" {
 		t.Errorf("statuses: call %v, hop %v", call.Attrs, hop.Attrs)
+	}
+	// The hop's context reached the server in the header and, through the
+	// TypeScript SDK, in params._meta.
+	want := "00-" + hop.TraceID + "-" + hop.SpanID + "-01"
+	if tr := upstream.traces(t); len(tr) != 1 || tr[0] != want {
+		t.Errorf("the tool got params._meta.traceparent %q, want %q", tr, want)
+	}
+	header := false
+	for _, r := range upstream.seen(t) {
+		header = header || r.Traceparent == want
+	}
+	if !header {
+		t.Errorf("no request to the server had the traceparent header %s", want)
 	}
 	secrets := []string{demoPassword, argument}
 	for _, tok := range tokens.all() {
