@@ -176,6 +176,12 @@ func startASWith(t testing.TB, resource, upRes string, wrap func(http.Handler) h
 // is configText with ISSUER, RESOURCE and UPSTREAM substituted.
 func newStack(t testing.TB, jsonResponse bool, configText string) *stack {
 	t.Helper()
+	return newStackTraced(t, jsonResponse, configText, nil)
+}
+
+// newStackTraced is newStack with the gateway's spans going to tp.
+func newStackTraced(t testing.TB, jsonResponse bool, configText string, tp trace.TracerProvider) *stack {
+	t.Helper()
 	s := &stack{up: newUpstream(t, jsonResponse), audit: &syncBuffer{}}
 	gw := httptest.NewUnstartedServer(nil)
 	s.resource = "http://" + gw.Listener.Addr().String() + "/mcp"
@@ -183,7 +189,7 @@ func newStack(t testing.TB, jsonResponse bool, configText string) *stack {
 
 	s.issuer = startAS(t, s.resource, upRes)
 
-	s.startGateway(t, gw, configText, upRes, nil)
+	s.startGateway(t, gw, configText, upRes, tp)
 	return s
 }
 

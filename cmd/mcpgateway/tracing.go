@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpauth/mcpauth/internal/tracing"
 )
@@ -24,7 +25,11 @@ func metaCarrier(path string, limit int64, timeout time.Duration) func(w http.Re
 			return nil
 		}
 		orig := r.Body
-		b, err := io.ReadAll(http.MaxBytesReader(w, bodyDeadline(w, r, timeout), limit))
+		// The declared length in one buffer (net/http's reader ends the
+		// body there).
+		b := make([]byte, r.ContentLength)
+		n, err := io.ReadFull(bodyDeadline(w, r, timeout), b)
+		b = b[:n] // a short body's error is the endpoint's to answer
 		r.Body = &replayBody{Reader: bytes.NewReader(b), err: err, closer: orig}
 		if err != nil {
 			return nil
@@ -58,7 +63,8 @@ func readMeta(body []byte) propagation.TextMapCarrier {
 			Meta map[string]json.RawMessage `json:"_meta"`
 		} `json:"params"`
 	}
-	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &m) != nil {
+	// Most bodies carry none: they are not parsed.
+	if len(body) == 0 || body[0] != '{' || !bytes.Contains(body, []byte(`"traceparent"`)) || json.Unmarshal(body, &m) != nil {
 		return nil
 	}
 	c := propagation.MapCarrier{}
@@ -77,9 +83,13 @@ func readMeta(body []byte) propagation.TextMapCarrier {
 // injectMeta returns body, a single JSON-RPC request or notification, with
 // the trace context of ctx in params._meta.traceparent and tracestate (the
 // fields MCP defines for it), and true; body and false when it is no such
-// message or ctx has no span. Other members keep their values byte for
-// byte (their order and white space may change).
+// message or ctx has no sampled span (the traceparent header carries an
+// unsampled one, and the body is not rewritten for it). Other members keep
+// their values byte for byte (their order and white space may change).
 func injectMeta(ctx context.Context, body []byte) ([]byte, bool) {
+	if !trace.SpanContextFromContext(ctx).IsSampled() {
+		return body, false
+	}
 	fields := propagation.MapCarrier{}
 	tracing.Propagator.Inject(ctx, fields)
 	if fields["traceparent"] == "" || len(body) == 0 || body[0] != '{' {

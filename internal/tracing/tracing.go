@@ -89,8 +89,15 @@ func serveSpan(tr trace.Tracer, cfg HandlerConfig, w http.ResponseWriter, r *htt
 		if name == "" {
 			name = r.Method
 		}
-		ctx, span := tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(ServerAttributes(r)...))
+		ctx, span := tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
+		if !span.IsRecording() {
+			// Not sampled: the context goes on (and upstream), nothing is
+			// recorded, so nothing is computed for it.
+			defer span.End()
+			h.ServeHTTP(w, r.WithContext(ctx))
+			return
+		}
+		span.SetAttributes(ServerAttributes(r)...)
 		rw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			status := rw.status
@@ -217,19 +224,26 @@ func StartClient(ctx context.Context, tr trace.Tracer, name string, req *http.Re
 	if name == "" {
 		name = req.Method
 	}
+	ctx, span := tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	if !span.IsRecording() {
+		return ctx, span
+	}
 	u := *req.URL
 	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment, u.User = "", false, "", "", nil
 	attrs := []attribute.KeyValue{
 		attribute.String("http.request.method", req.Method),
 		attribute.String("url.full", u.String()),
 	}
-	attrs = appendHost(attrs, req.URL.Host)
-	return tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	span.SetAttributes(appendHost(attrs, req.URL.Host)...)
+	return ctx, span
 }
 
 // EndClient records the answer (or the error) of a client span; it does
 // not end it.
 func EndClient(span trace.Span, resp *http.Response, err error) {
+	if !span.IsRecording() {
+		return
+	}
 	if err != nil {
 		span.SetStatus(codes.Error, "request failed")
 		return
