@@ -115,12 +115,22 @@ type seenRequest struct {
 	Method        string `json:"method"`
 	Session       string `json:"session"`
 	Authorization string `json:"authorization"`
+	Traceparent   string `json:"traceparent"`
 }
 
 func (s *tsServer) seen(t *testing.T) []seenRequest {
 	t.Helper()
 	var out []seenRequest
 	getJSON(t, strings.TrimSuffix(s.url, "/mcp")+"/_seen", &out)
+	return out
+}
+
+// traces returns the params._meta.traceparent of every echo call, as the
+// TypeScript SDK handed it to the tool.
+func (s *tsServer) traces(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	getJSON(t, strings.TrimSuffix(s.url, "/mcp")+"/_traces", &out)
 	return out
 }
 
@@ -180,12 +190,12 @@ func gatewayConfig(t *testing.T, s *launch.Stack, gw, ts, auditFile string, with
 
 // startGateway runs the gateway binary with configPath; the function it
 // returns kills it.
-func startGateway(t *testing.T, s *launch.Stack, logs *lockedBuffer, configPath, gw, ts string) (kill func()) {
+func startGateway(t *testing.T, s *launch.Stack, logs *lockedBuffer, configPath, gw, ts string, env ...string) (kill func()) {
 	t.Helper()
-	return startProcess(t, logs, "mcpgateway: listening", []string{
+	return startProcess(t, logs, "mcpgateway: listening", append([]string{
 		"MCPGATEWAY_CLIENT_SECRET=" + s.Env["MCPGATEWAY_CLIENT_SECRET"],
 		"MCPGATEWAY_LISTEN=" + gw, "MCPGATEWAY_UPSTREAM=http://" + ts + "/mcp", "MCPGATEWAY_ISSUER_INTERNAL=",
-	}, gatewayBinary(t), "--config", configPath)
+	}, env...), gatewayBinary(t), "--config", configPath)
 }
 
 // startGatewayStack starts the TypeScript MCP server (answering in JSON
@@ -197,22 +207,29 @@ func startGateway(t *testing.T, s *launch.Stack, logs *lockedBuffer, configPath,
 // gateway's and the server's output is logged when t fails.
 func startGatewayStack(t *testing.T, withUpstreamAuth bool, serverEnv ...string) (*launch.Stack, *tsServer, string, string) {
 	t.Helper()
-	return startGatewayStackOf(t, withUpstreamAuth, "", serverEnv...)
+	return startGatewayStackOf(t, withUpstreamAuth, "", nil, serverEnv...)
 }
 
 // startGatewayStackWith is startGatewayStack without upstream_auth, with
 // extraConfig appended to the gateway's configuration.
 func startGatewayStackWith(t *testing.T, extraConfig string, serverEnv ...string) (*launch.Stack, *tsServer, string, string) {
 	t.Helper()
-	return startGatewayStackOf(t, false, extraConfig, serverEnv...)
+	return startGatewayStackOf(t, false, extraConfig, nil, serverEnv...)
 }
 
-func startGatewayStackOf(t *testing.T, withUpstreamAuth bool, extraConfig string, serverEnv ...string) (*launch.Stack, *tsServer, string, string) {
+// startGatewayStackEnv is startGatewayStack with env added to the
+// environment of the AS's stack and of the gateway.
+func startGatewayStackEnv(t *testing.T, withUpstreamAuth bool, env []string, serverEnv ...string) (*launch.Stack, *tsServer, string, string) {
+	t.Helper()
+	return startGatewayStackOf(t, withUpstreamAuth, "", env, serverEnv...)
+}
+
+func startGatewayStackOf(t *testing.T, withUpstreamAuth bool, extraConfig string, env []string, serverEnv ...string) (*launch.Stack, *tsServer, string, string) {
 	t.Helper()
 	logs := &lockedBuffer{}
 	gw, ts := freeport.Addr(t), freeport.Addr(t)
 	upstream := startTSServer(t, logs, ts, withUpstreamAuth, serverEnv...)
-	s := startStack(t, stackOptions{editConfig: func(c string) string {
+	s := startStack(t, stackOptions{extraEnv: env, editConfig: func(c string) string {
 		return strings.NewReplacer(gatewayAddr, gw, tsServerAddr, ts).Replace(c)
 	}})
 	t.Cleanup(func() {
@@ -231,7 +248,7 @@ func startGatewayStackOf(t *testing.T, withUpstreamAuth bool, extraConfig string
 			t.Fatal(err)
 		}
 	}
-	startGateway(t, s, logs, cfgPath, gw, ts)
+	startGateway(t, s, logs, cfgPath, gw, ts, env...)
 	return s, upstream, auditFile, "http://" + gw + "/mcp"
 }
 

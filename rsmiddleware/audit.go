@@ -101,6 +101,10 @@ type AuditEvent struct {
 	// Pattern names the screening pattern of EventToolSuspicious (key
 	// "pattern"): a built-in name or "screening.patterns[i]".
 	Pattern string
+	// TraceID and SpanID are the W3C trace and span ids (lowercase hex)
+	// of the request's OpenTelemetry span, keys trace_id and span_id;
+	// empty (and not written) without a span.
+	TraceID, SpanID string
 }
 
 // AuditFunc receives audit events. It is called from request goroutines
@@ -113,7 +117,8 @@ type AuditFunc func(AuditEvent)
 // time, event, method, tool, id, session, sub, client_id, tenant,
 // args_sha256, tool_sha256, pinned_sha256, pattern (tool definition
 // events), result, error_code, rule (AuditDeniedByPolicy),
-// rate_limit (AuditRateLimited), is_error, status, latency_ms. Each line
+// rate_limit (AuditRateLimited), is_error, status, latency_ms, trace_id,
+// span_id (with an OpenTelemetry span). Each line
 // is one Write, and the Writes come one after the other.
 func AuditLog(w io.Writer, format string) AuditFunc {
 	if format == "text" {
@@ -144,7 +149,7 @@ func AuditLog(w io.Writer, format string) AuditFunc {
 // slogAudit writes each event as a record of h.
 func slogAudit(h slog.Handler, jsonLines bool) AuditFunc {
 	return func(e AuditEvent) {
-		var buf [20]slog.Attr // every attribute an event can have: no growth
+		var buf [24]slog.Attr // every attribute an event can have: no growth
 		attrs := append(buf[:0], slog.String("event", e.Event), slog.String("method", e.Method))
 		attrs = appendNonEmpty(attrs, "tool", e.Tool)
 		if e.RequestID != "" {
@@ -173,6 +178,8 @@ func slogAudit(h slog.Handler, jsonLines bool) AuditFunc {
 		}
 		attrs = append(attrs, slog.Int("status", e.Status),
 			slog.Float64("latency_ms", latencyMS(e.Latency)))
+		attrs = appendNonEmpty(attrs, "trace_id", e.TraceID)
+		attrs = appendNonEmpty(attrs, "span_id", e.SpanID)
 		r := slog.NewRecord(e.Time, slog.LevelInfo, "mcp.request", 0)
 		r.AddAttrs(attrs...)
 		_ = h.Handle(context.Background(), r)
@@ -241,6 +248,12 @@ func appendAuditJSON(b []byte, e AuditEvent) []byte {
 	b = strconv.AppendInt(b, int64(e.Status), 10)
 	b = append(b, `,"latency_ms":`...)
 	b = appendJSONFloat(b, latencyMS(e.Latency))
+	if e.TraceID != "" {
+		b = appendJSONMember(b, "trace_id", e.TraceID)
+	}
+	if e.SpanID != "" {
+		b = appendJSONMember(b, "span_id", e.SpanID)
+	}
 	return append(b, "}\n"...)
 }
 

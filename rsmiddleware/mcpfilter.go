@@ -15,6 +15,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpauth/mcpauth/internal/tracing"
 	"github.com/mcpauth/mcpauth/toolpolicy"
 )
 
@@ -48,6 +53,13 @@ type MCPFilterConfig struct {
 	Now func() time.Time
 	// Logger receives filtering failures. Zero value: slog.Default().
 	Logger *slog.Logger
+	// TracerProvider starts the OpenTelemetry span of the policy's
+	// decision and receives the MCP attributes of a request on the
+	// request's span: mcp.method.name, gen_ai.tool.name, jsonrpc.request.id,
+	// oauth.client_id and mcp.arguments.sha256 (never an argument's value).
+	// Nil: the global provider (otel.GetTracerProvider), which records
+	// nothing until a program sets one.
+	TracerProvider trace.TracerProvider
 	// Policy, when set, decides each JSON-RPC request by its rules and
 	// sets the arguments it injects (toolpolicy; docs/POLICY.md): a
 	// denied request is answered with a JSON-RPC error carrying the
@@ -120,7 +132,8 @@ type MCPFilter struct {
 	policy      *toolpolicy.Engine
 	limits      *toolpolicy.Limiter
 	// guard: Pins and Screening; nil without either.
-	guard *toolGuard
+	guard  *toolGuard
+	traces traces
 	// toolScopes lists every scope some tool needs beyond the base: a
 	// caller holding them all sees every tool, and tools/list answers are
 	// not parsed. resourceScopes and promptScopes are the same for
@@ -136,6 +149,7 @@ func NewMCPFilter(cfg MCPFilterConfig) *MCPFilter {
 	if cfg.Pins != nil || cfg.Screening != nil {
 		f.guard = &toolGuard{pins: cfg.Pins, screen: cfg.Screening, verdicts: map[[32]byte]seenTool{}}
 	}
+	f.traces = newTraces(cfg.TracerProvider)
 	if f.maxBody <= 0 {
 		f.maxBody = 4 << 20
 	}
@@ -467,6 +481,9 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 				f.refuseBatch(w, r, p, start, errorAnswer(body, codeInvalidRequest, "Invalid Request: two requests of the batch have one id"))
 				return
 			}
+			if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+				spanAttributes(span, p, reqs)
+			}
 			if f.policy != nil && Stateless(r) && !mirrorsBody(r, body) {
 				// The rules read the body; the headers must say the same,
 				// whatever the Middleware's scopes needed to read
@@ -479,7 +496,13 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 			}
 			if (f.policy != nil || f.limits != nil) && len(reqs) > 0 {
 				caller = f.caller(r, p)
-				if !f.applyPolicy(w, r, p, caller, start, body, reqs) {
+				_, span := f.traces.start(r.Context(), "policy")
+				allowed := f.applyPolicy(w, r, p, caller, start, body, reqs)
+				if !allowed && span.IsRecording() {
+					span.SetStatus(codes.Error, "denied")
+				}
+				span.End()
+				if !allowed {
 					return
 				}
 			}
@@ -544,6 +567,7 @@ const (
 // principal (nil: none was verified). token is the verified access token.
 func (f *MCPFilter) baseEvent(r *http.Request, p *Principal, token string, start time.Time) AuditEvent {
 	e := AuditEvent{Time: start, Session: r.Header.Get(SessionHeader)}
+	e.TraceID, e.SpanID = tracing.IDs(r.Context())
 	if p == nil {
 		return e
 	}
@@ -1186,4 +1210,36 @@ func (fw *filterWriter) filterMessage(m []byte) ([]byte, bool) {
 		return m, false
 	}
 	return out, true
+}
+
+// spanAttributes sets the MCP attributes of the OpenTelemetry semantic
+// conventions (mcp.method.name, gen_ai.tool.name, jsonrpc.request.id) of a
+// single request, and the caller's client_id, on span; for a batch the
+// method and tool of its first request and the batch's size.
+func spanAttributes(span trace.Span, p *Principal, reqs []*rpcRequest) {
+	attrs := make([]attribute.KeyValue, 0, 6)
+	if p != nil && p.ClientID != "" {
+		attrs = append(attrs, attribute.String("oauth.client_id", p.ClientID))
+	}
+	if len(reqs) > 1 {
+		attrs = append(attrs, attribute.Int("jsonrpc.batch.size", len(reqs)))
+	}
+	if len(reqs) > 0 {
+		q := reqs[0]
+		attrs = append(attrs, attribute.String("mcp.method.name", q.method))
+		switch {
+		case q.tool == "":
+		case q.method == "tools/call":
+			attrs = append(attrs, attribute.String("gen_ai.tool.name", q.tool))
+		case q.method == "prompts/get":
+			attrs = append(attrs, attribute.String("gen_ai.prompt.name", q.tool))
+		}
+		if q.id != "" {
+			attrs = append(attrs, attribute.String("jsonrpc.request.id", q.id))
+		}
+		if q.args != "" {
+			attrs = append(attrs, attribute.String("mcp.arguments.sha256", q.args))
+		}
+	}
+	span.SetAttributes(attrs...)
 }

@@ -2,6 +2,7 @@ package rsmiddleware
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -10,7 +11,12 @@ import (
 	"os"
 	"strings"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/mcpauth/mcpauth/dpop"
+	"github.com/mcpauth/mcpauth/internal/tracing"
 	"github.com/mcpauth/mcpauth/metadata"
 )
 
@@ -58,6 +64,12 @@ type MiddlewareConfig struct {
 	// BearerOnly refuses the DPoP scheme when DPoP is nil, as before
 	// DPoP-bound tokens were accepted by default.
 	BearerOnly bool
+	// TracerProvider starts the OpenTelemetry spans: a server span per
+	// request that has none yet (continuing the caller's W3C traceparent),
+	// and a span of the token's verification. Nil: the global provider
+	// (otel.GetTracerProvider), which records nothing until a program sets
+	// one.
+	TracerProvider trace.TracerProvider
 }
 
 // resourceNamer is a TokenVerifier that names its resource URI.
@@ -73,6 +85,7 @@ type Middleware struct {
 	denied  func(*http.Request, *Principal, []byte)
 	refused func(*http.Request, *Principal, int)
 	dpop    *DPoP
+	traces  traces
 }
 
 // ResourceMetadataURL returns the path-inserted RFC 9728 §3.1 URL of the
@@ -108,6 +121,7 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 	if m.log == nil {
 		m.log = slog.Default()
 	}
+	m.traces = newTraces(cfg.TracerProvider)
 	return m, nil
 }
 
@@ -147,6 +161,21 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 // in the request context, the Authorization header is removed, and the body
 // is intact for next.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	h := m.wrap(next)
+	if m.traces.off() {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tp := m.traces.provider()
+		if tp == nil || trace.SpanContextFromContext(r.Context()).IsValid() {
+			h.ServeHTTP(w, r) // no tracing, or a server span of the caller's
+			return
+		}
+		tracing.ServeSpan(tp, w, r, h, tracing.HandlerConfig{})
+	})
+}
+
+func (m *Middleware) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if IsPreflight(r) {
 			next.ServeHTTP(w, r)
@@ -179,9 +208,11 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			m.challenge(w, r, m.scopes.Base, ErrCodeInvalidRequest, "malformed Authorization header")
 			return
 		}
-		p, err := m.v.Verify(r.Context(), token)
+		vctx, span := m.traces.start(r.Context(), "verify token")
+		p, err := m.v.Verify(vctx, token)
 		if err == nil {
-			err = m.dpop.Check(r.Context(), r, scheme, token, p)
+			err = m.dpop.Check(vctx, r, scheme, token, p)
+			endVerify(span, err)
 			var de *DPoPError
 			if errors.As(err, &de) {
 				m.log.Debug("rsmiddleware: DPoP refused", "err", err)
@@ -191,6 +222,8 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 				m.forScheme(de.Scheme).challenge(w, r, m.scopes.Base, de.Code, de.Description)
 				return
 			}
+		} else {
+			endVerify(span, err)
 		}
 		if err != nil {
 			if errors.Is(err, ErrUnavailable) {
@@ -456,3 +489,63 @@ func (m schemed) challenge(w http.ResponseWriter, r *http.Request, scopes []stri
 	bearer.Error, bearer.Description = code, desc
 	writeChallenges(w, r, bearer, dp)
 }
+
+// endVerify ends the span of a token's verification, an error status
+// naming the refusal's kind only (never the token or the cause's text).
+func endVerify(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		msg := "token refused"
+		if errors.Is(err, ErrUnavailable) {
+			msg = "authorization server unavailable"
+		}
+		span.SetStatus(codes.Error, msg)
+	}
+	span.End()
+}
+
+// traces is the TracerProvider option of the Middleware and MCPFilter: an
+// explicit provider (nil when it is the no-op one), or the global one,
+// looked up per request so that a program may set it after building them.
+type traces struct {
+	tp     trace.TracerProvider
+	tracer trace.Tracer
+	global bool
+}
+
+func newTraces(tp trace.TracerProvider) traces {
+	if tp == nil {
+		return traces{global: true}
+	}
+	if !tracing.Enabled(tp) {
+		return traces{}
+	}
+	return traces{tp: tp, tracer: tp.Tracer(tracing.ScopeName)}
+}
+
+// off reports that no span is ever started.
+func (t traces) off() bool { return t.tp == nil && !t.global }
+
+// provider returns the provider of this request; nil: none records.
+func (t traces) provider() trace.TracerProvider {
+	if t.global {
+		return tracing.Global()
+	}
+	return t.tp
+}
+
+// start starts a span named name under ctx's; without a provider it
+// returns ctx and a no-op span, allocating nothing.
+func (t traces) start(ctx context.Context, name string) (context.Context, trace.Span) {
+	if t.tracer != nil {
+		return t.tracer.Start(ctx, name)
+	}
+	if t.global {
+		if tp := tracing.Global(); tp != nil {
+			return tp.Tracer(tracing.ScopeName).Start(ctx, name)
+		}
+	}
+	return ctx, noopSpan
+}
+
+// noopSpan stands for the spans not started when tracing is off.
+var noopSpan trace.Span = noop.Span{}

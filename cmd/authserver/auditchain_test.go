@@ -34,26 +34,7 @@ func TestServeChainsItsAuditLines(t *testing.T) {
 			return "", false
 		}
 	}
-	logs := &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"--config", cfg, "serve"}, env{stdout: io.Discard, stderr: logs, lookup: lookup(testSecret)})
-	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(issuer + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not start:\n%s", logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	logs, stop := serveInProcess(t, cfg, issuer, lookup(testSecret))
 	checkClientCredentials(t, issuer)
 	md := discover(t, issuer)
 	var wg sync.WaitGroup
@@ -65,10 +46,7 @@ func TestServeChainsItsAuditLines(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	cancel()
-	if code := <-done; code != 0 {
-		t.Fatalf("serve exited %d:\n%s", code, logs)
-	}
+	stop()
 	text := logs.String()
 	chained := strings.Count(text, " chain=")
 	if chained < 10 || !strings.Contains(text, "event=token.issued") || !strings.Contains(text, "msg=access") {
@@ -97,5 +75,40 @@ func TestServeChainsItsAuditLines(t *testing.T) {
 	}
 	if code, out := verify(testSecret); code != 1 || !strings.HasPrefix(out, log+":"+strconv.Itoa(line)+": changed: ") {
 		t.Fatalf("line %d edited: %d %q", line, code, out)
+	}
+}
+
+// serveInProcess runs serve with the configuration file cfg and lookup,
+// its stderr in logs, until its /healthz answers; stop ends it (as SIGTERM
+// does) and fails t unless it exits 0.
+func serveInProcess(t *testing.T, cfg, issuer string, lookup func(string) (string, bool)) (logs *syncBuffer, stop func()) {
+	t.Helper()
+	logs = &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--config", cfg, "serve"}, env{stdout: io.Discard, stderr: logs, lookup: lookup})
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(issuer + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("the server did not start:\n%s", logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return logs, func() {
+		t.Helper()
+		cancel()
+		if code := <-done; code != 0 {
+			t.Fatalf("serve exited %d:\n%s", code, logs)
+		}
 	}
 }

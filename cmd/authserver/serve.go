@@ -27,9 +27,11 @@ import (
 	"github.com/mcpauth/mcpauth/internal/clientaddr"
 	"github.com/mcpauth/mcpauth/internal/envvar"
 	"github.com/mcpauth/mcpauth/internal/metrics"
+	"github.com/mcpauth/mcpauth/internal/otelsetup"
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/internal/safehttp"
 	"github.com/mcpauth/mcpauth/internal/secret"
+	"github.com/mcpauth/mcpauth/internal/tracing"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/storage"
 	"github.com/mcpauth/mcpauth/upstream"
@@ -563,6 +565,19 @@ func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
+	// Traces (OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables):
+	// a server span per request of the main listener, continuing the
+	// caller's traceparent (the gateway's exchange), and trace_id and
+	// span_id in the log records of a request (access and audit lines).
+	tp, err := otelsetup.New(ctx, "authserver", e.lookup)
+	if err != nil {
+		return err
+	}
+	defer tp.Flush(log) // the spans still buffered are exported at the exit
+	if tracing.Enabled(tp.TracerProvider) {
+		log = slog.New(tracing.LogHandler(log.Handler()))
+	}
+
 	s, err := build(ctx, cfg, migrate, log, e)
 	if err != nil {
 		return err
@@ -574,7 +589,7 @@ func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	servers := []*http.Server{newHTTPServer(ctx, s.handler, log)}
+	servers := []*http.Server{newHTTPServer(ctx, tracing.Handler(tp.TracerProvider, s.handler, tracing.HandlerConfig{}), log)}
 	listeners := []net.Listener{ln}
 	if cfg.AdminEnabled() {
 		h, err := s.adminHandler()

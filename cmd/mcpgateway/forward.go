@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpauth/mcpauth/internal/tracing"
 )
 
 // forwarder sends each request to the upstream and copies the answer back:
@@ -52,6 +57,10 @@ type forwarder struct {
 	// refused reports an answer the client must not see (the upstream
 	// refusing the gateway's own credentials); it goes to onError.
 	refused func(*http.Response) error
+	// tracer starts the client span of the upstream hop, whose context
+	// goes upstream in the traceparent and tracestate headers and in
+	// params._meta of a JSON-RPC request; nil: tracing is off.
+	tracer trace.Tracer
 }
 
 // dropped are the request fields the upstream never gets from the client.
@@ -194,12 +203,28 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if outBody == http.NoBody {
 		out.Body = nil
 	}
-	if body != nil {
+	var span trace.Span
+	if f.tracer != nil {
+		var ctx context.Context
+		ctx, span = tracing.StartClient(r.Context(), f.tracer, "upstream", out)
+		defer span.End()
+		out = out.WithContext(ctx)
+		tracing.Inject(ctx, out.Header)
+		if b, ok := injectMeta(ctx, body); ok {
+			sent := b
+			out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(sent)), int64(len(sent))
+			out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(sent)), nil }
+		}
+	}
+	if body != nil && out.GetBody == nil {
 		// The upstream's credentials may send it again (a refused token).
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 
 	res, err := f.transport.RoundTrip(out)
+	if span != nil {
+		tracing.EndClient(span, res, err)
+	}
 	if err == nil && (res.StatusCode < 100 || res.StatusCode > 599 || res.StatusCode == http.StatusSwitchingProtocols) {
 		// RFC 9110 §15: a status code outside 100..599 is invalid (an
 		// HTTP/1.1 status line's three digits may read 000); the server

@@ -17,12 +17,15 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/mcpauth/mcpauth/dpop"
 	"github.com/mcpauth/mcpauth/internal/auditchain"
 	"github.com/mcpauth/mcpauth/internal/bearerretry"
+	"github.com/mcpauth/mcpauth/internal/tracing"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/rsmiddleware"
 )
@@ -86,6 +89,11 @@ type Options struct {
 	HTTPClient *http.Client
 	// AuditWriter overrides the audit destination (audit.file or stderr).
 	AuditWriter io.Writer
+	// TracerProvider records the OpenTelemetry spans: a server span per
+	// request, the token's verification, the policy, the calls to the AS
+	// (client spans, the trace context sent along) and the upstream hop.
+	// Nil: no spans.
+	TracerProvider trace.TracerProvider
 }
 
 // NewGateway wires cfg. It does not contact the AS or the upstream.
@@ -94,6 +102,22 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 		o.Logger = slog.Default()
 	}
 	g := &Gateway{cfg: cfg}
+	tp := o.TracerProvider
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	o.TracerProvider = tp
+	if tracing.Enabled(tp) {
+		// The calls to the AS (metadata, JWKS, introspection, exchange,
+		// client credentials) are client spans, their trace context sent
+		// along for the AS to continue.
+		c := &http.Client{Timeout: 10 * time.Second}
+		if o.HTTPClient != nil {
+			*c = *o.HTTPClient
+		}
+		c.Transport = tracing.Transport(tp, c.Transport, "")
+		o.HTTPClient = c
+	}
 	if cfg.IssuerInternal != "" {
 		base := http.DefaultTransport
 		timeout := 10 * time.Second
@@ -166,7 +190,7 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	filter := rsmiddleware.NewMCPFilter(rsmiddleware.MCPFilterConfig{
 		Scopes: scopes, Audit: audit, TenantClaim: cfg.TenantClaim,
 		MaxBodyBytes: cfg.Limits.MaxRequestBytes, MaxResponseBytes: cfg.Limits.MaxResponseBytes, Logger: o.Logger,
-		Policy: cfg.policy, RateLimits: cfg.limits, Pins: cfg.pins, Screening: cfg.screening,
+		Policy: cfg.policy, RateLimits: cfg.limits, Pins: cfg.pins, Screening: cfg.screening, TracerProvider: tp,
 	})
 	if cfg.pins != nil {
 		g.stopPins = make(chan struct{})
@@ -200,7 +224,7 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 	mw, err := rsmiddleware.NewMiddleware(rsmiddleware.MiddlewareConfig{
 		Verifier: verifier, ResourceMetadataURL: prmURL, Scopes: scopes,
 		MaxBodyBytes: cfg.Limits.MaxRequestBytes, Logger: o.Logger,
-		OnInsufficientScope: onDenied, OnRefused: onRefused, DPoP: dp,
+		OnInsufficientScope: onDenied, OnRefused: onRefused, DPoP: dp, TracerProvider: tp,
 	})
 	if err != nil {
 		return nil, err
@@ -277,7 +301,7 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		chain.ServeHTTP(w, r)
 	}))
-	g.handler = mux
+	g.handler = tracing.Handler(tp, mux, tracing.HandlerConfig{Carrier: metaCarrier(path, limit, bodyTimeout)})
 	return g, nil
 }
 
@@ -377,7 +401,12 @@ func newProxy(cfg *Config, o Options, met *gwMetrics) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	var tracer trace.Tracer
+	if tracing.Enabled(o.TracerProvider) {
+		tracer = tracing.Tracer(o.TracerProvider)
+	}
 	return &forwarder{
+		tracer:    tracer,
 		target:    target,
 		transport: transport,
 		refused: func(resp *http.Response) error {

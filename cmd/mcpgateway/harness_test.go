@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpauth/mcpauth/as"
 	"github.com/mcpauth/mcpauth/internal/syncbuf"
@@ -133,6 +134,13 @@ type stack struct {
 // upstream's, with the clients of the tests, and returns its issuer.
 func startAS(t testing.TB, resource, upRes string) string {
 	t.Helper()
+	return startASWith(t, resource, upRes, nil)
+}
+
+// startASWith is startAS with the AS's handler passed through wrap (nil:
+// as it is).
+func startASWith(t testing.TB, resource, upRes string, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
 	asSrv := httptest.NewUnstartedServer(nil)
 	issuer := "http://" + asSrv.Listener.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -156,6 +164,9 @@ func startAS(t testing.TB, resource, upRes string) string {
 		t.Fatal(err)
 	}
 	asSrv.Config.Handler = srv.Handler()
+	if wrap != nil {
+		asSrv.Config.Handler = wrap(srv.Handler())
+	}
 	asSrv.Start()
 	t.Cleanup(func() { asSrv.Close(); cancel() })
 	return issuer
@@ -165,6 +176,12 @@ func startAS(t testing.TB, resource, upRes string) string {
 // is configText with ISSUER, RESOURCE and UPSTREAM substituted.
 func newStack(t testing.TB, jsonResponse bool, configText string) *stack {
 	t.Helper()
+	return newStackTraced(t, jsonResponse, configText, nil)
+}
+
+// newStackTraced is newStack with the gateway's spans going to tp.
+func newStackTraced(t testing.TB, jsonResponse bool, configText string, tp trace.TracerProvider) *stack {
+	t.Helper()
 	s := &stack{up: newUpstream(t, jsonResponse), audit: &syncBuffer{}}
 	gw := httptest.NewUnstartedServer(nil)
 	s.resource = "http://" + gw.Listener.Addr().String() + "/mcp"
@@ -172,6 +189,15 @@ func newStack(t testing.TB, jsonResponse bool, configText string) *stack {
 
 	s.issuer = startAS(t, s.resource, upRes)
 
+	s.startGateway(t, gw, configText, upRes, tp)
+	return s
+}
+
+// startGateway starts on gw a gateway whose configuration is configText
+// with ISSUER, RESOURCE and UPSTREAM (upRes) substituted, its spans going
+// to tp (nil: none).
+func (s *stack) startGateway(t testing.TB, gw *httptest.Server, configText, upRes string, tp trace.TracerProvider) {
+	t.Helper()
 	text := strings.NewReplacer("ISSUER", s.issuer, "RESOURCE", s.resource, "UPSTREAM", upRes).Replace(configText)
 	cfg, err := ParseConfig([]byte(text), func(k string) (string, bool) {
 		if k == "GW_SECRET" {
@@ -183,7 +209,7 @@ func newStack(t testing.TB, jsonResponse bool, configText string) *stack {
 		t.Fatal(err)
 	}
 	s.cfg = cfg
-	g, err := NewGateway(cfg, Options{Logger: slog.New(slog.DiscardHandler), AuditWriter: s.audit})
+	g, err := NewGateway(cfg, Options{Logger: slog.New(slog.DiscardHandler), AuditWriter: s.audit, TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +222,6 @@ func newStack(t testing.TB, jsonResponse bool, configText string) *stack {
 	pprof.Do(context.Background(), pprof.Labels("proc", "gateway"), func(context.Context) { gw.Start() })
 	t.Cleanup(gw.Close)
 	s.gw = gw
-	return s
 }
 
 const baseConfig = `

@@ -21,6 +21,10 @@
 //
 //	mcpgateway pins list|diff NAME|approve NAME...|approve --all --config FILE
 //
+// Traces go to an OpenTelemetry collector when OTEL_EXPORTER_OTLP_ENDPOINT
+// (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set; the other standard
+// OTEL_* variables apply (internal/otelsetup).
+//
 // The configuration keys are documented in docs/GATEWAY.md.
 package main
 
@@ -37,6 +41,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/mcpauth/mcpauth/internal/otelsetup"
 )
 
 func main() {
@@ -77,7 +83,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	g, err := NewGateway(cfg, Options{Logger: logger})
+	tp, err := otelsetup.New(ctx, "mcpgateway", os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	defer tp.Flush(logger) // the spans still buffered are exported at the exit
+	g, err := NewGateway(cfg, Options{Logger: logger, TracerProvider: tp.TracerProvider})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpauth/mcpauth/internal/auditchain"
+	"github.com/mcpauth/mcpauth/internal/otelsetup"
+	"github.com/mcpauth/mcpauth/internal/otlptest"
 	"github.com/mcpauth/mcpauth/rsmiddleware"
 )
 
@@ -57,14 +59,48 @@ func BenchmarkAuditLine(b *testing.B) {
 func BenchmarkGatewayObservability(b *testing.B) {
 	observed := strings.Replace(baseConfig, "audit: {format: json}", "audit: {format: json, chain_key: "+chainKey+"}", 1) +
 		"metrics: {listen: \"127.0.0.1:0\"}\n"
+	compareGateways(b, "observed", newStack(b, false, baseConfig), newStack(b, false, observed))
+}
+
+// BenchmarkGatewayTracing is BenchmarkGatewayObservability for traces: a
+// gateway without a TracerProvider (plain) against one exporting OTLP/HTTP
+// to a receiver in the process (traced), the sampler
+// parentbased_traceidratio at 1% and at 100%, batched as by default.
+//
+//	go test ./cmd/mcpgateway -run '^$' -bench GatewayTracing -benchtime 16000x -count 3
+func BenchmarkGatewayTracing(b *testing.B) {
+	for _, ratio := range []string{"0.01", "1"} {
+		b.Run("ratio="+ratio, func(b *testing.B) {
+			rc := otlptest.New(b)
+			b.Setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+			b.Setenv("OTEL_TRACES_SAMPLER_ARG", ratio)
+			p, err := otelsetup.New(context.Background(), "mcpgateway", func(k string) (string, bool) {
+				if k == "OTEL_EXPORTER_OTLP_ENDPOINT" {
+					return rc.URL(), true
+				}
+				return "", false
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = p.Shutdown(context.Background()) })
+			compareGateways(b, "traced", newStack(b, false, baseConfig), newStackTraced(b, false, baseConfig, p.TracerProvider))
+		})
+	}
+}
+
+// compareGateways measures the process CPU per tools/call through plain
+// and other, 16 clients each, in alternating rounds of 16 x 25 calls so
+// that both see the same machine load, and reports plain-cpu-us/call,
+// NAME-cpu-us/call and added-cpu-us/call.
+func compareGateways(b *testing.B, name string, plainStack, otherStack *stack) {
 	const clients, perRound = 16, 25
 	type target struct {
 		sessions []*mcp.ClientSession
 		cpu      time.Duration
 		calls    int
 	}
-	newTarget := func(config string) *target {
-		s := newStack(b, false, config)
+	newTarget := func(s *stack) *target {
 		token := s.token(b, "user-bot")
 		tg := &target{}
 		for range clients {
@@ -78,7 +114,7 @@ func BenchmarkGatewayObservability(b *testing.B) {
 		}
 		return tg
 	}
-	plain, obs := newTarget(baseConfig), newTarget(observed)
+	plain, obs := newTarget(plainStack), newTarget(otherStack)
 	round := func(tg *target) {
 		cpu := cpuTime()
 		var wg sync.WaitGroup
@@ -110,7 +146,7 @@ func BenchmarkGatewayObservability(b *testing.B) {
 	}
 	perCall := func(tg *target) float64 { return float64(tg.cpu.Microseconds()) / float64(tg.calls) }
 	b.ReportMetric(perCall(plain), "plain-cpu-us/call")
-	b.ReportMetric(perCall(obs), "observed-cpu-us/call")
+	b.ReportMetric(perCall(obs), name+"-cpu-us/call")
 	b.ReportMetric(perCall(obs)-perCall(plain), "added-cpu-us/call")
 	b.ReportMetric(0, "ns/op")
 }
