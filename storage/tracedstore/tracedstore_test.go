@@ -101,3 +101,26 @@ func TestOffIsTheStoreItself(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGetToken prices the wrapper on a memory store's GetToken: off
+// (the store itself), on outside a span (no span), on under a sampled span.
+func BenchmarkGetToken(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
+	parentCtx, parent := tp.Tracer("bench").Start(context.Background(), "request")
+	defer parent.End()
+	for _, c := range []struct {
+		name string
+		st   storage.Store
+		ctx  context.Context
+	}{
+		{"off", tracedstore.New(memory.New(), nil, "memory"), parentCtx},
+		{"on-no-parent", tracedstore.New(memory.New(), tp, "memory"), context.Background()},
+		{"on-sampled", tracedstore.New(memory.New(), tp, "memory"), parentCtx},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				c.st.GetToken(c.ctx, storage.KindAccessToken, "sig")
+			}
+		})
+	}
+}
