@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpauth/mcpauth/internal/testop"
 	"github.com/mcpauth/mcpauth/internal/tracing"
 )
 
@@ -29,7 +31,8 @@ import (
 // trace: fetching the client's metadata document (CIMD) and its jwks_uri
 // are client spans, and each storage call (the assertion's jti, the
 // code's lookup) a span "storage <Method>", all under the request's
-// server span. No attribute carries the assertion, the code, a key, the
+// server span; the client's server receives no trace context. No
+// attribute carries the assertion, the code, a key, the
 // jwks_uri's query or the client's secrets.
 func TestAuthServerSpansOfFetchesAndStorage(t *testing.T) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -41,7 +44,11 @@ func TestAuthServerSpansOfFetchesAndStorage(t *testing.T) {
 	defer docs.Close()
 	clientID := docs.URL + "/client.json"
 	jwksURI := docs.URL + "/jwks.json?v=" + querySecret
+	var sawTraceparent atomic.Bool
 	docs.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Traceparent") != "" {
+			sawTraceparent.Store(true)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/client.json":
@@ -180,6 +187,9 @@ cimd:
 			t.Errorf("%q server.address = %q", name, got)
 		}
 	}
+	if sawTraceparent.Load() {
+		t.Error("the client's document server received a traceparent")
+	}
 	for _, op := range []string{"UseJTI", "GetTokenWithPerson"} {
 		sp := child("storage " + op)
 		if got := attr(sp, "db.operation.name"); got != op {
@@ -210,5 +220,68 @@ resources:
 	defer s.store.Close()
 	if got := fmt.Sprintf("%T", s.store); strings.Contains(got, "tracedstore") {
 		t.Fatalf("store is %s with tracing off, want the backend itself", got)
+	}
+}
+
+// With tracing on, the calls to an upstream identity provider are client
+// spans "upstream <id>" under the span of the request that makes them,
+// and the provider receives no trace context.
+func TestUpstreamCallsAreClientSpans(t *testing.T) {
+	op := testop.Start(t, nil, testop.Client{ID: "as", Secret: "as-secret-2f7e", RedirectURIs: []string{"http://127.0.0.1:9000/upstream/corp/callback"}})
+	var sawTraceparent atomic.Bool
+	inner := op.Server.Config.Handler
+	op.Server.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Traceparent") != "" {
+			sawTraceparent.Store(true)
+		}
+		inner.ServeHTTP(w, r)
+	})
+	dir := t.TempDir()
+	cfgPath := writeConfig(t, dir, `issuer: http://127.0.0.1:9000
+listen: 127.0.0.1:9000
+storage: memory
+secret: ${AUTHSERVER_SECRET}
+resources:
+  - uri: http://127.0.0.1:8080/mcp
+    scopes: [mcp:tools]
+upstreams:
+  - id: corp
+    name: Corp
+    issuer: `+op.Issuer+`
+    client_id: as
+    client_secret: as-secret-2f7e
+`)
+	cfg := loadTestConfig(t, cfgPath, strings.Repeat("k3y-m4t3r1al-", 4))
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	s := &server{cfg: cfg, tp: tp, log: discardLogger()}
+	ups, _, err := s.upstreamProviders(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, parent := tp.Tracer("test").Start(context.Background(), "request")
+	if _, err := ups[0].Provider.AuthCodeURL(ctx, "state", "nonce", strings.Repeat("v", 43)); err != nil {
+		t.Fatal(err)
+	}
+	parent.End()
+	var found bool
+	for _, sp := range rec.Ended() {
+		if sp.SpanKind() != trace.SpanKindClient {
+			continue
+		}
+		if sp.Name() != "upstream corp" || sp.Parent().SpanID() != parent.SpanContext().SpanID() {
+			t.Errorf("client span %q, parent %s", sp.Name(), sp.Parent().SpanID())
+		}
+		for _, a := range sp.Attributes() {
+			if a.Key == "url.full" && a.Value.AsString() == strings.TrimSuffix(op.Issuer, "/")+"/.well-known/openid-configuration" {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Error("no client span of the provider's discovery document")
+	}
+	if sawTraceparent.Load() {
+		t.Error("the upstream provider received a traceparent")
 	}
 }
