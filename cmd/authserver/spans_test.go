@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
 	"github.com/mcpauth/mcpauth/internal/testop"
 	"github.com/mcpauth/mcpauth/internal/tracing"
 )
@@ -283,5 +284,20 @@ upstreams:
 	}
 	if sawTraceparent.Load() {
 		t.Error("the upstream provider received a traceparent")
+	}
+}
+
+// The storage spans' db.system.name is the OpenTelemetry name of the
+// configured backend.
+func TestDBSystemOfStorage(t *testing.T) {
+	for storageURL, want := range map[string]string{
+		"memory":                        "memory",
+		"sqlite:/var/lib/authserver.db": "sqlite",
+		"postgres://db/authserver":      "postgresql",
+		"postgresql://db/authserver":    "postgresql",
+	} {
+		if got := dbSystem(&config.Config{Storage: storageURL}); got != want {
+			t.Errorf("dbSystem(%q) = %q, want %q", storageURL, got, want)
+		}
 	}
 }
