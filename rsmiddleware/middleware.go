@@ -547,5 +547,40 @@ func (t traces) start(ctx context.Context, name string) (context.Context, trace.
 	return ctx, noopSpan
 }
 
+// tracedClient returns c (a copy of the caller's, see noRedirects) with a
+// client span per request, named "authorization server"; with tracing off
+// c unchanged.
+func tracedClient(c *http.Client, t traces) *http.Client {
+	const name = "authorization server"
+	switch {
+	case t.off():
+		return c
+	case t.global:
+		base := c.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
+		c.Transport = &globalTransport{base: base, name: name}
+	default:
+		c.Transport = tracing.Transport(t.tp, c.Transport, name)
+	}
+	return c
+}
+
+// globalTransport starts its client spans with the global provider of the
+// moment, so that a program may set it after building the Verifier.
+type globalTransport struct {
+	base http.RoundTripper
+	name string
+}
+
+func (g *globalTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	tp := tracing.Global()
+	if tp == nil {
+		return g.base.RoundTrip(req)
+	}
+	return tracing.Transport(tp, g.base, g.name).RoundTrip(req)
+}
+
 // noopSpan stands for the spans not started when tracing is off.
 var noopSpan trace.Span = noop.Span{}

@@ -192,3 +192,75 @@ func TestMiddlewareDefaultsToTheGlobalProvider(t *testing.T) {
 		t.Fatalf("spans after the global provider was set: %v", exp.GetSpans())
 	}
 }
+
+// The Verifier's fetches from the AS (metadata, then JWKS) caused by a
+// request are client spans under that request's span, each with its
+// url.full (no query), method and status, and no token in any attribute.
+func TestVerifierFetchesAreChildSpans(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ks := newKeyServer(t)
+	prm, _ := ResourceMetadataURL(testResource)
+	mw, err := NewMiddleware(MiddlewareConfig{Verifier: ks.verifier(t, func(c *Config) { c.TracerProvider = tp }), ResourceMetadataURL: prm,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	defer srv.Close()
+	token := ks.mint(ks.claims())
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	spans := rec.Ended()
+	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	var server sdktrace.ReadOnlySpan
+	for _, sp := range spans {
+		byID[sp.SpanContext().SpanID()] = sp
+		if sp.SpanKind() == trace.SpanKindServer {
+			server = sp
+		}
+	}
+	if server == nil {
+		t.Fatal("no server span")
+	}
+	urls := map[string]bool{}
+	for _, sp := range spans {
+		for _, a := range sp.Attributes() {
+			if strings.Contains(a.Value.Emit(), token) {
+				t.Errorf("span %q attribute %s carries the token", sp.Name(), a.Key)
+			}
+		}
+		if sp.SpanKind() != trace.SpanKindClient {
+			continue
+		}
+		if sp.Name() != "authorization server" {
+			t.Errorf("client span %q", sp.Name())
+		}
+		p := sp
+		for p != nil && p != server {
+			p = byID[p.Parent().SpanID()]
+		}
+		if p != server {
+			t.Errorf("client span %q is not under the request's span", sp.Name())
+		}
+		attrs := map[string]string{}
+		for _, a := range sp.Attributes() {
+			attrs[string(a.Key)] = a.Value.Emit()
+		}
+		if attrs["http.request.method"] != "GET" || attrs["http.response.status_code"] != "200" || attrs["server.address"] != "127.0.0.1" {
+			t.Errorf("client span attributes %v", attrs)
+		}
+		urls[attrs["url.full"]] = true
+	}
+	if !urls[ks.issuer+"/jwks.json"] {
+		t.Errorf("no client span of the JWKS fetch among %v", urls)
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpauth/mcpauth/metadata"
 )
@@ -61,6 +62,12 @@ type Config struct {
 	// HTTPClient fetches the AS metadata, JWKS and introspection answers.
 	// Zero value: a client with a 10 s timeout. Redirects are never followed.
 	HTTPClient *http.Client
+	// TracerProvider records a client span per request of HTTPClient (AS
+	// metadata, JWKS, introspection, status list) under the span of the
+	// request that caused it, its W3C traceparent sent to the AS. Nil: the
+	// global provider (otel.GetTracerProvider), which records nothing until
+	// a program sets one.
+	TracerProvider trace.TracerProvider
 	// ClockSkew tolerated on exp, nbf and iat. Zero value: 30 s.
 	ClockSkew time.Duration
 	// CacheSize bounds the cache of verified tokens (kept until they expire).
@@ -173,7 +180,7 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	}
 	v := &Verifier{
 		issuer: cfg.Issuer, resource: res, algs: algs,
-		client:       noRedirects(cfg.HTTPClient),
+		client:       tracedClient(noRedirects(cfg.HTTPClient), newTraces(cfg.TracerProvider)),
 		skew:         cfg.ClockSkew,
 		refreshEvery: cfg.RefreshInterval,
 		keysMaxAge:   cfg.KeysMaxAge,

@@ -53,3 +53,15 @@ func checkSchema(ctx context.Context, cfg *config.Config, log *slog.Logger) erro
 	}
 	return nil
 }
+
+// dbSystem is the OpenTelemetry db.system.name of the configured storage.
+func dbSystem(cfg *config.Config) string {
+	switch kind, _ := cfg.StorageKind(); kind {
+	case "postgres":
+		return "postgresql"
+	case "":
+		return "other_sql"
+	default:
+		return kind
+	}
+}

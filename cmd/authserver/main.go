@@ -49,6 +49,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/subtle"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -61,6 +62,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/term"
 
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
@@ -75,6 +77,12 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	lookup         config.Lookup
+	// tp records the spans of outbound fetches and storage calls; nil:
+	// tracing is off.
+	tp trace.TracerProvider
+	// rootCAs, when set, replaces the system roots of the outbound fetches
+	// (client metadata documents, jwks_uri); tests trust httptest's.
+	rootCAs *x509.CertPool
 }
 
 func main() {

@@ -34,7 +34,9 @@ import (
 	"github.com/mcpauth/mcpauth/internal/tracing"
 	"github.com/mcpauth/mcpauth/metadata"
 	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/storage/tracedstore"
 	"github.com/mcpauth/mcpauth/upstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // HTTP server limits. Requests to an AS are small; slow clients must not hold
@@ -59,6 +61,7 @@ type server struct {
 	store     storage.Store
 	secret    []byte
 	metrics   *metrics.Metrics
+	tp        trace.TracerProvider // nil or no-op: tracing is off
 	gen       atomic.Pointer[generation]
 	handler   http.Handler // the main listener's: access log, metrics, then the current generation
 	log       *slog.Logger
@@ -96,7 +99,10 @@ func build(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	s := &server{cfg: cfg, store: st, secret: key, log: log, metrics: m}
+	// With tracing on, a span per storage call made under a request's
+	// span; with it off the store itself, at no cost.
+	st = tracedstore.New(st, e.tp, dbSystem(cfg))
+	s := &server{cfg: cfg, store: st, secret: key, log: log, metrics: m, tp: e.tp}
 	g, err := s.wire(ctx, cfg, e)
 	if err != nil {
 		st.Close()
@@ -176,10 +182,12 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 	}
 
 	fetch := fetchConfig(cfg.CIMD)
+	fetch.RootCAs = e.rootCAs
 	jwksClient, err := safehttp.NewClient(fetch)
 	if err != nil {
 		return nil, fmt.Errorf("config: cimd.allow_hosts: %w", err)
 	}
+	jwksClient.Transport = tracing.FetchTransport(s.tp, jwksClient.Transport, "jwks fetch")
 
 	reg := cfg.Registration
 	regEndpoint := cfg.Issuer + "/register"
@@ -199,6 +207,7 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 		if err != nil {
 			return nil, fmt.Errorf("config: cimd.allow_hosts: %w", err)
 		}
+		cimdClient.Transport = tracing.FetchTransport(s.tp, cimdClient.Transport, "cimd fetch")
 		r, err := dcr.NewCIMDResolver(dcr.CIMDConfig{
 			HTTPClient:        cimdClient,
 			MinCacheTTL:       m.CacheMin.D(),
@@ -576,6 +585,7 @@ func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 	defer tp.Flush(log) // the spans still buffered are exported at the exit
 	if tracing.Enabled(tp.TracerProvider) {
 		log = slog.New(tracing.LogHandler(log.Handler()))
+		e.tp = tp.TracerProvider
 	}
 
 	s, err := build(ctx, cfg, migrate, log, e)
@@ -718,6 +728,12 @@ func (s *server) upstreamProviders(cfg *config.Config) ([]loginui.Upstream, as.U
 		}
 		if k := u.PrivateKeyJWT; k != nil {
 			pc.PrivateKey, pc.KeyID, pc.KeyAlg, pc.AssertionAudience = k.Key, k.KeyID, k.Alg, k.Audience
+		}
+		if tracing.Enabled(s.tp) {
+			// Discovery, keys, token and userinfo calls as client spans.
+			c := upstream.NewHTTPClient(upstream.DefaultTimeout)
+			c.Transport = tracing.FetchTransport(s.tp, c.Transport, "upstream "+u.ID)
+			pc.HTTPClient = c
 		}
 		p, err := upstream.New(pc)
 		if err != nil {

@@ -133,7 +133,9 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 		}
 		o.HTTPClient = &http.Client{Transport: rt, Timeout: timeout}
 	}
-	vcfg := rsmiddleware.Config{Issuer: cfg.Issuer, Resource: cfg.Resource, HTTPClient: o.HTTPClient, Logger: o.Logger}
+	// o.HTTPClient already records the client spans of the calls to the AS.
+	vcfg := rsmiddleware.Config{Issuer: cfg.Issuer, Resource: cfg.Resource, HTTPClient: o.HTTPClient, Logger: o.Logger,
+		TracerProvider: noop.NewTracerProvider()}
 	if i := cfg.Introspection; i != nil {
 		vcfg.Introspection = &rsmiddleware.ClientCredentials{ClientID: i.ClientID, ClientSecret: i.ClientSecret}
 	}

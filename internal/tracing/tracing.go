@@ -199,20 +199,38 @@ func Transport(tp trace.TracerProvider, base http.RoundTripper, name string) htt
 	if !Enabled(tp) {
 		return base
 	}
+	return &transport{tr: tp.Tracer(ScopeName), base: base, name: name, inject: true}
+}
+
+// FetchTransport is Transport without the trace context header fields: a
+// client span per request, nothing added to the request. It is for the
+// fetches from third parties (a client's metadata document or jwks_uri, an
+// upstream identity provider), which take no part in the trace and need
+// not learn its identifiers (W3C Trace Context §8, privacy considerations).
+func FetchTransport(tp trace.TracerProvider, base http.RoundTripper, name string) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if !Enabled(tp) {
+		return base
+	}
 	return &transport{tr: tp.Tracer(ScopeName), base: base, name: name}
 }
 
 type transport struct {
-	tr   trace.Tracer
-	base http.RoundTripper
-	name string
+	tr     trace.Tracer
+	base   http.RoundTripper
+	name   string
+	inject bool
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, span := StartClient(req.Context(), t.tr, t.name, req)
 	defer span.End()
 	req = req.Clone(ctx)
-	Inject(ctx, req.Header)
+	if t.inject {
+		Inject(ctx, req.Header)
+	}
 	resp, err := t.base.RoundTrip(req)
 	EndClient(span, resp, err)
 	return resp, err

@@ -139,3 +139,37 @@ func TestLogHandlerAddsTheIDs(t *testing.T) {
 		t.Fatalf("line %s, want %s %s", lines[1], tid, sid)
 	}
 }
+
+// FetchTransport records the same client span as Transport but sends the
+// third party no trace context field.
+func TestFetchTransportSendsNoTraceContext(t *testing.T) {
+	tp, exp := newProvider()
+	var got http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.Header.Clone() }))
+	defer srv.Close()
+	ctx, root := tp.Tracer("t").Start(context.Background(), "root")
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/client.json?x=secretq", nil)
+	resp, err := (&http.Client{Transport: FetchTransport(tp, nil, "cimd fetch")}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	root.End()
+	if got.Get("Traceparent") != "" || got.Get("Tracestate") != "" {
+		t.Fatalf("trace context sent to a third party: %v", got)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	c := spans[0]
+	if c.Name != "cimd fetch" || c.SpanKind != trace.SpanKindClient || c.Parent.SpanID() != root.SpanContext().SpanID() {
+		t.Fatalf("client span %v", c)
+	}
+	if a := attrs(c); a["url.full"] != srv.URL+"/client.json" || a["http.response.status_code"] != "200" || a["http.request.method"] != "GET" {
+		t.Fatalf("attributes %v", a)
+	}
+	if off := FetchTransport(noop.NewTracerProvider(), http.DefaultTransport, ""); off != http.DefaultTransport {
+		t.Fatalf("FetchTransport with tracing off = %T, want the base itself", off)
+	}
+}
