@@ -73,7 +73,8 @@ func (s *Server) serveContinue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess := s.ui.Session(w, r)
-	t, err := (*authflow.Transaction)(nil), authflow.ErrInvalid
+	var t *authflow.Transaction
+	err := authflow.ErrInvalid
 	if vs := r.URL.Query()["txn"]; len(vs) == 1 {
 		t, err = s.flow.Open(r.Context(), vs[0], sess.ID)
 	}
@@ -128,13 +129,9 @@ func (s *Server) validateAuthorization(r *http.Request, q url.Values) (*authflow
 	if len(q["client_id"]) != 1 || len(q["redirect_uri"]) > 1 {
 		return nil, page(http.StatusBadRequest, "Invalid request", "The request must name exactly one client_id and at most one redirect_uri.")
 	}
-	c, err := s.clients.get(ctx, q.Get("client_id"))
-	if err != nil {
-		if isUnavailable(err) {
-			s.log.error(ctx, "client lookup", "err", err)
-			return nil, page(http.StatusServiceUnavailable, "Temporarily unavailable", "Please try again in a moment.")
-		}
-		return nil, page(http.StatusBadRequest, "Unknown client", "The application that sent you here is not registered with this server.")
+	c, aerr := s.lookupClient(ctx, q.Get("client_id"))
+	if aerr != nil {
+		return nil, aerr
 	}
 	redirectURI := q.Get("redirect_uri")
 	if redirectURI == "" {
@@ -170,6 +167,22 @@ func (s *Server) validateAuthorization(r *http.Request, q url.Values) (*authflow
 		d.CIMDHost = hostOf(c.id)
 	}
 	return s.flow.New(*req, d), nil
+}
+
+// lookupClient reads the client of an authorization request. An
+// unreachable store and an unknown client (never registered, or deleted
+// since the request began) are pages of ours, never redirects.
+func (s *Server) lookupClient(ctx context.Context, id string) (*client, *authzError) {
+	c, err := s.clients.get(ctx, id)
+	switch {
+	case err == nil:
+		return c, nil
+	case isUnavailable(err):
+		s.log.error(ctx, "client lookup", "err", err)
+		return nil, &authzError{status: http.StatusServiceUnavailable, title: "Temporarily unavailable", detail: "Please try again in a moment."}
+	default:
+		return nil, &authzError{status: http.StatusBadRequest, title: "Unknown client", detail: "The application that sent you here is not registered with this server."}
+	}
 }
 
 // checkParams checks the parameters of a request from client c, whose
@@ -278,10 +291,7 @@ func (s *Server) fositeChecks(r *http.Request, q url.Values, req *authflow.Reque
 	if err != nil && (ar == nil || !ar.IsRedirectURIValid()) {
 		return errRedirectInvalid
 	}
-	if err != nil {
-		return err
-	}
-	return nil
+	return err
 }
 
 // proceed runs the step authflow.Next decides for transaction t, bound to
@@ -354,6 +364,10 @@ func (s *Server) issueCode(w http.ResponseWriter, r *http.Request, t *authflow.T
 	req := &t.Request
 	fail := func(err error) {
 		s.answerError(w, r, &authzError{redirectURI: req.RedirectURI, state: req.State, toClient: req.ErrorsToClient || t.Interacted(), err: err})
+	}
+	if _, aerr := s.lookupClient(r.Context(), req.ClientID); aerr != nil {
+		s.answerError(w, r, aerr)
+		return
 	}
 	ctx := requestState(r.Context(), req.RedirectURI)
 	fc, err := s.clients.GetClient(ctx, req.ClientID)

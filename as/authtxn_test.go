@@ -9,6 +9,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/mcpauth/mcpauth/as/loginui"
+	"github.com/mcpauth/mcpauth/storage"
 	"github.com/mcpauth/mcpauth/storage/memory"
 )
 
@@ -147,5 +148,33 @@ func TestAnIssuerWithAPath(t *testing.T) {
 	tok, err := conf.Exchange(context.Background(), u.Query().Get("code"), oauth2.VerifierOption(verifier))
 	if err != nil || tok.AccessToken == "" {
 		t.Fatalf("the code does not redeem: %v", err)
+	}
+}
+
+// TestAClientDeletedDuringTheAuthorizationGetsOurPage: a registered
+// client deleted while its consent page is open gets no code and no
+// redirect: the approval ends on our "Unknown client" page.
+func TestAClientDeletedDuringTheAuthorizationGetsOurPage(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	if err := h.store.CreateClient(ctx, &storage.Client{
+		ID: "reg-app", RedirectURIs: []string{appRedirect}, GrantTypes: []string{"authorization_code"}, Resources: []string{mcpURI},
+		TokenEndpointAuthMethod: "none", Source: "dcr", CreatedAt: h.clock.Now(), UpdatedAt: h.clock.Now(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	conf := h.oauthConfig("reg-app", "")
+	b := h.browser()
+	login := b.get(conf.AuthCodeURL("state-12345678", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()), oauth2.SetAuthURLParam("resource", mcpURI)))
+	consent := b.submit(login, "username", "alice", "password", alicePW)
+	if !strings.Contains(consent.Body, `value="approve"`) {
+		t.Fatalf("no consent page: %d\n%s", consent.StatusCode, consent.Body)
+	}
+	if err := h.store.DeleteClient(ctx, "reg-app"); err != nil {
+		t.Fatal(err)
+	}
+	p := b.submit(consent, "action", "approve")
+	if p.StatusCode != http.StatusBadRequest || p.Header.Get("Location") != "" || !strings.Contains(p.Body, "Unknown client") {
+		t.Fatalf("status %d Location %q, want 400 on our page:\n%s", p.StatusCode, p.Header.Get("Location"), p.Body)
 	}
 }
