@@ -8,9 +8,7 @@ import (
 
 	"golang.org/x/oauth2"
 
-	"github.com/mcpauth/mcpauth/as/loginui"
 	"github.com/mcpauth/mcpauth/storage"
-	"github.com/mcpauth/mcpauth/storage/memory"
 )
 
 // TestTheRequestIsParsedOncePerAuthorization: a sign-in followed by consent
@@ -116,18 +114,7 @@ func TestAReturnIsUsableOnce(t *testing.T) {
 func TestAnIssuerWithAPath(t *testing.T) {
 	h := newHarness(t, func(c *Config) {
 		c.Issuer += "/auth"
-		ui, err := loginui.New(loginui.Config{
-			Users:    []loginui.User{{Username: "alice", PasswordHash: aliceHash}},
-			Consents: c.Store.(*memory.Store),
-			JTIs:     c.Store.(*memory.Store),
-			Secret:   c.Secret,
-			Now:      c.Now,
-			BasePath: "/auth",
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.UI = ui
+		c.UI = uiUnder(t, c, "/auth")
 	})
 	conf := h.oauthConfig("demo-app", "")
 	conf.Endpoint = oauth2.Endpoint{AuthURL: h.issuer + "/auth/authorize", TokenURL: h.issuer + "/auth/token", AuthStyle: oauth2.AuthStyleInParams}

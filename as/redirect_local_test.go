@@ -179,18 +179,7 @@ func TestSameClientRecordSeesEveryField(t *testing.T) {
 // stylesheet under the issuer's path (loginui.Config.BasePath).
 func TestErrorPageIsTheConfiguredUIs(t *testing.T) {
 	h := newHarness(t, func(c *Config) {
-		ui, err := loginui.New(loginui.Config{
-			Users:    []loginui.User{{Username: "alice", PasswordHash: aliceHash}},
-			Consents: c.Store.(*memory.Store),
-			JTIs:     c.Store.(*memory.Store),
-			Secret:   c.Secret,
-			Now:      c.Now,
-			BasePath: "/auth",
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.UI = ui
+		c.UI = uiUnder(t, c, "/auth")
 	})
 	p := h.browser().get(h.issuer + "/authorize?" + authorizeParams("no-such-client").Encode())
 	if p.StatusCode != http.StatusBadRequest || !strings.Contains(p.Body, "Unknown client") {
@@ -307,4 +296,22 @@ func TestConfiguredClientResourcesAndDefaultGrant(t *testing.T) {
 	if _, err := New(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "is not a configured resource") {
 		t.Errorf("New with a client listing an unknown resource: %v, want it refused for that resource", err)
 	}
+}
+
+// uiUnder is the harness's login pages for alice under the issuer path
+// basePath (loginui.Config.BasePath), on c's store.
+func uiUnder(t *testing.T, c *Config, basePath string) *loginui.UI {
+	t.Helper()
+	ui, err := loginui.New(loginui.Config{
+		Users:    []loginui.User{{Username: "alice", PasswordHash: aliceHash}},
+		Consents: c.Store.(*memory.Store),
+		JTIs:     c.Store.(*memory.Store),
+		Secret:   c.Secret,
+		Now:      c.Now,
+		BasePath: basePath,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ui
 }
