@@ -55,7 +55,7 @@ var specs = map[string]*spec{
 	"keys list": {name: "keys list", format: true,
 		help: "List the stored signing keys, newest first: kid, algorithm, created, retired, whether it signs and whether this server's secret unseals it."},
 	"keys retire": {name: "keys retire", args: "KID", nargs: 1, format: true,
-		help: "Retire signing key KID: it stops signing and stays in the JWKS until its tokens expire. Retiring the key that signs first adds a new one (signing.algorithm)."},
+		help: "Retire signing key KID: it stops signing and stays in the JWKS until its tokens expire. Retiring the key that signs first adds a new one (signing.algorithm). A KID (a base64url JWK thumbprint, RFC 7638) may start with -: write -- before it."},
 	"keys prune": {name: "keys prune", format: true,
 		help: "Delete keys retired longer than their tokens live. --unloadable also deletes every key this server's secret cannot unseal (keys written by an instance started with a wrong secret); refused when the secret unseals no key at all.",
 		flags: func(fs *flag.FlagSet, c *command) {

@@ -241,3 +241,18 @@ func TestSubcommandUsageAligned(t *testing.T) {
 		}
 	}
 }
+
+// TestAKidStartingWithADashIsAnArgumentAfterTwoDashes: a kid is a
+// base64url JWK thumbprint (RFC 7638), and one in 64 starts with '-'.
+// After -- it is the KID, before or after the flags.
+func TestAKidStartingWithADashIsAnArgumentAfterTwoDashes(t *testing.T) {
+	for _, args := range [][]string{
+		{"keys", "retire", "--config", "x.yaml", "--", "-0ZOBcQHSH5l5LUBFUODY4pEpgpQ"},
+		{"keys", "retire", "--", "-0ZOBcQHSH5l5LUBFUODY4pEpgpQ", "--config", "x.yaml"},
+	} {
+		cmd, err := parseArgs(args, env{lookup: func(string) (string, bool) { return "", false }})
+		if err != nil || cmd.verb != "retire" || len(cmd.args) != 1 || cmd.args[0] != "-0ZOBcQHSH5l5LUBFUODY4pEpgpQ" || cmd.configPath != "x.yaml" {
+			t.Errorf("%q: %+v, %v", args, cmd, err)
+		}
+	}
+}

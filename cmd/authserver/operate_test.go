@@ -163,7 +163,9 @@ func operatorCommands(t *testing.T, cfg string) {
 	if err := json.Unmarshal([]byte(out), &keys); err != nil || len(keys) != 2 || !keys[0].Signing || keys[1].Signing || keys[1].RetiredAt == nil {
 		t.Fatalf("keys list: %v %+v", err, keys)
 	}
-	out = mustCLI(t, secret, "keys", "retire", keys[0].ID, "--config", cfg)
+	// A kid is a base64url thumbprint and may start with '-': after --
+	// it is an argument whatever it looks like.
+	out = mustCLI(t, secret, "keys", "retire", "--config", cfg, "--", keys[0].ID)
 	if !strings.Contains(out, "retired "+keys[0].ID) {
 		t.Fatalf("keys retire: %s", out)
 	}
