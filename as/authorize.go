@@ -52,7 +52,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.answerError(w, r, aerr)
 		return
 	}
-	s.proceed(w, r, t)
+	s.proceed(w, r, t, s.ui.Session(w, r))
 }
 
 // serveContinue is where every step of a transaction returns to it
@@ -80,7 +80,7 @@ func (s *Server) serveContinue(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case err == nil:
-		s.proceed(w, r, t)
+		s.proceed(w, r, t, sess)
 	case errors.Is(err, authflow.ErrUsed), errors.Is(err, authflow.ErrExpired), errors.Is(err, authflow.ErrInvalid), errors.Is(err, authflow.ErrOtherSession):
 		s.errorPage(w, http.StatusBadRequest, "Sign-in expired", "This step of the sign-in has expired, was already used, or was started in another browser. Please start again from the application.")
 	default:
@@ -295,10 +295,9 @@ func (s *Server) fositeChecks(r *http.Request, q url.Values, req *authflow.Reque
 }
 
 // proceed runs the step authflow.Next decides for transaction t, bound to
-// this browser's session.
-func (s *Server) proceed(w http.ResponseWriter, r *http.Request, t *authflow.Transaction) {
+// this browser's session sess (loginui.UI.Session, read once per request).
+func (s *Server) proceed(w http.ResponseWriter, r *http.Request, t *authflow.Transaction, sess authflow.Session) {
 	ctx := r.Context()
-	sess := s.ui.Session(w, r)
 	t.Session = sess.ID
 	in, err := s.flowInput(ctx, t, sess)
 	if err != nil {
@@ -310,9 +309,9 @@ func (s *Server) proceed(w http.ResponseWriter, r *http.Request, t *authflow.Tra
 	req := &t.Request
 	switch d.Step {
 	case authflow.SignIn, authflow.SignInAt:
-		s.ui.SignIn(w, r, t, d)
+		s.ui.SignIn(w, r, sess, t, d)
 	case authflow.Consent, authflow.Confirm:
-		s.ui.Ask(w, r, t, d)
+		s.ui.Ask(w, r, sess, t, d)
 	case authflow.NotPermitted:
 		// Beyond what the person's organisation allows (claim_scopes): a
 		// page that says so, with the access_denied answer as the way back,

@@ -49,7 +49,7 @@ func ExampleUI_SignIn() {
 		t.Session = sess.ID
 		d := authflow.Next(authflow.Input{Txn: t, Session: sess, OnlyProvider: ui.OnlyProvider(), Now: time.Now()})
 		if d.Step == authflow.SignIn {
-			ui.SignIn(w, r, t, d)
+			ui.SignIn(w, r, sess, t, d)
 		}
 	})
 	mux.Handle("/", ui.Handler()) // the steps, /logout, /consents, /ui/

@@ -140,7 +140,7 @@ func (h *harness) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		LoopbackOnly: ru.Hostname() == "127.0.0.1",
 		ResourceName: "Example MCP server",
 	})
-	h.proceed(w, r, t)
+	h.proceed(w, r, t, h.ui.Session(w, r))
 }
 
 // serveContinue opens the transaction a step returns to, as as/ does.
@@ -151,13 +151,12 @@ func (h *harness) serveContinue(w http.ResponseWriter, r *http.Request) {
 		ErrorPage(w, http.StatusBadRequest, "Sign-in expired", err.Error())
 		return
 	}
-	h.proceed(w, r, t)
+	h.proceed(w, r, t, sess)
 }
 
 // proceed runs the step authflow.Next decides, as as/ does.
-func (h *harness) proceed(w http.ResponseWriter, r *http.Request, t *authflow.Transaction) {
+func (h *harness) proceed(w http.ResponseWriter, r *http.Request, t *authflow.Transaction, sess authflow.Session) {
 	ctx := r.Context()
-	sess := h.ui.Session(w, r)
 	t.Session = sess.ID
 	in := authflow.Input{Txn: t, Session: sess, OnlyProvider: h.ui.OnlyProvider(), Now: h.ui.now()}
 	if sess.Subject != "" {
@@ -176,10 +175,10 @@ func (h *harness) proceed(w http.ResponseWriter, r *http.Request, t *authflow.Tr
 	v := url.Values{"state": {t.Request.State}}
 	switch d.Step {
 	case authflow.SignIn, authflow.SignInAt:
-		h.ui.SignIn(w, r, t, d)
+		h.ui.SignIn(w, r, sess, t, d)
 		return
 	case authflow.Consent, authflow.Confirm:
-		h.ui.Ask(w, r, t, d)
+		h.ui.Ask(w, r, sess, t, d)
 		return
 	case authflow.NotPermitted:
 		res.Denied, res.NotPermitted = true, d.NotPermitted

@@ -42,10 +42,10 @@ func (u *UI) OnlyProvider() bool { return len(u.cfg.Upstreams) == 1 && len(u.use
 
 // SignIn shows the login page for transaction t (authflow.SignIn), or
 // sends the person to the only provider (authflow.SignInAt) with d's
-// max_age.
-func (u *UI) SignIn(w http.ResponseWriter, r *http.Request, t *authflow.Transaction, d authflow.Decision) {
+// max_age. as is the browser session Session returned for this request.
+func (u *UI) SignIn(w http.ResponseWriter, r *http.Request, as authflow.Session, t *authflow.Transaction, d authflow.Decision) {
 	setPageHeaders(w.Header())
-	sess := u.pageSession(r, t)
+	sess := fromFlow(as)
 	if d.Step == authflow.SignInAt && len(u.cfg.Upstreams) > 0 {
 		u.startUpstream(w, r, sess, &u.cfg.Upstreams[0], pendingFor{txn: t}, d.MaxAge)
 		return
@@ -54,10 +54,11 @@ func (u *UI) SignIn(w http.ResponseWriter, r *http.Request, t *authflow.Transact
 }
 
 // Ask shows the consent page (authflow.Consent) or the one-click continue
-// page (authflow.Confirm) for t, and records in t what it asks.
-func (u *UI) Ask(w http.ResponseWriter, r *http.Request, t *authflow.Transaction, d authflow.Decision) {
+// page (authflow.Confirm) for t, and records in t what it asks. as is the
+// browser session Session returned for this request.
+func (u *UI) Ask(w http.ResponseWriter, r *http.Request, as authflow.Session, t *authflow.Transaction, d authflow.Decision) {
 	setPageHeaders(w.Header())
-	sess := u.pageSession(r, t)
+	sess := fromFlow(as)
 	t.RecordAsked(sess.Subject, d.Scopes)
 	if d.Step == authflow.Confirm {
 		u.renderContinue(w, r, sess, t, http.StatusOK)
@@ -66,13 +67,14 @@ func (u *UI) Ask(w http.ResponseWriter, r *http.Request, t *authflow.Transaction
 	u.renderConsent(w, r, sess, t, d.Approved, http.StatusOK, "")
 }
 
-// pageSession is the browser session t is bound to: the request's, or the
-// anonymous one Session started in this response.
-func (u *UI) pageSession(r *http.Request, t *authflow.Transaction) session {
-	if s := u.readSession(r); s.ID == t.Session {
-		return s
+// fromFlow is the session Session read, without reading it again. Its
+// cookie was written then, if it was new, so Exp is not needed.
+func fromFlow(as authflow.Session) session {
+	s := session{ID: as.ID, Subject: as.Subject}
+	if !as.AuthTime.IsZero() {
+		s.AuthTime = as.AuthTime.Unix()
 	}
-	return session{ID: t.Session, Exp: u.now().Add(u.cfg.FlowTTL * 3).Unix()}
+	return s
 }
 
 // returnTo sends the browser back to transaction t (303, RFC 9700 §4.12).
