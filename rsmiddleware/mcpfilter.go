@@ -109,6 +109,12 @@ type MCPFilterConfig struct {
 //     and a stateless request's Mcp-Method and Mcp-Name must mirror its
 //     body.
 //
+//   - URL-mode elicitation: what the client declared, in the initialize
+//     of its MCP session (capabilities.elicitation.url; the session id of
+//     the answer is kept, at most 100000) or in the request's own _meta
+//     (MetaClientCapabilities, MCP 2026-07-28), is in the context of every
+//     request it passes on (URLElicitationDeclared), for WriteURLRequired.
+//
 // A list answer it would filter that is content-coded (gzip and the like:
 // a compressing handler inside Wrap) cannot be read, and is replaced by a
 // JSON-RPC error (502) rather than passed on whole; compress outside Wrap.
@@ -139,6 +145,9 @@ type MCPFilter struct {
 	// not parsed. resourceScopes and promptScopes are the same for
 	// resources (and their templates) and prompts.
 	toolScopes, resourceScopes, promptScopes []string
+	// urlSessions: the MCP sessions whose initialize declared URL-mode
+	// elicitation (URLElicitationDeclared).
+	urlSessions urlSessions
 }
 
 // NewMCPFilter returns an MCPFilter for cfg.
@@ -433,6 +442,14 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 		start := f.now()
 		var reqs []*rpcRequest
 		var caller *toolpolicy.Caller
+		sid := r.Header.Get(SessionHeader)
+		if r.Method == http.MethodDelete {
+			f.urlSessions.remove(sid)
+		}
+		urlDeclared, initURL := f.urlSessions.has(sid), false
+		if urlDeclared {
+			r = r.WithContext(withURLElicitation(r.Context()))
+		}
 		if r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
 			var body []byte
 			peeked := false
@@ -484,6 +501,15 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 			if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
 				spanAttributes(span, p, reqs)
 			}
+			for _, q := range reqs {
+				if !q.response && declaresURLElicitation(q.method, q.msg) {
+					if !urlDeclared {
+						urlDeclared = true
+						r = r.WithContext(withURLElicitation(r.Context()))
+					}
+					initURL = initURL || q.method == "initialize"
+				}
+			}
 			if f.policy != nil && Stateless(r) && !mirrorsBody(r, body) {
 				// The rules read the body; the headers must say the same,
 				// whatever the Middleware's scopes needed to read
@@ -510,7 +536,7 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 		if caller == nil && f.policy != nil {
 			caller = f.caller(r, p)
 		}
-		fw := &filterWriter{w: w, f: f, p: p, c: caller, reqs: reqs, start: start, byID: map[string]*rpcRequest{}}
+		fw := &filterWriter{w: w, f: f, p: p, c: caller, reqs: reqs, start: start, byID: map[string]*rpcRequest{}, initURL: initURL}
 		for _, q := range reqs {
 			if q.key != "" {
 				fw.byID[q.key] = q
@@ -809,6 +835,22 @@ type filterWriter struct {
 	broken bool // modeSSE: the stream was cut
 	// refusal is the JSON-RPC error message of a modeRefused answer.
 	refusal string
+	// initURL: the request is an initialize declaring URL elicitation; the
+	// session id of its answer is recorded (URLElicitationDeclared).
+	initURL bool
+}
+
+// recordSession records the session id of the answer to an initialize that
+// declared URL elicitation, as the handler set it (before any outer layer
+// such as SessionBinding rewrites it), when the answer is a success.
+func (fw *filterWriter) recordSession(code int) {
+	if !fw.initURL {
+		return
+	}
+	fw.initURL = false
+	if code/100 == 2 {
+		fw.f.urlSessions.add(fw.w.Header().Get(SessionHeader))
+	}
 }
 
 func (fw *filterWriter) Header() http.Header { return fw.w.Header() }
@@ -824,6 +866,7 @@ func (fw *filterWriter) WriteHeader(code int) {
 		return
 	}
 	fw.status = code
+	fw.recordSession(code)
 	mt, _, _ := mime.ParseMediaType(fw.w.Header().Get("Content-Type"))
 	switch {
 	case !fw.inspect || code/100 != 2:
@@ -901,6 +944,9 @@ func (fw *filterWriter) Flush() {
 func (fw *filterWriter) Unwrap() http.ResponseWriter { return fw.w }
 
 func (fw *filterWriter) finish() {
+	if fw.mode == modeUndecided {
+		fw.recordSession(http.StatusOK) // net/http sends 200 with the header
+	}
 	switch fw.mode {
 	case modeUnread:
 		fw.w.WriteHeader(fw.status)
