@@ -108,7 +108,6 @@ type MCPFilterConfig struct {
 //     rules read the requests as parsed here, after the refusals above,
 //     and a stateless request's Mcp-Method and Mcp-Name must mirror its
 //     body.
-//
 //   - URL-mode elicitation: what the client declared, in the initialize
 //     of its MCP session (capabilities.elicitation.url; the session id of
 //     the answer is kept, at most 100000) or in the request's own _meta
