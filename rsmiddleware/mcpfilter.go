@@ -82,6 +82,19 @@ type MCPFilterConfig struct {
 	// EventToolSuspicious and, with ScreenHide, the tool is left out of
 	// tools/list and its calls answered with ErrCodeToolWithheld.
 	Screening *Screening
+	// Approval, when set, holds the tools/call requests of the tools it
+	// names until a person approves each on the authorization server's
+	// page, with exactly its arguments (docs/TOOLS.md): a call not yet
+	// approved is answered with the page's URL (WriteURLRequired, audited
+	// AuditApprovalPending), a denied one with a tool result isError
+	// (AuditApprovalDenied), and when the AS cannot be asked the call is
+	// refused (ErrCodeApprovalUnavailable, AuditApprovalUnavailable); none
+	// of them reaches the handler. An approved call is forwarded once, its
+	// audit event naming the approval (AuditEvent.ApprovalID). The calls of
+	// a batch are decided each on its own: the others go on. Approval is
+	// asked last, after Pins, Screening, RateLimits and Policy, so the
+	// arguments approved are the ones forwarded.
+	Approval *Approval
 }
 
 // MCPFilter applies two things to the MCP Streamable HTTP exchanges of a
@@ -137,8 +150,9 @@ type MCPFilter struct {
 	policy      *toolpolicy.Engine
 	limits      *toolpolicy.Limiter
 	// guard: Pins and Screening; nil without either.
-	guard  *toolGuard
-	traces traces
+	guard    *toolGuard
+	approval *Approval
+	traces   traces
 	// toolScopes lists every scope some tool needs beyond the base: a
 	// caller holding them all sees every tool, and tools/list answers are
 	// not parsed. resourceScopes and promptScopes are the same for
@@ -153,7 +167,7 @@ type MCPFilter struct {
 func NewMCPFilter(cfg MCPFilterConfig) *MCPFilter {
 	f := &MCPFilter{scopes: cfg.Scopes, audit: cfg.Audit, tenantClaim: cfg.TenantClaim,
 		maxBody: cfg.MaxBodyBytes, maxResp: cfg.MaxResponseBytes, now: cfg.Now, log: cfg.Logger,
-		policy: cfg.Policy, limits: cfg.RateLimits}
+		policy: cfg.Policy, limits: cfg.RateLimits, approval: cfg.Approval}
 	if cfg.Pins != nil || cfg.Screening != nil {
 		f.guard = &toolGuard{pins: cfg.Pins, screen: cfg.Screening, verdicts: map[[32]byte]seenTool{}}
 	}
@@ -204,6 +218,9 @@ type rpcRequest struct {
 	name string
 	// msg is the message's JSON text; rawArgs its params.arguments.
 	msg, rawArgs []byte
+	// approval is the id of the person's approval a held or approved
+	// tools/call has (Approval).
+	approval string
 	// response: a JSON-RPC response of the client (no method; id is the
 	// id of the server's request it answers, key is empty).
 	response bool
@@ -282,7 +299,7 @@ func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
 			// A response to a request of the server (JSON-RPC 2.0 §5, as
 			// an elicitation/create answer): one event, with the id it
 			// answers, never matched with the server's answer.
-			req := &rpcRequest{response: true}
+			req := &rpcRequest{response: true, msg: m}
 			if rawID != nil && string(rawID) != "null" {
 				if req.id, err = idKey(rawID); err != nil {
 					return errIDKey
@@ -441,6 +458,7 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 		start := f.now()
 		var reqs []*rpcRequest
 		var caller *toolpolicy.Caller
+		var extra [][]byte // answers of held calls (Approval)
 		sid := r.Header.Get(SessionHeader)
 		if r.Method == http.MethodDelete {
 			f.urlSessions.remove(sid)
@@ -531,11 +549,17 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 					return
 				}
 			}
+			if f.approval != nil && len(reqs) > 0 {
+				var ok bool
+				if reqs, extra, ok = f.holdCalls(w, r, p, start, body, reqs); !ok {
+					return
+				}
+			}
 		}
 		if caller == nil && f.policy != nil {
 			caller = f.caller(r, p)
 		}
-		fw := &filterWriter{w: w, f: f, p: p, c: caller, reqs: reqs, start: start, byID: map[string]*rpcRequest{}, initURL: initURL}
+		fw := &filterWriter{w: w, f: f, p: p, c: caller, reqs: reqs, start: start, byID: map[string]*rpcRequest{}, initURL: initURL, extra: extra}
 		for _, q := range reqs {
 			if q.key != "" {
 				fw.byID[q.key] = q
@@ -545,7 +569,7 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 			fw.base = f.baseEvent(r, p, inboundToken(r.Context()), start)
 		}
 		fw.trim = f.trimsAnswer(r, reqs, p, caller)
-		fw.inspect = len(fw.byID) > 0 && f.audit != nil || f.trims(p)
+		fw.inspect = len(fw.byID) > 0 && f.audit != nil || f.trims(p) || len(extra) > 0
 		returned := false
 		defer func() {
 			if !returned {
@@ -794,6 +818,7 @@ const (
 	modeSSE       // filtered event by event
 	modeRefused   // an answer to be filtered that cannot be read: refused
 	modeUnread    // to be filtered, of a media type not read: held until a byte comes
+	modeExtras    // 202 to the forwarded part of a batch: replaced by the held calls' answers
 )
 
 // contentCoded reports whether h names a content coding other than
@@ -834,6 +859,9 @@ type filterWriter struct {
 	broken bool // modeSSE: the stream was cut
 	// refusal is the JSON-RPC error message of a modeRefused answer.
 	refusal string
+	// extra are the answers to held requests of a batch (Approval), added
+	// to the handler's answer to the others.
+	extra [][]byte
 	// initURL: the request is an initialize declaring URL elicitation; the
 	// session id of its answer is recorded (URLElicitationDeclared).
 	initURL bool
@@ -868,6 +896,11 @@ func (fw *filterWriter) WriteHeader(code int) {
 	fw.recordSession(code)
 	mt, _, _ := mime.ParseMediaType(fw.w.Header().Get("Content-Type"))
 	switch {
+	case len(fw.extra) > 0 && code == http.StatusAccepted:
+		// The forwarded messages were notifications or responses; the
+		// held calls' answers are the answer.
+		fw.mode = modeExtras
+		return
 	case !fw.inspect || code/100 != 2:
 		fw.mode = modePass
 	case (mt == "text/event-stream" || mt == "application/json") && contentCoded(fw.w.Header()):
@@ -908,7 +941,7 @@ func (fw *filterWriter) Write(b []byte) (int, error) {
 		fw.f.log.Warn("rsmiddleware: answer of a media type the filter cannot read; it reads application/json and text/event-stream", "content_type", fw.w.Header().Get("Content-Type"))
 		fw.refuse("the MCP server's answer could not be checked: its media type is neither application/json nor text/event-stream")
 		return len(b), nil
-	case modeRefused:
+	case modeRefused, modeExtras:
 		return len(b), nil
 	case modeJSON:
 		if !fw.over && int64(len(fw.buf)+len(b)) <= fw.f.maxResp {
@@ -931,7 +964,7 @@ func (fw *filterWriter) Write(b []byte) (int, error) {
 
 // Flush sends what is complete: for event streams, every whole event.
 func (fw *filterWriter) Flush() {
-	if fw.mode == modeJSON || fw.mode == modeRefused || fw.mode == modeUnread {
+	if fw.mode == modeJSON || fw.mode == modeRefused || fw.mode == modeUnread || fw.mode == modeExtras {
 		return // nothing is sent before finish
 	}
 	if fl, ok := fw.w.(http.Flusher); ok {
@@ -945,8 +978,22 @@ func (fw *filterWriter) Unwrap() http.ResponseWriter { return fw.w }
 func (fw *filterWriter) finish() {
 	if fw.mode == modeUndecided {
 		fw.recordSession(http.StatusOK) // net/http sends 200 with the header
+		if len(fw.extra) > 0 {
+			fw.mode = modeExtras
+		}
 	}
 	switch fw.mode {
+	case modeExtras:
+		fw.status = http.StatusOK
+		fw.w.Header().Del("Content-Encoding")
+		writeRPCAnswer(fw.w, http.StatusOK, joinAnswers(fw.extra))
+	case modePass:
+		if len(fw.extra) > 0 {
+			// An HTTP error (or an answer of another media type) to the
+			// forwarded part of a batch: the held calls' answers cannot be
+			// added; they were not run, and are asked again when retried.
+			fw.f.log.Warn("rsmiddleware: the answers of calls held for approval were dropped: the batch's answer cannot hold them", "status", fw.status)
+		}
 	case modeUnread:
 		fw.w.WriteHeader(fw.status)
 	case modeRefused:
@@ -964,6 +1011,9 @@ func (fw *filterWriter) finish() {
 		if nb, changed := fw.filterMessages(fw.buf); changed {
 			out = nb
 		}
+		if len(fw.extra) > 0 {
+			out = withAnswers(out, fw.extra)
+		}
 		fw.w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 		fw.w.WriteHeader(fw.status)
 		_, _ = fw.w.Write(out)
@@ -971,6 +1021,15 @@ func (fw *filterWriter) finish() {
 		// An event cut off by the end of the stream is not dispatched by an
 		// EventSource (WHATWG HTML §9.2.6), so it is dropped, not forwarded.
 		fw.buf = nil
+		if len(fw.extra) > 0 && !fw.broken {
+			// The held calls' answers end the stream, one event each.
+			for _, a := range fw.extra {
+				_, _ = fw.w.Write([]byte("event: message\ndata: " + string(a) + "\n\n"))
+			}
+			if fl, ok := fw.w.(http.Flusher); ok {
+				fl.Flush()
+			}
+		}
 	}
 	if fw.f.audit == nil {
 		return
@@ -994,6 +1053,26 @@ func (fw *filterWriter) finish() {
 		}
 		fw.emit(q, res, 0, false, status)
 	}
+}
+
+// withAnswers adds answers to the JSON-RPC answer body out (a Response, a
+// batch of them, or nothing): one batch holding all.
+func withAnswers(out []byte, answers [][]byte) []byte {
+	t := trimJSONSpace(out)
+	var msgs [][]byte
+	switch {
+	case len(t) == 0:
+	case !json.Valid(t):
+		return out // not JSON: passed on as it is
+	case t[0] == '[':
+		_ = forEachMessage(t, func(m []byte) error {
+			msgs = append(msgs, m)
+			return nil
+		})
+	default:
+		msgs = append(msgs, t)
+	}
+	return joinAnswers(append(msgs, answers...))
 }
 
 // refuse replaces the answer by a JSON-RPC error -32603 with message msg
@@ -1023,7 +1102,7 @@ func (fw *filterWriter) emit(q *rpcRequest, result string, code int, isError boo
 	case q.method == "tools/call":
 		e.Event = "tool.call"
 	}
-	e.Method, e.Tool, e.RequestID, e.ArgsSHA256 = q.method, q.tool, q.id, q.args
+	e.Method, e.Tool, e.RequestID, e.ArgsSHA256, e.ApprovalID = q.method, q.tool, q.id, q.args, q.approval
 	e.Result, e.ErrorCode, e.IsError, e.Status = result, code, isError, status
 	e.bound()
 	e.Latency = fw.f.now().Sub(fw.start)
