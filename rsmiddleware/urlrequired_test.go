@@ -338,3 +338,29 @@ func TestWriteURLRequiredBytes(t *testing.T) {
 		})
 	}
 }
+
+// Behind a signing SessionBinding (outside MCPFilter, as in mcpgateway) the
+// client holds the signed session id and the filter the handler's: the
+// declaration is recorded and found under the handler's.
+func TestURLElicitationDeclaredBehindASignedSessionBinding(t *testing.T) {
+	server := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if bytes.Contains(b, []byte(`"initialize"`)) {
+			w.Header().Set(rsmiddleware.SessionHeader, "inner-session")
+		}
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	})
+	filter := rsmiddleware.NewMCPFilter(rsmiddleware.MCPFilterConfig{})
+	binding := &rsmiddleware.SessionBinding{Key: bytes.Repeat([]byte{9}, 32)}
+	srv := httptest.NewServer(withPrincipal(binding.Wrap(filter.Wrap(urlGate(server, nil)))))
+	defer srv.Close()
+	_, _, sid := post(t, srv.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"url":{}}},"clientInfo":{"name":"c","version":"1"}}}`)
+	if !strings.HasPrefix(sid, "inner-session.") {
+		t.Fatalf("session id %q is not the signed one", sid)
+	}
+	_, m, _ := post(t, srv.URL, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"open_page","arguments":{}}}`)
+	if e, _ := m["error"].(map[string]any); e == nil || e["code"] != float64(rsmiddleware.ErrCodeURLElicitationRequired) {
+		t.Fatalf("answer %v, want -32042", m)
+	}
+}
