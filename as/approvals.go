@@ -23,6 +23,7 @@ import (
 
 	"github.com/ory/fosite"
 
+	"github.com/mcpauth/mcpauth/as/loginui"
 	"github.com/mcpauth/mcpauth/rsmiddleware"
 	"github.com/mcpauth/mcpauth/storage"
 )
@@ -34,7 +35,7 @@ import (
 // page where the person decides (as/loginui).
 const (
 	ApprovalsPath    = "/approvals"
-	ApprovalPagePath = "/approve/"
+	ApprovalPagePath = loginui.ApprovalPath
 )
 
 // Limits of an approval request.
@@ -423,4 +424,25 @@ func (s *Server) approves(clientID, uri string) bool {
 		}
 	}
 	return false
+}
+
+// displayNames names clients and resources on the pages (loginui.Names):
+// a client's configured or registered name, a resource's configured name.
+type displayNames struct{ s *Server }
+
+func (n displayNames) ClientName(ctx context.Context, clientID string) string {
+	c, err := n.s.clients.get(ctx, clientID)
+	if err != nil {
+		return ""
+	}
+	return c.name
+}
+
+func (n displayNames) ResourceName(uri string) string {
+	for _, r := range n.s.resources {
+		if r.URI == uri {
+			return r.Name
+		}
+	}
+	return ""
 }

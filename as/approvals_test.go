@@ -168,6 +168,26 @@ func approvalCases(t *testing.T, store storage.Store) {
 		}
 	})
 
+	t.Run("the person approves on the page the answer names, and the retry runs once", func(t *testing.T) {
+		resp, m := h.approval(call(token, "create_issue", map[string]any{"title": "<b>x</b>"}), "gw", gwSecret)
+		id := wantAnswer(t, resp, m, "pending")
+		b := h.browser()
+		p := b.get(m["approval_uri"].(string))
+		p = b.submit(p, "username", "alice", "password", alicePW)
+		if p.StatusCode != 200 || !strings.Contains(p.Body, "Example MCP") || !strings.Contains(p.Body, "Demo") ||
+			!strings.Contains(p.Body, "&lt;b&gt;x&lt;/b&gt;") {
+			t.Fatalf("approval page: %d\n%s", p.StatusCode, p.Body)
+		}
+		p = b.submit(p, "action", "approve")
+		if p.StatusCode != 200 || !strings.Contains(p.Body, "try again") {
+			t.Fatalf("after approving: %d\n%s", p.StatusCode, p.Body)
+		}
+		resp, m = h.approval(call(token, "create_issue", map[string]any{"title": "<b>x</b>"}), "gw", gwSecret)
+		if wantAnswer(t, resp, m, "approved") != id {
+			t.Fatalf("retry: %v", m)
+		}
+	})
+
 	t.Run("other arguments or another tool need their own approval", func(t *testing.T) {
 		_, m := h.approval(call(token, "delete_file", map[string]any{"path": "/etc/passwd"}), "gw", gwSecret)
 		id := m["approval_id"]
@@ -259,7 +279,7 @@ func approvalCases(t *testing.T, store storage.Store) {
 				}
 			}
 		}
-		if !seen["approval.requested"] || !seen["approval.used"] {
+		if !seen["approval.requested"] || !seen["approval.used"] || !seen["approval.approved"] {
 			t.Fatalf("audit events %v", seen)
 		}
 		all := logs.String()

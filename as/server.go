@@ -326,6 +326,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.clients.f = s.provider
 
 	s.ui = cfg.UI
+	if s.ui != nil {
+		s.ui.SetNames(displayNames{s})
+	}
 	if s.flow, err = authflow.NewCodec(cfg.Secret, cfg.Store, 0, cfg.Now); err != nil {
 		return nil, err
 	}
@@ -346,7 +349,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 // Handler serves every endpoint. Paths are the issuer's path followed by
 // /authorize, /token, /introspect, /approvals, /revoke, /jwks.json, /statuslists/1 (the
-// Token Status List), /statuslists (its aggregation), /consents, /logout,
+// Token Status List), /statuslists (its aggregation), /consents, /approve/{id}, /logout,
 // /ui/, /upstream/{id}/callback, plus the metadata documents at /.well-known/oauth-authorization-server{path},
 // /.well-known/openid-configuration{path} and {path}/.well-known/openid-configuration.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -387,6 +390,8 @@ func (s *Server) routes() http.Handler {
 		mux.Handle(bp+loginui.UpstreamPath, uh)
 		mux.Handle(bp+loginui.ConsentPath, uh)
 		mux.Handle(bp+"/consents", uh)
+		// The pages where people decide about held tool calls.
+		mux.Handle(bp+loginui.ApprovalPath, uh)
 		mux.Handle(bp+"/logout", uh)
 		mux.Handle(bp+"/ui/", uh)
 		// Callbacks of upstream OpenID providers (loginui.Config.Upstreams).

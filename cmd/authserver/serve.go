@@ -159,10 +159,12 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 		Revoker:       revoker,
 		Consents:      s.store,
 		JTIs:          s.store,
-		Secret:        s.secret,
-		Secure:        issuer.Scheme == "https",
-		BasePath:      basePath,
-		Logger:        s.log.With("component", "loginui"),
+		// The approval pages of held tool calls, and their list on /consents.
+		Approvals: s.store,
+		Secret:    s.secret,
+		Secure:    issuer.Scheme == "https",
+		BasePath:  basePath,
+		Logger:    s.log.With("component", "loginui"),
 
 		ClientAddr: g.addrs.Key,
 		ClientIP:   g.addrs.String,
