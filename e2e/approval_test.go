@@ -35,6 +35,22 @@ type approvalEnv struct {
 	resource  string // the gateway's
 	// restart kills the gateway (as a crash) and starts it again.
 	restart func()
+	// asLogs is the AS's output (its audit lines among it).
+	asLogs *lockedBuffer
+}
+
+// asDigest returns the args_digest the AS's audit gives the approval id:
+// the SHA-256 of the canonical arguments the approval is bound to and the
+// page renders.
+func (e *approvalEnv) asDigest(id string) string {
+	for _, line := range strings.Split(e.asLogs.String(), "\n") {
+		if strings.Contains(line, "event=approval.requested") && strings.Contains(line, "approval_id="+id+" ") {
+			if m := regexp.MustCompile(`args_digest=([0-9a-f]{64})`).FindStringSubmatch(line); m != nil {
+				return m[1]
+			}
+		}
+	}
+	return ""
 }
 
 // startApprovalStack starts the stack with the gateway's client
@@ -46,7 +62,8 @@ func startApprovalStack(t *testing.T, ttl string) *approvalEnv {
 	logs := &lockedBuffer{}
 	gw, ts := freeport.Addr(t), freeport.Addr(t)
 	upstream := startTSServer(t, logs, ts, false, "APPROVAL_TOOLS=1")
-	s := startStack(t, stackOptions{editConfig: func(c string) string {
+	asLogs := &lockedBuffer{}
+	s := startStack(t, stackOptions{logs: asLogs, editConfig: func(c string) string {
 		c = strings.NewReplacer(gatewayAddr, gw, tsServerAddr, ts).Replace(c)
 		for _, name := range []string{"    name: MCP server behind mcpgateway\n", "    name: Example MCP server\n"} {
 			if !strings.Contains(c, name) {
@@ -74,7 +91,7 @@ func startApprovalStack(t *testing.T, ttl string) *approvalEnv {
 		t.Fatal(err)
 	}
 	kill := startGateway(t, s, logs, cfgPath, gw, ts)
-	e := &approvalEnv{s: s, upstream: upstream, auditFile: auditFile, resource: "http://" + gw + "/mcp"}
+	e := &approvalEnv{s: s, upstream: upstream, auditFile: auditFile, resource: "http://" + gw + "/mcp", asLogs: asLogs}
 	e.restart = func() {
 		kill()
 		kill = startGateway(t, s, logs, cfgPath, gw, ts)
@@ -408,6 +425,9 @@ func TestApprovalOfToolCallsThroughTheGateway(t *testing.T) {
 		if n := countOf(env.upstream.calls(t), "send_email"); n != 1 {
 			t.Errorf("the upstream ran send_email %d times, want 1", n)
 		}
+		if got := env.auditLines(t); len(got) == 0 {
+			t.Error("no audit lines")
+		}
 	})
 	t.Run("the arguments shown are the arguments forwarded", func(t *testing.T) {
 		got := env.receivedArguments(t, "send_email")
@@ -432,6 +452,11 @@ func TestApprovalOfToolCallsThroughTheGateway(t *testing.T) {
 		}
 		if forwarded == nil || forwarded["args_sha256"] != sha256Hex(sent) {
 			t.Errorf("audit of the forwarded call %v, want approval_id %s and args_sha256 %s", forwarded, res.First.ElicitationID, sha256Hex(sent))
+		}
+		// The canonical bytes the approval is bound to (and the page
+		// renders) are the ones the upstream read.
+		if d := env.asDigest(res.First.ElicitationID); d != sha256Hex(canonical(t, got[0])) {
+			t.Errorf("the AS bound approval %s to digest %q, the upstream read arguments of digest %s", res.First.ElicitationID, d, sha256Hex(canonical(t, got[0])))
 		}
 	})
 	t.Run("markup and control characters are escaped on the page", func(t *testing.T) {
@@ -463,6 +488,21 @@ func TestApprovalOfToolCallsThroughTheGateway(t *testing.T) {
 		raw, _ := os.ReadFile(env.auditFile)
 		if strings.Contains(string(raw), "quarterly") || strings.Contains(string(raw), "bob@example.com") {
 			t.Errorf("the audit holds arguments")
+		}
+	})
+
+	t.Run("the TypeScript SDK 1.x client reads the same answer", func(t *testing.T) {
+		args := `{"to":"carol@example.com","subject":"from v1"}`
+		r := runApprovalScript(t, dir, env.resource, "v1", args, `{"to":"carol@example.com","subject":"other"}`, func(url string) error {
+			if _, err := alice.open(url); err != nil {
+				return err
+			}
+			_, err := alice.decide(true)
+			return err
+		})
+		if r.First.Mode != "url" || !strings.HasSuffix(r.First.URL, "/"+r.First.ElicitationID) || r.Retried != "sent to carol@example.com: from v1" ||
+			r.Second.ElicitationID == "" || r.Other.ElicitationID == "" || r.Second.ElicitationID == r.First.ElicitationID {
+			t.Errorf("v1: %+v", r)
 		}
 	})
 

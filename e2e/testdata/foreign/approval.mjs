@@ -17,6 +17,7 @@ const lib = sdk === 'v1'
   ? {
       ...(await import('@modelcontextprotocol/sdk/client/index.js')),
       ...(await import('@modelcontextprotocol/sdk/client/streamableHttp.js')),
+      ...(await import('@modelcontextprotocol/sdk/client/auth.js')),
       ...(await import('@modelcontextprotocol/sdk/types.js')),
     }
   : await import('@modelcontextprotocol/client');
