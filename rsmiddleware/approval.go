@@ -188,7 +188,7 @@ func (a *Approval) ask(ctx context.Context, token, tool string, args []byte) (ap
 		reason := "the authorization server refused the question (HTTP " + strconv.Itoa(resp.StatusCode) + ")"
 		switch oe.Error {
 		case "invalid_token":
-			reason = "the access token is no longer active at the authorization server"
+			reason = "the authorization server does not take the access token for approvals (it is no longer active, or names no person to ask)"
 		case "invalid_client", "unauthorized_client":
 			reason = "the gateway is not allowed to ask the authorization server for approvals (" + oe.Error + ")"
 		case "invalid_request":

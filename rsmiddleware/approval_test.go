@@ -200,7 +200,7 @@ func TestApprovalFailsClosed(t *testing.T) {
 	}{
 		{"client authentication failed", 401, `{"error":"invalid_client","error_description":"bad secret"}`, false, false, "not allowed to ask"},
 		{"client not in approval_clients", 400, `{"error":"unauthorized_client"}`, false, false, "not allowed to ask"},
-		{"token no longer active", 400, `{"error":"invalid_token"}`, false, false, "no longer active"},
+		{"token no longer active", 400, `{"error":"invalid_token"}`, false, false, "does not take the access token"},
 		{"request refused", 400, `{"error":"invalid_request","error_description":"duplicate keys"}`, false, false, "invalid_request"},
 		{"server error", 500, `oops`, false, false, "HTTP 500"},
 		{"redirect", 302, ``, false, false, "HTTP 302"},

@@ -59,7 +59,7 @@ func callSendEmail(t *testing.T, cs *mcp.ClientSession) (*mcp.CallToolResult, er
 // (Approval by a person, end to end: e2e/approval_test.go.)
 func TestGatewayApprovalFailsClosed(t *testing.T) {
 	for _, tc := range []struct{ name, secret, reason string }{
-		{"a token of no person", "${GW_SECRET}", "no longer active"},
+		{"a token of no person", "${GW_SECRET}", "names no person to ask"},
 		{"a wrong client secret", "not-the-secret", "invalid_client"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
