@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/mcpauth/mcpauth/rsmiddleware"
 )
@@ -79,4 +82,27 @@ func ExampleWriteURLRequired() {
 	//     "isError": true
 	//   }
 	// }
+}
+
+// Holding the calls of dangerous tools until a person approves each on the
+// authorization server's page. The AS lists the client "gateway" in
+// approval_clients of this server's resource; calls of delete_* and
+// send_email then reach the handler only once approved, with exactly the
+// arguments the person saw.
+func ExampleNewApproval() {
+	approval, err := rsmiddleware.NewApproval(rsmiddleware.ApprovalConfig{
+		Tools:        []string{"delete_*", "send_email"},
+		TTL:          5 * time.Minute,
+		Endpoint:     "https://auth.example.com/approvals",
+		ClientID:     "gateway",
+		ClientSecret: os.Getenv("GATEWAY_SECRET"),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	filter := rsmiddleware.NewMCPFilter(rsmiddleware.MCPFilterConfig{Approval: approval})
+	var mcpServer http.Handler // the MCP server's Streamable HTTP handler
+	var mw *rsmiddleware.Middleware // NewMiddleware: verifies the token, puts the principal in the context
+	http.Handle("/mcp", mw.Wrap(filter.Wrap(mcpServer)))
+	fmt.Println(approval.Requires("delete_repo"), approval.Requires("echo"))
 }
