@@ -101,7 +101,7 @@ func ExampleNewApproval() {
 		log.Fatal(err)
 	}
 	filter := rsmiddleware.NewMCPFilter(rsmiddleware.MCPFilterConfig{Approval: approval})
-	var mcpServer http.Handler // the MCP server's Streamable HTTP handler
+	var mcpServer http.Handler      // the MCP server's Streamable HTTP handler
 	var mw *rsmiddleware.Middleware // NewMiddleware: verifies the token, puts the principal in the context
 	http.Handle("/mcp", mw.Wrap(filter.Wrap(mcpServer)))
 	fmt.Println(approval.Requires("delete_repo"), approval.Requires("echo"))
