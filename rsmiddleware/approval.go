@@ -356,6 +356,12 @@ func (f *MCPFilter) approveCalls(r *http.Request, reqs []*rpcRequest) map[*rpcRe
 			continue
 		}
 		name := strconv.Quote(q.tool)
+		if q.key == "" {
+			// A tools/call without an id (a notification) could never be
+			// answered with the page: not asked about, not run.
+			hold(q, &heldCall{result: AuditInvalid})
+			continue
+		}
 		if why := approvalArgsProblem(q.rawArgs); why != "" {
 			hold(q, &heldCall{answer: rpcErrorBody(q.id, codeInvalidParams, "Invalid params: the call of tool "+name+" needs a person's approval, and "+why+"."),
 				result: AuditInvalid, code: codeInvalidParams})

@@ -340,6 +340,16 @@ func TestApprovalDecidesEachCallOfABatch(t *testing.T) {
 		}
 	}
 
+	// A tools/call notification of an approval tool is neither asked about
+	// nor run.
+	asked := as.questions()
+	if status, body := st.call(t, `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"send_email","arguments":{}}}`); status != http.StatusAccepted || body != "" {
+		t.Fatalf("notification: %d %q", status, body)
+	}
+	if as.questions() != asked || len(st.forwarded()) != 1 {
+		t.Fatalf("the notification was asked about or forwarded")
+	}
+
 	// A batch of held calls alone reaches nobody; answered by the filter.
 	status, body = st.call(t, `[{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"send_email","arguments":{}}},{"jsonrpc":"2.0","method":"notifications/x"}]`)
 	if status != 200 || !strings.Contains(body, "approve/id-c") {
