@@ -309,6 +309,12 @@ func (s *Server) serveApprovals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller := fc.(*client)
+	if !s.approvesAny(caller.id) {
+		// Checked before the token, so that no other client learns
+		// whether a token is active.
+		writeJSONError(w, http.StatusBadRequest, "unauthorized_client", "The client is not an approval client of any resource.")
+		return
+	}
 	tok, err := s.approvalToken(ctx, req.Token)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -413,6 +419,17 @@ func (s *Server) approvalToken(ctx context.Context, token string) (*approvalToke
 		return nil, err
 	}
 	return &approvalTokenInfo{Subject: sr.Session.Subject, ClientID: sr.ClientID, Resource: sr.GrantedAud[0]}, nil
+}
+
+// approvesAny reports whether clientID is one of the ApprovalClients of
+// some resource.
+func (s *Server) approvesAny(clientID string) bool {
+	for _, r := range s.resources {
+		if slices.Contains(r.approvers, clientID) {
+			return true
+		}
+	}
+	return false
 }
 
 // approves reports whether clientID is one of the ApprovalClients of the

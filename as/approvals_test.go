@@ -331,6 +331,7 @@ func TestApprovalsRefuseHostileRequests(t *testing.T) {
 		{"refuses an unknown client", good(), "ghost", "x", "", 401, "invalid_client"},
 		{"refuses a public client", good(), "demo-app", "", "", 401, "invalid_client"},
 		{"refuses a foreign client not named in approval_clients", good(), "rs", rsSecret, "", 400, "unauthorized_client"},
+		{"refuses a foreign client before looking at the token", good("token", "garbage"), "rs", rsSecret, "", 400, "unauthorized_client"},
 		{"refuses a token of another resource", good("token", otherToken), "gw", gwSecret, "", 400, "unauthorized_client"},
 		{"refuses an unknown token", good("token", "eyJhbGciOiJFUzI1NiJ9.e30.c2ln"), "gw", gwSecret, "", 400, "invalid_token"},
 		{"refuses garbage as a token", good("token", "garbage"), "gw", gwSecret, "", 400, "invalid_token"},

@@ -50,7 +50,7 @@ func classifier(cfg *config.Config) func(string) metrics.Endpoint {
 	fixed := map[string]metrics.Endpoint{
 		"/authorize": metrics.Authorize, "/token": metrics.Token, "/introspect": metrics.Introspect,
 		"/revoke": metrics.Revoke, "/jwks.json": metrics.JWKS, "/register": metrics.Register,
-		"/consents": metrics.Consents, "/logout": metrics.Logout,
+		"/consents": metrics.Consents, "/logout": metrics.Logout, "/approvals": metrics.Approvals,
 		"/healthz": metrics.Health, "/livez": metrics.Health, "/readyz": metrics.Health,
 	}
 	return func(p string) metrics.Endpoint {
@@ -69,6 +69,8 @@ func classifier(cfg *config.Config) func(string) metrics.Endpoint {
 			return metrics.RegisterClient
 		case strings.HasPrefix(rel, "/ui/"):
 			return metrics.UI
+		case strings.HasPrefix(rel, "/approve/"):
+			return metrics.Approve
 		case rel == "/statuslists" || strings.HasPrefix(rel, "/statuslists/"):
 			return metrics.StatusList
 		}
