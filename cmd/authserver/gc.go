@@ -13,6 +13,7 @@ type expirer interface {
 	DeleteExpiredCounters(ctx context.Context, before time.Time, limit int) (int, error)
 	DeleteExpiredSessions(ctx context.Context, before time.Time, limit int) (int, error)
 	DeleteExpiredStatuses(ctx context.Context, before time.Time, limit int) (int, error)
+	DeleteExpiredApprovals(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // reaper deletes registered clients nobody uses (dcr.Handler).
@@ -24,11 +25,12 @@ type reaper interface {
 type gcResult struct {
 	Tokens, Consents, JTIs, Clients int
 	Counters, Sessions, Statuses    int
+	Approvals                       int
 }
 
 // collect runs one garbage-collection pass: expired codes and tokens,
-// consents, one-time ids, throttle counters, browser sessions and
-// status-list records are deleted in batches of batch records (each
+// consents, one-time ids, throttle counters, browser sessions,
+// status-list records and approvals of tool calls are deleted in batches of batch records (each
 // batch one short statement, so no long locks), then idle registered clients
 // are reaped. It stops early when ctx ends.
 func collect(ctx context.Context, st expirer, r reaper, now time.Time, batch int) (gcResult, error) {
@@ -43,6 +45,7 @@ func collect(ctx context.Context, st expirer, r reaper, now time.Time, batch int
 		{&res.Counters, st.DeleteExpiredCounters},
 		{&res.Sessions, st.DeleteExpiredSessions},
 		{&res.Statuses, st.DeleteExpiredStatuses},
+		{&res.Approvals, st.DeleteExpiredApprovals},
 	} {
 		for {
 			if err := ctx.Err(); err != nil {

@@ -34,7 +34,7 @@ func (s *server) gcPass(ctx context.Context) (gcResult, error) {
 		s.log.Warn("garbage collection failed", "err", err)
 	} else {
 		s.log.Info("garbage collection", "tokens", res.Tokens, "consents", res.Consents, "jtis", res.JTIs, "clients", res.Clients,
-			"counters", res.Counters, "sessions", res.Sessions, "statuses", res.Statuses)
+			"counters", res.Counters, "sessions", res.Sessions, "statuses", res.Statuses, "approvals", res.Approvals)
 	}
 	return res, err
 }
