@@ -412,6 +412,18 @@ func operate(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Lo
 		}
 		fmt.Fprintf(e.stdout, "deleted client %s\n", cmd.args[0])
 		return nil
+	case "audit list":
+		if cmd.limit < 1 || cmd.limit > ops.MaxAuditPage {
+			return &subcommandError{fmt.Sprintf("--limit must be from 1 to %d", ops.MaxAuditPage), usageOf("audit list", specs["audit list"])}
+		}
+		if cmd.before < 0 {
+			return &subcommandError{"--before must be the id of an event", usageOf("audit list", specs["audit list"])}
+		}
+		page, err := o.ListAudit(ctx, ops.AuditQuery{User: cmd.user, Client: cmd.client, Event: cmd.event, Before: cmd.before, Limit: cmd.limit})
+		if err != nil {
+			return err
+		}
+		return out.audit(page)
 	case "keys list":
 		ks, err := o.ListKeys(ctx)
 		if err != nil {
@@ -583,6 +595,26 @@ func printable(s string) string {
 		}
 		return r
 	}, s)
+}
+
+func (p printer) audit(page ops.AuditPage) error {
+	if p.json {
+		return p.encode(page)
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTIME\tEVENT\tSUB\tCLIENT_ID\tADMIN\tDETAIL")
+	for _, e := range page.Events {
+		t := e.Time
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, stamp(&t), printable(e.Event), printable(dash(e.Subject)),
+			printable(dash(e.ClientID)), printable(dash(e.AdminSubject)), printable(dash(string(e.Detail))))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if page.NextBefore != 0 {
+		fmt.Fprintf(p.w, "more: --before %d\n", page.NextBefore)
+	}
+	return nil
 }
 
 func (p printer) grants(gs []as.Grant) error {
