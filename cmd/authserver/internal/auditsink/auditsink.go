@@ -18,10 +18,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcpauth/mcpauth/storage"
 )
@@ -191,18 +194,20 @@ func (s *Sink) Refused(status int, oauthError string) bool {
 	return refused
 }
 
+// count counts an audit event.
+func (s *Sink) count(event string) {
+	if name, ok := statOf[event]; ok {
+		s.Count(name)
+	}
+}
+
 // record takes an audit event on a request's path: it counts it and
 // queues it for storage, or drops it when the buffer is full.
 func (s *Sink) record(e storage.AuditEvent) {
 	if s.closed.Load() {
 		return
 	}
-	if name, ok := statOf[e.Event]; ok {
-		s.Count(name)
-	}
-	if !s.cfg.KeepEvents {
-		return
-	}
+	s.count(e.Event)
 	select {
 	case s.events <- e:
 	default:
@@ -341,7 +346,11 @@ func (h *handler) Enabled(ctx context.Context, l slog.Level) bool {
 
 func (h *handler) Handle(ctx context.Context, r slog.Record) error {
 	if r.Message == "audit" {
-		h.s.record(h.event(r))
+		if h.s.cfg.KeepEvents {
+			h.s.record(h.event(r))
+		} else {
+			h.s.count(eventName(r))
+		}
 	}
 	if !h.next.Enabled(ctx, r.Level) {
 		return nil
@@ -371,98 +380,212 @@ func (h *handler) WithGroup(name string) slog.Handler {
 
 // event turns an audit record into an AuditEvent: the attributes event,
 // sub, client_id and admin_subject (else admin_client, the admin API's
-// client or "cli") become its fields, the others its Detail.
+// client or "cli") become its fields, the others (admin_client included)
+// its Detail, a JSON object written in the order of the attributes, with
+// the groups of WithGroup as nested objects. It runs on a request's path,
+// so it writes the JSON itself rather than through a map.
 func (h *handler) event(r slog.Record) storage.AuditEvent {
 	e := storage.AuditEvent{Time: r.Time}
-	detail := map[string]any{}
 	var adminClient string
-	add := func(groups []string, a slog.Attr) {
-		if a.Equal(slog.Attr{}) {
-			return
+	w := detailWriter{b: make([]byte, 0, 256)}
+	w.open()
+	field := func(a slog.Attr) bool {
+		var p *string
+		switch a.Key {
+		case "event":
+			p = &e.Event
+		case "sub":
+			p = &e.Subject
+		case "client_id":
+			p = &e.ClientID
+		case "admin_subject":
+			p = &e.AdminSubject
+		case "admin_client":
+			adminClient = a.Value.Resolve().String()
+			return false
+		default:
+			return false
 		}
-		if len(groups) == 0 {
-			switch a.Key {
-			case "event":
-				e.Event = a.Value.Resolve().String()
-				return
-			case "sub":
-				e.Subject = a.Value.Resolve().String()
-				return
-			case "client_id":
-				e.ClientID = a.Value.Resolve().String()
-				return
-			case "admin_subject":
-				e.AdminSubject = a.Value.Resolve().String()
-				return
-			case "admin_client":
-				adminClient = a.Value.Resolve().String()
-			}
-		}
-		m := detail
-		for _, g := range groups {
-			sub, ok := m[g].(map[string]any)
-			if !ok {
-				sub = map[string]any{}
-				m[g] = sub
-			}
-			m = sub
-		}
-		put(m, a)
+		*p = a.Value.Resolve().String()
+		return true
 	}
-	for _, ga := range h.attrs {
-		add(ga.groups, ga.attr)
+	// The handler's groups only grow, so its attributes come in order of
+	// depth, each under a prefix of h.groups.
+	next := 0
+	for depth := 0; depth <= len(h.groups); depth++ {
+		for ; next < len(h.attrs) && len(h.attrs[next].groups) == depth; next++ {
+			if a := h.attrs[next].attr; depth > 0 || !field(a) {
+				w.attr(a)
+			}
+		}
+		if depth < len(h.groups) {
+			w.key(h.groups[depth])
+			w.open()
+		}
 	}
 	r.Attrs(func(a slog.Attr) bool {
-		add(h.groups, a)
+		if len(h.groups) > 0 || !field(a) {
+			w.attr(a)
+		}
 		return true
 	})
-	if e.AdminSubject == "" && adminClient != "" {
-		e.AdminSubject = adminClient
-		delete(detail, "admin_client")
+	for range len(h.groups) {
+		w.close()
 	}
-	if len(detail) > 0 {
-		e.Detail, _ = json.Marshal(detail) // every value is made marshalable by jsonValue
+	w.close()
+	if e.AdminSubject == "" {
+		e.AdminSubject = adminClient
+	}
+	if len(w.b) > 2 {
+		e.Detail = w.b
 	}
 	return e
 }
 
-// put sets a's value in m; a group without a key is inlined, as slog does.
-func put(m map[string]any, a slog.Attr) {
-	v := a.Value.Resolve()
-	if v.Kind() == slog.KindGroup && a.Key == "" {
-		for _, g := range v.Group() {
-			put(m, g)
+// eventName is the record's event attribute.
+func eventName(r slog.Record) string {
+	var name string
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "event" {
+			name = a.Value.Resolve().String()
+			return false
 		}
-		return
-	}
-	m[a.Key] = jsonValue(v)
+		return true
+	})
+	return name
 }
 
-// jsonValue is v as a value encoding/json marshals.
-func jsonValue(v slog.Value) any {
-	switch v.Kind() {
-	case slog.KindGroup:
-		m := map[string]any{}
-		for _, a := range v.Group() {
-			put(m, a)
+// detailWriter writes a JSON object of slog attributes.
+type detailWriter struct {
+	b     []byte
+	empty bool // nothing written yet in the object open last
+}
+
+func (w *detailWriter) open() {
+	w.b = append(w.b, '{')
+	w.empty = true
+}
+
+func (w *detailWriter) close() {
+	w.b = append(w.b, '}')
+	w.empty = false
+}
+
+func (w *detailWriter) key(k string) {
+	if !w.empty {
+		w.b = append(w.b, ',')
+	}
+	w.empty = false
+	w.b = appendString(w.b, k)
+	w.b = append(w.b, ':')
+}
+
+// attr writes a as a member; an empty attribute is skipped and a group
+// without a key inlined, as slog does.
+func (w *detailWriter) attr(a slog.Attr) {
+	v := a.Value.Resolve()
+	switch {
+	case a.Key == "" && v.Kind() == slog.KindGroup:
+		for _, g := range v.Group() {
+			w.attr(g)
 		}
-		return m
-	case slog.KindTime:
-		return v.Time().UTC().Format(time.RFC3339Nano)
+		return
+	case a.Key == "" && v.Any() == nil:
+		return
+	}
+	w.key(a.Key)
+	w.value(v)
+}
+
+func (w *detailWriter) value(v slog.Value) {
+	switch v.Kind() {
+	case slog.KindString:
+		w.b = appendString(w.b, v.String())
+	case slog.KindInt64:
+		w.b = strconv.AppendInt(w.b, v.Int64(), 10)
+	case slog.KindUint64:
+		w.b = strconv.AppendUint(w.b, v.Uint64(), 10)
+	case slog.KindBool:
+		w.b = strconv.AppendBool(w.b, v.Bool())
+	case slog.KindFloat64:
+		if f := v.Float64(); !math.IsInf(f, 0) && !math.IsNaN(f) {
+			w.b = strconv.AppendFloat(w.b, f, 'g', -1, 64)
+		} else {
+			w.b = appendString(w.b, strconv.FormatFloat(f, 'g', -1, 64))
+		}
 	case slog.KindDuration:
-		return v.Duration().String()
-	case slog.KindAny:
+		w.b = appendString(w.b, v.Duration().String())
+	case slog.KindTime:
+		w.b = appendString(w.b, v.Time().UTC().Format(time.RFC3339Nano))
+	case slog.KindGroup:
+		w.open()
+		for _, a := range v.Group() {
+			w.attr(a)
+		}
+		w.close()
+	default:
 		switch x := v.Any().(type) {
 		case error:
-			return x.Error()
+			w.b = appendString(w.b, x.Error())
+			return
 		case json.Marshaler:
 		case fmt.Stringer:
-			return x.String()
+			w.b = appendString(w.b, x.String())
+			return
 		}
-		if _, err := json.Marshal(v.Any()); err != nil {
-			return fmt.Sprint(v.Any())
+		if j, err := json.Marshal(v.Any()); err == nil {
+			w.b = append(w.b, j...)
+		} else {
+			w.b = appendString(w.b, fmt.Sprint(v.Any()))
 		}
-		return v.Any()
 	}
-	return v.Any()
+}
+
+// appendString appends s as a JSON string (RFC 8259 §7): quotation mark,
+// reverse solidus and control characters escaped, invalid UTF-8 as
+// U+FFFD, and U+2028 and U+2029 escaped as encoding/json does.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			if r == utf8.RuneError {
+				b = append(b, `\ufffd`...)
+			} else {
+				b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			}
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
