@@ -127,6 +127,8 @@ commands:
   approvals list [--user S]|revoke ID
                          list or revoke people's approvals of held tool calls
   gc                     run one garbage-collection pass
+  audit list [--user S] [--client C] [--event E] [--limit N] [--before ID]
+                         list the audit events kept in storage, newest first
   audit verify LOG...    check the chain of the audit lines in LOG (a file
                          or a rotated series, oldest first)
   check-config           validate the configuration, print warnings and the
@@ -187,6 +189,9 @@ type command struct {
 	user, client string
 	grant        string
 	unloadable   bool
+	event        string // audit list --event
+	limit        int    // audit list --limit
+	before       int64  // audit list --before
 }
 
 func parseArgs(args []string, e env) (*command, error) {
@@ -256,6 +261,9 @@ func dispatch(ctx context.Context, args []string, e env) error {
 	}
 	switch cmd.name {
 	case "audit":
+		if cmd.verb == "list" {
+			return operate(ctx, cfg, cmd, logger, e)
+		}
 		return auditVerify(cfg, cmd.args, e)
 	case "check-config":
 		out, err := cfg.Redacted()

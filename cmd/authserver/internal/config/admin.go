@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Admin configures the admin HTTP API and /metrics, served on a listener of
@@ -15,6 +16,25 @@ type Admin struct {
 	// admin API, with client-credentials tokens for the admin resource
 	// (AdminResource) and scope AdminScope.
 	Clients []string `yaml:"clients"`
+	// AuditRetention is how long the audit events copied into storage for
+	// the console are kept there (the log keeps its own); 0 keeps none.
+	// Default DefaultAuditRetention.
+	AuditRetention *Duration `yaml:"audit_retention"`
+}
+
+// DefaultAuditRetention is admin.audit_retention when unset.
+const DefaultAuditRetention = 7 * 24 * time.Hour
+
+// StatsRetention is how long the hourly counts are kept in storage.
+const StatsRetention = 30 * 24 * time.Hour
+
+// KeptAuditFor is admin.audit_retention: 0 when audit events are not kept
+// in storage.
+func (c *Config) KeptAuditFor() time.Duration {
+	if c.Admin.AuditRetention == nil {
+		return DefaultAuditRetention
+	}
+	return max(c.Admin.AuditRetention.D(), 0)
 }
 
 // AdminScope is the scope the admin API requires.
@@ -35,6 +55,9 @@ func (c *Config) IsAdminClient(id string) bool {
 
 func (c *Config) validateAdmin() error {
 	a := c.Admin
+	if a.AuditRetention != nil && a.AuditRetention.D() < 0 {
+		return errf("admin.audit_retention", "must not be negative (0 keeps no audit events in storage)")
+	}
 	if a.Listen == "" {
 		if len(a.Clients) > 0 {
 			return errf("admin.listen", "required when admin.clients is set")
