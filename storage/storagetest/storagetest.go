@@ -52,6 +52,7 @@ func RunTests(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"sessions", sessionCases},
 		{"users", userCases},
 		{"tokens with users", tokenUserCases},
+		{"connections", connectionCases},
 		{"transactions", txCases},
 		{"values", roundTripCases},
 	}
