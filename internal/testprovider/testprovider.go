@@ -194,13 +194,13 @@ func oauthError(w http.ResponseWriter, status int, code string) {
 
 func (p *Provider) metadata(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
-		"issuer":                           p.Issuer,
-		"authorization_endpoint":           p.AuthorizationEndpoint(),
-		"token_endpoint":                   p.TokenEndpoint(),
-		"revocation_endpoint":              p.RevocationEndpoint(),
-		"response_types_supported":         []string{"code"},
-		"grant_types_supported":            []string{"authorization_code", "refresh_token"},
-		"code_challenge_methods_supported": []string{"S256"},
+		"issuer":                                         p.Issuer,
+		"authorization_endpoint":                         p.AuthorizationEndpoint(),
+		"token_endpoint":                                 p.TokenEndpoint(),
+		"revocation_endpoint":                            p.RevocationEndpoint(),
+		"response_types_supported":                       []string{"code"},
+		"grant_types_supported":                          []string{"authorization_code", "refresh_token"},
+		"code_challenge_methods_supported":               []string{"S256"},
 		"authorization_response_iss_parameter_supported": p.cfg.SendIss,
 	})
 }
