@@ -79,6 +79,10 @@ type view struct {
 	// Consents list, and the person's signed-in sessions.
 	Consents []consentView
 	Sessions []sessionView
+	// Connections are the person's connected accounts; HasConnections
+	// links the /consents page to them.
+	Connections    []connectionView
+	HasConnections bool
 
 	// Error page.
 	Detail string

@@ -238,6 +238,9 @@ type submittedForm struct {
 	Upstream string
 	// Txn is the sealed authorization transaction the form belongs to.
 	Txn string
+	// Connection is the id of a connected account to connect or
+	// disconnect.
+	Connection string
 }
 
 var errBadForm = errors.New("loginui: bad form")
@@ -270,6 +273,7 @@ func parseFields(v url.Values) (*submittedForm, error) {
 		{"session_id", &f.SessionID, 128},
 		{"upstream", &f.Upstream, 64},
 		{"txn", &f.Txn, maxTxnLen},
+		{"connection", &f.Connection, 64},
 	} {
 		vs := v[fd.name]
 		if len(vs) > 1 || (len(vs) == 1 && len(vs[0]) > fd.max) {
@@ -280,7 +284,7 @@ func parseFields(v url.Values) (*submittedForm, error) {
 		}
 	}
 	switch f.Step {
-	case "", stepLogin, stepConsent, stepUpstream, "logout", "revoke", "end_session":
+	case "", stepLogin, stepConsent, stepUpstream, "logout", "revoke", "end_session", "connect", "disconnect":
 	default:
 		return nil, errBadForm
 	}
