@@ -308,12 +308,19 @@ func (h *exchangeHandler) HandleTokenEndpointRequest(ctx context.Context, r fosi
 	if c.public {
 		return fosite.ErrInvalidClient.WithHint("Token exchange requires client authentication; a public client cannot use it.")
 	}
-	if !c.GetGrantTypes().Has(GrantTypeTokenExchange) {
-		return fosite.ErrUnauthorizedClient.WithHint("This client may not use the token-exchange grant.")
-	}
 	p, err := parseExchangeForm(r.GetRequestForm())
 	if err != nil {
 		return err
+	}
+	// A connection's resource: listing the client in the connection's
+	// clients is all it needs (connection.go).
+	if h.s.cfg.Connections != nil {
+		if cp := h.s.cfg.Connections.ForResource(p.target); cp != nil {
+			return h.handleConnection(ctx, r, c, p, cp)
+		}
+	}
+	if !c.GetGrantTypes().Has(GrantTypeTokenExchange) {
+		return fosite.ErrUnauthorizedClient.WithHint("This client may not use the token-exchange grant.")
 	}
 	res := h.s.resourceByURI(p.target)
 	if res == nil {
@@ -414,6 +421,9 @@ const subjectSignatureForm = "\x00subject_signature"
 func (h *exchangeHandler) PopulateTokenEndpointResponse(ctx context.Context, r fosite.AccessRequester, resp fosite.AccessResponder) error {
 	if !h.CanHandleTokenEndpointRequest(ctx, r) {
 		return fosite.ErrUnknownRequest
+	}
+	if st := reqStateFrom(ctx); st != nil && st.connection != nil {
+		return h.populateConnection(ctx, r, st.connection, resp)
 	}
 	sess, ok := r.GetSession().(*session)
 	if !ok {
