@@ -122,6 +122,10 @@ commands:
   users list|show SUBJECT|disable SUBJECT|enable SUBJECT
                          list people, disable one (revoking their grants
                          and ending their sessions) or enable one
+  connections list [--user S]
+  connections revoke --user S [--connection ID]
+                         list people's connected accounts, or disconnect
+                         them (revoking the tokens at the provider)
   gc                     run one garbage-collection pass
   audit verify LOG...    check the chain of the audit lines in LOG (a file
                          or a rotated series, oldest first)
@@ -182,6 +186,7 @@ type command struct {
 	public       bool
 	user, client string
 	grant        string
+	connection   string
 	unloadable   bool
 }
 
@@ -244,7 +249,7 @@ func dispatch(ctx context.Context, args []string, e env) error {
 	}
 	logger := newLogger(cfg.Log, e.stderr)
 	switch cmd.name {
-	case "serve", "keys", "clients", "grants", "users", "gc":
+	case "serve", "keys", "clients", "grants", "users", "connections", "gc":
 		// These write audit events: chained under the secret's key.
 		if key, ok, err := auditKey(cfg); err == nil && ok {
 			logger = newChainedLogger(cfg.Log, e.stderr, key)
@@ -271,7 +276,7 @@ func dispatch(ctx context.Context, args []string, e env) error {
 			return rotateKey(ctx, cfg, e, cmd.format == "json")
 		}
 		return operate(ctx, cfg, cmd, logger, e)
-	case "clients", "grants", "users":
+	case "clients", "grants", "users", "connections":
 		return operate(ctx, cfg, cmd, logger, e)
 	case "gc":
 		return gcOnce(ctx, cfg, logger, e)
