@@ -178,6 +178,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 				return nil, fmt.Errorf("as: Resources[%d].IntrospectionClients[%d]: %q is not a configured confidential client", i, j, id)
 			}
 		}
+		for j, id := range r.approvers {
+			c, ok := s.clients.static[id]
+			if !ok || c.public || c.authMethod == authPrivateKeyJWT {
+				return nil, fmt.Errorf("as: Resources[%d].ApprovalClients[%d]: %q is not a configured confidential client with a secret", i, j, id)
+			}
+		}
 	}
 
 	s.clients.workload = map[string]*client{}
@@ -339,7 +345,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 // Handler serves every endpoint. Paths are the issuer's path followed by
-// /authorize, /token, /introspect, /revoke, /jwks.json, /statuslists/1 (the
+// /authorize, /token, /introspect, /approvals, /revoke, /jwks.json, /statuslists/1 (the
 // Token Status List), /statuslists (its aggregation), /consents, /logout,
 // /ui/, /upstream/{id}/callback, plus the metadata documents at /.well-known/oauth-authorization-server{path},
 // /.well-known/openid-configuration{path} and {path}/.well-known/openid-configuration.
@@ -358,6 +364,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(bp+loginui.ContinuePath, http.HandlerFunc(s.serveContinue))
 	mux.Handle(bp+"/token", cors(noStore(oneAuthorization(http.HandlerFunc(s.serveToken)))))
 	mux.Handle(bp+"/introspect", noStore(oneAuthorization(http.HandlerFunc(s.serveIntrospect))))
+	mux.Handle(bp+ApprovalsPath, noStore(oneAuthorization(http.HandlerFunc(s.serveApprovals))))
 	mux.Handle(bp+"/revoke", cors(noStore(oneAuthorization(http.HandlerFunc(s.serveRevoke)))))
 	mux.Handle(bp+"/jwks.json", cors(http.HandlerFunc(s.serveJWKS)))
 	mux.Handle(bp+statusListPath, cors(http.HandlerFunc(s.serveStatusList)))

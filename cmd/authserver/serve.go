@@ -423,7 +423,8 @@ func asResources(cfg *config.Config) []as.Resource {
 	out := make([]as.Resource, 0, len(cfg.Resources)+1)
 	for _, r := range cfg.Resources {
 		out = append(out, as.Resource{URI: r.URI, Name: r.Name, Scopes: r.Scopes, DefaultScopes: r.DefaultScopes,
-			Default: r.Default || len(cfg.Resources) == 1, IntrospectionClients: r.IntrospectionClients, TokenClaims: r.TokenClaims})
+			Default: r.Default || len(cfg.Resources) == 1, IntrospectionClients: r.IntrospectionClients,
+			ApprovalClients: r.ApprovalClients, TokenClaims: r.TokenClaims})
 	}
 	if cfg.AdminEnabled() {
 		out = append(out, as.Resource{URI: cfg.AdminResource(), Name: "mcpauth admin API", Scopes: []string{config.AdminScope}})

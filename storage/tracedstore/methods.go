@@ -318,6 +318,55 @@ func (w *store) UpdateUpstreamSession(ctx context.Context, subject string, seale
 	return err
 }
 
+func (w *store) CreateApproval(ctx context.Context, a *storage.Approval) (*storage.Approval, error) {
+	ctx, span := w.start(ctx, "CreateApproval")
+	r0, err := w.next.CreateApproval(ctx, a)
+	end(span, err)
+	return r0, err
+}
+
+func (w *store) GetApproval(ctx context.Context, id string) (*storage.Approval, error) {
+	ctx, span := w.start(ctx, "GetApproval")
+	r0, err := w.next.GetApproval(ctx, id)
+	end(span, err)
+	return r0, err
+}
+
+func (w *store) DecideApproval(ctx context.Context, id string, subject string, approve bool, now time.Time) (*storage.Approval, error) {
+	ctx, span := w.start(ctx, "DecideApproval")
+	r0, err := w.next.DecideApproval(ctx, id, subject, approve, now)
+	end(span, err)
+	return r0, err
+}
+
+func (w *store) UseApproval(ctx context.Context, b storage.ApprovalBinding, now time.Time) (*storage.Approval, error) {
+	ctx, span := w.start(ctx, "UseApproval")
+	r0, err := w.next.UseApproval(ctx, b, now)
+	end(span, err)
+	return r0, err
+}
+
+func (w *store) ListApprovals(ctx context.Context, subject string, afterID string, limit int) ([]storage.Approval, error) {
+	ctx, span := w.start(ctx, "ListApprovals")
+	r0, err := w.next.ListApprovals(ctx, subject, afterID, limit)
+	end(span, err)
+	return r0, err
+}
+
+func (w *store) DeleteApproval(ctx context.Context, subject string, id string) error {
+	ctx, span := w.start(ctx, "DeleteApproval")
+	err := w.next.DeleteApproval(ctx, subject, id)
+	end(span, err)
+	return err
+}
+
+func (w *store) DeleteExpiredApprovals(ctx context.Context, before time.Time, limit int) (int, error) {
+	ctx, span := w.start(ctx, "DeleteExpiredApprovals")
+	r0, err := w.next.DeleteExpiredApprovals(ctx, before, limit)
+	end(span, err)
+	return r0, err
+}
+
 func (w *store) GetConnection(ctx context.Context, subject, connectionID string) (*storage.Connection, error) {
 	ctx, span := w.start(ctx, "GetConnection")
 	c, err := w.next.GetConnection(ctx, subject, connectionID)
