@@ -20,6 +20,10 @@ type ConnectionTokens interface {
 	// ForResource returns the connection whose resource is uri
 	// (canonical), or nil.
 	ForResource(uri string) *connections.Provider
+	// Provider returns the connection id, or nil: an exchange may name a
+	// connection by its id as audience (RFC 8693 §2.1: a logical name of
+	// the target service).
+	Provider(id string) *connections.Provider
 	// Token returns subject's current token of connection id, refreshed
 	// when needed; connections.ErrNotConnected or ErrReconnect when the
 	// person must connect first.

@@ -127,6 +127,15 @@ func TestConnectionExchangeReleasesTheProvidersToken(t *testing.T) {
 	}
 	ur.Body.Close()
 
+	// The connection may be named by its id as audience (RFC 8693 §2.1).
+	byID := ch.exchange(t, user.AccessToken, "", ghGateway, ghGatewaySecr, "audience", "github")
+	if byID["access_token"] != tok.AccessToken {
+		t.Fatalf("audience=github: %v", byID)
+	}
+	if resp, b := ch.post("/token", exchangeForm(user.AccessToken, "", "audience", "gitlab"), ghGateway, ghGatewaySecr); resp.StatusCode != http.StatusBadRequest || b["error"] != "invalid_target" {
+		t.Fatalf("audience of no connection: %d %v", resp.StatusCode, b)
+	}
+
 	logs := ch.logs.String()
 	if !strings.Contains(logs, `"event":"connection.token_released"`) || !strings.Contains(logs, `"connection":"github"`) ||
 		!strings.Contains(logs, `"client_id":"gh-gateway"`) {

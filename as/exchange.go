@@ -308,7 +308,15 @@ func (h *exchangeHandler) HandleTokenEndpointRequest(ctx context.Context, r fosi
 	if c.public {
 		return fosite.ErrInvalidClient.WithHint("Token exchange requires client authentication; a public client cannot use it.")
 	}
-	p, err := parseExchangeForm(r.GetRequestForm())
+	form := r.GetRequestForm()
+	if h.s.cfg.Connections != nil && len(form["audience"]) == 1 && len(form["resource"]) == 0 {
+		if cp := h.s.cfg.Connections.Provider(form.Get("audience")); cp != nil {
+			// A connection named by its id stands for its resource.
+			form = cloneForm(form)
+			form.Set("audience", cp.Resource())
+		}
+	}
+	p, err := parseExchangeForm(form)
 	if err != nil {
 		return err
 	}
@@ -475,4 +483,12 @@ func containsAll(have, want []string) bool {
 		}
 	}
 	return true
+}
+
+func cloneForm(v url.Values) url.Values {
+	out := make(url.Values, len(v))
+	for k, vs := range v {
+		out[k] = slices.Clone(vs)
+	}
+	return out
 }
