@@ -223,3 +223,27 @@ func TestConnectionExchangeWithoutConnectionsIsUnknownTarget(t *testing.T) {
 		t.Fatalf("%d %v", resp.StatusCode, body)
 	}
 }
+
+func TestConnectionPagesAreServed(t *testing.T) {
+	ch := newConnHarness(t, testprovider.Config{})
+	for path, want := range map[string]int{"/connections": http.StatusOK, "/connections/github/callback": http.StatusBadRequest,
+		"/connections/gitlab/callback": http.StatusNotFound} {
+		resp, err := http.Get(ch.issuer + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	plain := exchangeHarness(t, nil)
+	resp, err := http.Get(plain.issuer + "/connections")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/connections without connections: %d", resp.StatusCode)
+	}
+}
