@@ -45,11 +45,16 @@ type connStack struct {
 	gw               *httptest.Server
 	mu               sync.Mutex
 	upstreamAuth     []string
+	// strict: the upstream refuses requests without credentials too, as
+	// GitHub's MCP server does.
+	strict bool
 }
 
-func newConnStack(t *testing.T) *connStack {
+func newConnStack(t *testing.T) *connStack { return newConnStackOf(t, false) }
+
+func newConnStackOf(t *testing.T, strict bool) *connStack {
 	t.Helper()
-	cs := &connStack{tp: testprovider.New(testprovider.Config{Login: "alice-gh"})}
+	cs := &connStack{tp: testprovider.New(testprovider.Config{Login: "alice-gh"}), strict: strict}
 	ps := httptest.NewServer(cs.tp.Handler())
 	t.Cleanup(ps.Close)
 	cs.tp.Issuer = ps.URL
@@ -78,7 +83,7 @@ func newConnStack(t *testing.T) *connStack {
 		cs.mu.Unlock()
 		// No credentials are fine for what needs no account (initialize,
 		// tools/list); credentials must be a live provider token.
-		if tok, ok := strings.CutPrefix(a, "Bearer "); a != "" && (!ok || !cs.tp.Active(tok)) {
+		if tok, ok := strings.CutPrefix(a, "Bearer "); (a != "" || cs.strict) && (!ok || !cs.tp.Active(tok)) {
 			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 			http.Error(w, "bad credentials", http.StatusUnauthorized)
 			return
@@ -292,5 +297,29 @@ func TestUpstreamAuthConnection(t *testing.T) {
 	text, isErr = cs.whoami(t, session)
 	if !isErr || !strings.Contains(text, cs.issuer+"/connections?connection=github") {
 		t.Fatalf("after disconnecting: %v %q", isErr, text)
+	}
+}
+
+// An upstream that needs the account for everything (initialize too) gets
+// no request without it: initialize is answered with the connect URL
+// (-32042), and works once the person connected.
+func TestUpstreamAuthConnectionStrictUpstream(t *testing.T) {
+	cs := newConnStackOf(t, true)
+	client := &http.Client{Transport: bearer{cs.personToken(t), http.DefaultTransport}}
+	connect := func() (*mcp.ClientSession, error) {
+		return mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: cs.resource, HTTPClient: client}, nil)
+	}
+	if _, err := connect(); err == nil || !strings.Contains(err.Error(), "needs your github account") {
+		t.Fatalf("initialize before connecting: %v", err)
+	}
+	cs.connect(t)
+	session, err := connect()
+	if err != nil {
+		t.Fatalf("initialize after connecting: %v", err)
+	}
+	defer session.Close()
+	if text, isErr := cs.whoami(t, session); isErr || !strings.Contains(text, `"login":"alice-gh"`) {
+		t.Fatalf("after connecting: %v %q", isErr, text)
 	}
 }
