@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpauth/mcpauth/connections"
 	"github.com/mcpauth/mcpauth/internal/testprovider"
+	"github.com/mcpauth/mcpauth/storage"
 )
 
 // connHarness is the pages with two connections, "github" and "slack",
@@ -127,6 +128,17 @@ func TestConnectionsConnectAndDisconnect(t *testing.T) {
 	}
 	if _, err := ch.vault.Token(context.Background(), "bob", "github"); !errors.Is(err, connections.ErrNotConnected) {
 		t.Fatalf("bob: %v", err)
+	}
+	// A connection the provider refused to refresh asks to be reconnected.
+	if err := ch.store.UpdateConnection(context.Background(), "alice", "github", func(c storage.Connection) (storage.Connection, error) {
+		c.NeedsReconnect = true
+		return c, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if p = b.get("/connections"); !strings.Contains(p.Body, "Github</strong> <span class=\"muted status\">needs reconnecting") ||
+		!strings.Contains(p.Body, "Reconnect Github") {
+		t.Fatalf("a connection needing reconnecting:\n%s", p.Body)
 	}
 	p = b.submit(connectForm(t, p, "disconnect", "github"))
 	if p.StatusCode != http.StatusOK || !strings.Contains(p.Body, "Github</strong> <span class=\"muted status\">not connected") {
