@@ -376,3 +376,53 @@ func TestCheckResponseIssuer(t *testing.T) {
 		})
 	}
 }
+
+// staleOnce answers the first GetConnection with a record read earlier:
+// an instance that read the connection before another instance refreshed
+// it.
+type staleOnce struct {
+	storage.ConnectionStore
+	stale *storage.Connection
+}
+
+func (s *staleOnce) GetConnection(ctx context.Context, subject, id string) (*storage.Connection, error) {
+	if c := s.stale; c != nil {
+		s.stale = nil
+		return c, nil
+	}
+	return s.ConnectionStore.GetConnection(ctx, subject, id)
+}
+
+// Two instances share the store; the second refreshes with the refresh
+// token the first already used (and the provider rotated): it gets the
+// first one's tokens, and the connection is not marked.
+func TestARefreshLostToAnotherInstanceUsesItsTokens(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	clock := func() time.Time { return now }
+	tp, p := startProvider(t, testprovider.Config{AccessTTL: time.Minute}, nil)
+	st := memory.New()
+	a := newVault(t, st, clock, p)
+	connect(t, a, p, "ada")
+	before, err := st.GetConnection(ctx, "ada", "github")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	tp.SetAccessTTL(time.Hour) // the refreshed token is fresh at the moved clock
+	refreshed, err := a.Token(ctx, "ada", "github")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newVault(t, &staleOnce{ConnectionStore: st, stale: before}, clock, p)
+	got, err := b.Token(ctx, "ada", "github")
+	if err != nil || got.AccessToken != refreshed.AccessToken {
+		t.Fatalf("the second instance: %+v, %v", got, err)
+	}
+	if n := tp.Count("refresh"); n != 1 {
+		t.Fatalf("%d refreshes accepted", n)
+	}
+	if list, _ := a.List(ctx, "ada"); len(list) != 1 || list[0].NeedsReconnect {
+		t.Fatalf("the connection was marked: %+v", list)
+	}
+}

@@ -236,12 +236,18 @@ func (v *Vault) refresh(ctx context.Context, p *Provider, subject string, old *T
 func (v *Vault) doRefresh(ctx context.Context, p *Provider, subject string, old *Token) (*Token, error) {
 	id := p.ID()
 	if old.RefreshToken == "" {
-		v.markReconnect(ctx, subject, id, "no_refresh_token")
+		v.markReconnect(ctx, subject, id, "", "no_refresh_token")
 		return nil, ErrReconnect
 	}
 	tok, err := p.Refresh(ctx, old.RefreshToken)
 	if errors.Is(err, ErrRefused) {
-		v.markReconnect(ctx, subject, id, "refresh_refused")
+		// Another instance sharing the store may have refreshed first with
+		// the same refresh token, which the provider then rotated: its
+		// tokens are the person's now.
+		if cur := v.current(ctx, subject, id); cur != nil && cur.RefreshToken != old.RefreshToken {
+			return withoutRefresh(cur), nil
+		}
+		v.markReconnect(ctx, subject, id, old.RefreshToken, "refresh_refused")
 		return nil, ErrReconnect
 	}
 	if err != nil {
@@ -269,11 +275,38 @@ func (v *Vault) doRefresh(ctx context.Context, p *Provider, subject string, old 
 	return withoutRefresh(tok), nil
 }
 
-func (v *Vault) markReconnect(ctx context.Context, subject, id, reason string) {
+// current returns the stored, usable (not marked, not expiring) tokens of
+// subject's connection id, or nil.
+func (v *Vault) current(ctx context.Context, subject, id string) *Token {
+	c, err := v.store.GetConnection(ctx, subject, id)
+	if err != nil || c.NeedsReconnect {
+		return nil
+	}
+	tok, err := v.open(c)
+	if err != nil || !(tok.ExpiresAt.IsZero() || v.now().Add(refreshEarly).Before(tok.ExpiresAt)) {
+		return nil
+	}
+	return tok
+}
+
+// errReplaced: the record no longer holds the refresh token that was
+// refused; it is left as it is.
+var errReplaced = errors.New("connections: record replaced meanwhile")
+
+// markReconnect marks subject's connection id as needing reconnecting,
+// unless its record no longer holds refreshToken (another instance
+// refreshed it, or the person connected again, meanwhile).
+func (v *Vault) markReconnect(ctx context.Context, subject, id, refreshToken, reason string) {
 	err := v.store.UpdateConnection(ctx, subject, id, func(c storage.Connection) (storage.Connection, error) {
+		if tok, err := v.open(&c); err == nil && tok.RefreshToken != refreshToken {
+			return c, errReplaced
+		}
 		c.NeedsReconnect, c.UpdatedAt = true, v.now()
 		return c, nil
 	})
+	if errors.Is(err, errReplaced) {
+		return
+	}
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		v.log.ErrorContext(ctx, "connections: marking a connection for reconnecting", "connection", id, "err", err)
 	}

@@ -114,6 +114,13 @@ func (p *Provider) SetLogin(login string) {
 	p.login = login
 }
 
+// SetAccessTTL sets the lifetime of the access tokens issued from now on.
+func (p *Provider) SetAccessTTL(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg.AccessTTL = d
+}
+
 // RefuseRefresh makes every refresh answer invalid_grant (true) or work
 // again (false).
 func (p *Provider) RefuseRefresh(refuse bool) {
