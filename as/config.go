@@ -228,6 +228,10 @@ type Config struct {
 	// ExchangeRule). Zero value: no exchange is allowed; the grant is still
 	// advertised, and every exchange request gets invalid_target.
 	ExchangePolicy []ExchangeRule
+	// Connections releases people's tokens at third-party services by
+	// token exchange: a request whose resource is a connection's is
+	// answered with the person's token there (connection.go). Nil: none.
+	Connections ConnectionTokens
 	// DPoP configures sender-constrained tokens (RFC 9449); the zero value
 	// accepts proofs, binds the tokens of requests that carry one, and
 	// requires none.

@@ -109,6 +109,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.Code == "invalid_client" {
 		s.log.audit(r.Context(), "client.auth_failed", "client_id", requestClientID(r), "path", r.URL.Path)
 	}
+	var ce *connectRequiredError
+	if errors.As(err, &ce) && e.Code == ce.rfc.ErrorField {
+		w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(e.status)
+		_ = json.NewEncoder(w).Encode(struct {
+			oauthError
+			ConnectURI string `json:"connect_uri"`
+		}{e, ce.connectURI})
+		return
+	}
 	writeJSONError(w, e.status, e.Code, e.Description)
 }
 

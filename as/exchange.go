@@ -308,12 +308,27 @@ func (h *exchangeHandler) HandleTokenEndpointRequest(ctx context.Context, r fosi
 	if c.public {
 		return fosite.ErrInvalidClient.WithHint("Token exchange requires client authentication; a public client cannot use it.")
 	}
-	if !c.GetGrantTypes().Has(GrantTypeTokenExchange) {
-		return fosite.ErrUnauthorizedClient.WithHint("This client may not use the token-exchange grant.")
+	form := r.GetRequestForm()
+	if h.s.cfg.Connections != nil && len(form["audience"]) == 1 && len(form["resource"]) == 0 {
+		if cp := h.s.cfg.Connections.Provider(form.Get("audience")); cp != nil {
+			// A connection named by its id stands for its resource.
+			form = cloneForm(form)
+			form.Set("audience", cp.Resource())
+		}
 	}
-	p, err := parseExchangeForm(r.GetRequestForm())
+	p, err := parseExchangeForm(form)
 	if err != nil {
 		return err
+	}
+	// A connection's resource: listing the client in the connection's
+	// clients is all it needs (connection.go).
+	if h.s.cfg.Connections != nil {
+		if cp := h.s.cfg.Connections.ForResource(p.target); cp != nil {
+			return h.handleConnection(ctx, r, c, p, cp)
+		}
+	}
+	if !c.GetGrantTypes().Has(GrantTypeTokenExchange) {
+		return fosite.ErrUnauthorizedClient.WithHint("This client may not use the token-exchange grant.")
 	}
 	res := h.s.resourceByURI(p.target)
 	if res == nil {
@@ -415,6 +430,9 @@ func (h *exchangeHandler) PopulateTokenEndpointResponse(ctx context.Context, r f
 	if !h.CanHandleTokenEndpointRequest(ctx, r) {
 		return fosite.ErrUnknownRequest
 	}
+	if st := reqStateFrom(ctx); st != nil && st.connection != nil {
+		return h.populateConnection(ctx, r, st.connection, resp)
+	}
 	sess, ok := r.GetSession().(*session)
 	if !ok {
 		return fosite.ErrServerError.WithDebug("unexpected session type")
@@ -465,4 +483,12 @@ func containsAll(have, want []string) bool {
 		}
 	}
 	return true
+}
+
+func cloneForm(v url.Values) url.Values {
+	out := make(url.Values, len(v))
+	for k, vs := range v {
+		out[k] = slices.Clone(vs)
+	}
+	return out
 }

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/mcpauth/mcpauth/as/loginui"
+	"github.com/mcpauth/mcpauth/connections"
 	"github.com/mcpauth/mcpauth/storage/memory"
 )
 
@@ -127,14 +128,16 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 		if cfg.Revoker == nil {
 			cfg.Revoker = NewGrantRevoker(cfg.Store, cfg.Logger)
 		}
+		vault, _ := cfg.Connections.(*connections.Vault)
 		ui, err := loginui.New(loginui.Config{
-			Users:     []loginui.User{{Username: "alice", PasswordHash: aliceHash}},
-			Consents:  store,
-			JTIs:      store,
-			Approvals: store,
-			Secret:    secret,
-			Now:       clk.Now,
-			Revoker:   cfg.Revoker,
+			Connections: vault,
+			Users:       []loginui.User{{Username: "alice", PasswordHash: aliceHash}},
+			Consents:    store,
+			JTIs:        store,
+			Approvals:   store,
+			Secret:      secret,
+			Now:         clk.Now,
+			Revoker:     cfg.Revoker,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -25,6 +25,9 @@ type reqState struct {
 	// redemption (token and introspection endpoints): the records read
 	// in this request, so each is read once (redeem.go). Nil elsewhere.
 	redemption *redemption
+	// connection (token endpoint, token exchange): the connection's token
+	// the exchange releases (connection.go).
+	connection *releasedConnection
 	// revoked marks that tokens were revoked in the current storage
 	// transaction (tokenStore.BeginTX, Commit).
 	revoked *atomic.Bool

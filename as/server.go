@@ -350,7 +350,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 // Handler serves every endpoint. Paths are the issuer's path followed by
 // /authorize, /token, /introspect, /approvals, /revoke, /jwks.json, /statuslists/1 (the
 // Token Status List), /statuslists (its aggregation), /consents, /approve/{id}, /logout,
-// /ui/, /upstream/{id}/callback, plus the metadata documents at /.well-known/oauth-authorization-server{path},
+// /ui/, /upstream/{id}/callback, /connections, /connections/{id}/callback, plus the metadata documents at /.well-known/oauth-authorization-server{path},
 // /.well-known/openid-configuration{path} and {path}/.well-known/openid-configuration.
 func (s *Server) Handler() http.Handler { return s.handler }
 
@@ -396,6 +396,10 @@ func (s *Server) routes() http.Handler {
 		mux.Handle(bp+"/ui/", uh)
 		// Callbacks of upstream OpenID providers (loginui.Config.Upstreams).
 		mux.Handle(bp+"/upstream/", uh)
+		// Connected accounts and their providers' callbacks
+		// (loginui.Config.Connections; 404 without any).
+		mux.Handle(bp+loginui.ConnectionsPath, uh)
+		mux.Handle(bp+loginui.ConnectionsPath+"/", uh)
 	}
 	return recoverer(s.log, mux)
 }

@@ -120,3 +120,17 @@ func ExampleRewriteOrigins() {
 	fmt.Println(v.Issuer(), err)
 	// Output: http://127.0.0.1:9000 <nil>
 }
+
+// The AS's answer when the person has not connected the account a
+// Connection transport needs becomes the URL elicitation answer.
+func ExampleConnectURLRequired() {
+	err := &rsmiddleware.ExchangeError{Status: 400, Code: "interaction_required",
+		ConnectURI: "https://auth.example.com/connections?connection=github"}
+	u, ok := rsmiddleware.ConnectURLRequired(err, "github", "alice")
+	fmt.Println(ok, u.URL)
+	_, ok = rsmiddleware.ConnectURLRequired(&rsmiddleware.ExchangeError{Status: 400, Code: "invalid_grant"}, "github", "alice")
+	fmt.Println(ok)
+	// Output:
+	// true https://auth.example.com/connections?connection=github
+	// false
+}

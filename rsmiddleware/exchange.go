@@ -40,6 +40,16 @@ type ExchangeError struct {
 	Status      int
 	Code        string
 	Description string
+	// ConnectURI is the connect_uri member of an interaction_required
+	// answer to an exchange for a connected account (Connection): the page
+	// of the AS where the person connects (or reconnects) their account.
+	ConnectURI string
+}
+
+// ConnectRequired reports whether e says the person must first connect
+// their account at ConnectURI.
+func (e *ExchangeError) ConnectRequired() bool {
+	return e.Code == "interaction_required" && e.ConnectURI != ""
 }
 
 func (e *ExchangeError) Error() string {
@@ -152,7 +162,19 @@ func (e *Exchanger) Exchange(ctx context.Context, subjectToken, resource string)
 
 // exchangeCanonical is Exchange for a resource already in canonical form.
 func (e *Exchanger) exchangeCanonical(ctx context.Context, subjectToken, res string) (*ExchangedToken, error) {
-	key := exchangeKey(subjectToken, res)
+	return e.exchangeKeyed(ctx, exchangeKey(subjectToken, res), subjectToken, target{name: "resource", value: res})
+}
+
+// target is how an exchange names what the token is for: its RFC 8693
+// §2.1 resource, or audience (a connection's id).
+type target struct {
+	name, value string
+	// maxTTL, when set, bounds how long the token is cached.
+	maxTTL time.Duration
+}
+
+// exchangeKeyed is the exchange for t, cached under key.
+func (e *Exchanger) exchangeKeyed(ctx context.Context, key [32]byte, subjectToken string, t target) (*ExchangedToken, error) {
 	for {
 		now := e.now()
 		e.mu.Lock()
@@ -178,7 +200,7 @@ func (e *Exchanger) exchangeCanonical(ctx context.Context, subjectToken, res str
 		e.inflight[key] = c
 		e.mu.Unlock()
 
-		c.tok, c.err = e.exchange(ctx, subjectToken, res, now)
+		c.tok, c.err = e.exchange(ctx, subjectToken, t, now)
 		e.mu.Lock()
 		delete(e.inflight, key)
 		if c.err == nil {
@@ -201,10 +223,9 @@ func exchangeKey(subjectToken, res string) [32]byte {
 	return sha256.Sum256([]byte(subjectToken + "\x00" + res))
 }
 
-// drop removes tok from the cache if it is still the token cached for
-// subjectToken and res, so that the next call exchanges anew.
-func (e *Exchanger) drop(subjectToken, res string, tok *ExchangedToken) {
-	key := exchangeKey(subjectToken, res)
+// drop removes tok from the cache if it is still the token cached under
+// key, so that the next call exchanges anew.
+func (e *Exchanger) drop(key [32]byte, tok *ExchangedToken) {
 	e.mu.Lock()
 	if e.cache[key] == tok {
 		delete(e.cache, key)
@@ -229,7 +250,7 @@ func (e *Exchanger) endpoint(ctx context.Context) (string, error) {
 	return e.tokenURL, nil
 }
 
-func (e *Exchanger) exchange(ctx context.Context, subjectToken, resource string, now time.Time) (*ExchangedToken, error) {
+func (e *Exchanger) exchange(ctx context.Context, subjectToken string, t target, now time.Time) (*ExchangedToken, error) {
 	tokenURL, err := e.endpoint(ctx)
 	if err != nil {
 		return nil, err
@@ -239,7 +260,7 @@ func (e *Exchanger) exchange(ctx context.Context, subjectToken, resource string,
 		"subject_token":        {subjectToken},
 		"subject_token_type":   {TokenTypeAccessToken},
 		"requested_token_type": {TokenTypeAccessToken},
-		"resource":             {resource},
+		t.name:                 {t.value},
 	}
 	if len(e.cfg.Scopes) > 0 {
 		form.Set("scope", strings.Join(e.cfg.Scopes, " "))
@@ -267,6 +288,7 @@ func (e *Exchanger) exchange(ctx context.Context, subjectToken, resource string,
 		Scope           string      `json:"scope"`
 		Error           string      `json:"error"`
 		Description     string      `json:"error_description"`
+		ConnectURI      string      `json:"connect_uri"`
 	}
 	if err := json.Unmarshal(body, &tr); err != nil {
 		return nil, fmt.Errorf("rsmiddleware: token response: %w", err)
@@ -276,7 +298,7 @@ func (e *Exchanger) exchange(ctx context.Context, subjectToken, resource string,
 		if code == "" {
 			code = "server_error"
 		}
-		return nil, &ExchangeError{Status: resp.StatusCode, Code: code, Description: tr.Description}
+		return nil, &ExchangeError{Status: resp.StatusCode, Code: code, Description: tr.Description, ConnectURI: tr.ConnectURI}
 	}
 	if tr.AccessToken == "" || !strings.EqualFold(tr.TokenType, "Bearer") {
 		return nil, fmt.Errorf("rsmiddleware: token response without a Bearer access_token (token_type %q)", tr.TokenType)
@@ -291,9 +313,13 @@ func (e *Exchanger) exchange(ctx context.Context, subjectToken, resource string,
 	if err != nil || secs <= 0 {
 		secs = 60 // RFC 6749 §5.1 makes expires_in optional; assume a short life
 	}
+	ttl := time.Duration(secs) * time.Second
+	if t.maxTTL > 0 && ttl > t.maxTTL+e.cfg.RefreshBefore {
+		ttl = t.maxTTL + e.cfg.RefreshBefore
+	}
 	return &ExchangedToken{
 		AccessToken: tr.AccessToken, TokenType: "Bearer", IssuedTokenType: tr.IssuedTokenType,
-		Scope: tr.Scope, Expiry: now.Add(time.Duration(secs) * time.Second),
+		Scope: tr.Scope, Expiry: now.Add(ttl),
 	}, nil
 }
 
@@ -304,22 +330,90 @@ func (e *Exchanger) exchange(ctx context.Context, subjectToken, resource string,
 // request (req.WithContext). A 401 from the resource drops the exchanged
 // token from the cache and sends the request once more with a token
 // exchanged anew, when its body can be sent again (GetBody). base nil means
-// http.DefaultTransport.
-func (e *Exchanger) Transport(base http.RoundTripper, resource string) http.RoundTripper {
+// http.DefaultTransport. With the Connection option the token is the
+// person's token at a third-party service instead.
+func (e *Exchanger) Transport(base http.RoundTripper, resource string, opts ...TransportOption) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
+	t := &exchangeTransport{e: e, base: base}
+	for _, o := range opts {
+		o(t)
+	}
+	if t.connection != "" && resource == "" {
+		// The AS finds the connection by its id, an RFC 8693 §2.1
+		// audience (a logical name of the target service).
+		t.target = target{name: "audience", value: t.connection, maxTTL: ConnectionCacheTTL}
+		return t
+	}
 	res, err := metadata.CanonicalResource(resource)
-	return &exchangeTransport{e: e, base: base, resource: res, resErr: err}
+	t.target, t.resErr = target{name: "resource", value: res}, err
+	if t.connection != "" {
+		t.target.maxTTL = ConnectionCacheTTL
+	}
+	return t
+}
+
+// TransportOption changes what Transport attaches.
+type TransportOption func(*exchangeTransport)
+
+// Connection makes Transport attach the person's token at the third-party
+// service of the AS's connection id (connections[].id: GitHub, Google,
+// Slack, ...), for a server that calls that service's API as the person.
+// The exchange names the connection by Transport's resource (the
+// connection's resource) or, when that is "", by audience=id. The token is
+// cached per person (the inbound token's issuer and subject), not per
+// inbound token, until shortly before it expires, for at most
+// ConnectionCacheTTL. When the person has not connected that account (or
+// must reconnect it) the request is not sent and RoundTrip returns an
+// *ExchangeError whose ConnectRequired is true: answer the MCP request
+// with ConnectURLRequired's URLRequired (WriteURLRequired).
+func Connection(id string) TransportOption {
+	return func(t *exchangeTransport) { t.connection = id }
+}
+
+// ConnectionCacheTTL bounds how long a connection's token is reused for
+// one person without asking the AS, which checks that the person is still
+// active and connected.
+const ConnectionCacheTTL = 5 * time.Minute
+
+// ConnectURLRequired returns the URLRequired answer for err when err is
+// the AS's answer that the person must connect their account of
+// connection first (ExchangeError.ConnectRequired); ok is false for any
+// other error. subject names the person in ElicitationID (as a digest).
+func ConnectURLRequired(err error, connection, subject string) (u URLRequired, ok bool) {
+	var ee *ExchangeError
+	if !errors.As(err, &ee) || !ee.ConnectRequired() {
+		return URLRequired{}, false
+	}
+	sum := sha256.Sum256([]byte(subject))
+	return URLRequired{
+		URL:           ee.ConnectURI,
+		ElicitationID: "connection-" + connection + "-" + base64.RawURLEncoding.EncodeToString(sum[:9]),
+		Message:       "This tool needs your " + connection + " account, which is not connected.",
+	}, true
 }
 
 type exchangeTransport struct {
 	e    *Exchanger
 	base http.RoundTripper
-	// resource is the canonical form of Transport's resource, parsed once;
-	// resErr why it has none.
-	resource string
-	resErr   error
+	// target is how the exchange names Transport's resource (canonical,
+	// parsed once), or the connection; resErr why there is none.
+	target target
+	resErr error
+	// connection is the AS's connection id (Connection), or "".
+	connection string
+}
+
+// key is the cache key of a token for the request of ctx: per person for a
+// connection, per inbound token otherwise.
+func (t *exchangeTransport) key(ctx context.Context, inbound string) [32]byte {
+	if t.connection != "" {
+		if p, ok := PrincipalFromContext(ctx); ok && p.Subject != "" {
+			return sha256.Sum256([]byte("connection\x00" + p.Issuer + "\x00" + p.Subject + "\x00" + t.target.name + "\x00" + t.target.value))
+		}
+	}
+	return exchangeKey(inbound, t.target.value)
 }
 
 func (t *exchangeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -341,20 +435,33 @@ func (t *exchangeTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		closeBody()
 		return nil, t.resErr
 	}
-	tok, err := t.e.exchangeCanonical(req.Context(), inbound, t.resource)
+	key := t.key(req.Context(), inbound)
+	tok, err := t.e.exchangeKeyed(req.Context(), key, inbound, t.target)
 	if err != nil {
 		closeBody()
 		return nil, err
 	}
 	// A 401 from the resource drops the exchanged token from the cache and
 	// the request is sent once more with a token exchanged anew.
-	return bearerretry.RoundTrip(t.base, req, tok, bearerretry.Tokens[*ExchangedToken]{
+	var retryErr error
+	res, err := bearerretry.RoundTrip(t.base, req, tok, bearerretry.Tokens[*ExchangedToken]{
 		Get: func(ctx context.Context) (*ExchangedToken, error) {
-			return t.e.exchangeCanonical(ctx, inbound, t.resource)
+			tok, err := t.e.exchangeKeyed(ctx, key, inbound, t.target)
+			retryErr = err
+			return tok, err
 		},
-		Drop:  func(tok *ExchangedToken) { t.e.drop(inbound, t.resource, tok) },
+		Drop:  func(tok *ExchangedToken) { t.e.drop(key, tok) },
 		Value: func(tok *ExchangedToken) string { return tok.AccessToken },
 	})
+	// A connection's token the service refused (the person disconnected,
+	// or revoked it there) whose exchange anew says the person must
+	// connect: that is the answer, not the service's 401.
+	var ee *ExchangeError
+	if err == nil && t.connection != "" && errors.As(retryErr, &ee) && ee.ConnectRequired() {
+		_ = res.Body.Close()
+		return nil, retryErr
+	}
+	return res, err
 }
 
 func carriesToken(req *http.Request, tok string) bool {

@@ -16,10 +16,11 @@
 // access and refresh tokens with refresh families that are rotated and revoked
 // together (RFC 9700 §4.14, RFC 7009 §2.1), consents, registered clients
 // (RFC 7591, RFC 7592), signing keys (RFC 7517), one-time assertion ids
-// (RFC 7523 §3, jti) and the people who log in (their sub, OpenID Connect
-// Core 1.0 §5.1), and the approvals people give to single tool calls. For
-// the operator console it also keeps the recent audit events and hourly
-// counts of what happened, written by every instance.
+// (RFC 7523 §3, jti), the people who log in (their sub, OpenID Connect
+// Core 1.0 §5.1), the approvals people give to single tool calls, and the
+// accounts they connect at third-party services (their provider tokens,
+// sealed). For the operator console it also keeps the recent audit events
+// and hourly counts of what happened, written by every instance.
 package storage
 
 import (
@@ -442,6 +443,53 @@ type UserStore interface {
 	UpdateUpstreamSession(ctx context.Context, subject string, sealedRefresh []byte, checkedAt time.Time, groups []string, claims map[string][]string) error
 }
 
+// Connection is a person's account at a third-party service (a configured
+// connection: GitHub, Google, ...), linked through the provider's
+// authorization code flow: the provider's tokens for that person. Both
+// tokens arrive sealed by the caller (internal/seal), so a backend never
+// sees them in clear. One record per (Subject, ConnectionID).
+type Connection struct {
+	Subject      string
+	ConnectionID string // connections[].id
+	// AccessToken is the provider's access token, sealed; RefreshToken its
+	// refresh token (RFC 6749 §1.5), sealed, nil when it gave none.
+	AccessToken  []byte
+	RefreshToken []byte
+	// TokenType is the token_type the provider gave (RFC 6749 §7.1).
+	TokenType string
+	// ExpiresAt is when the access token expires; zero when the provider
+	// did not say.
+	ExpiresAt time.Time
+	// Scopes are the scopes the provider granted (or, when it did not
+	// say, those asked).
+	Scopes []string
+	// NeedsReconnect is set when the provider refused a refresh: the
+	// tokens are kept for revocation but released no more.
+	NeedsReconnect bool
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// ConnectionStore keeps Connection records, keyed by (Subject,
+// ConnectionID).
+type ConnectionStore interface {
+	// GetConnection returns ErrNotFound when the person has none.
+	GetConnection(ctx context.Context, subject, connectionID string) (*Connection, error)
+	// PutConnection inserts or replaces the record; a replaced record
+	// keeps its CreatedAt.
+	PutConnection(ctx context.Context, c *Connection) error
+	// UpdateConnection runs update on the stored record inside one
+	// transaction and stores what it returns (its Subject and
+	// ConnectionID are kept). ErrNotFound when there is none; an error
+	// from update is returned unchanged and nothing is written.
+	UpdateConnection(ctx context.Context, subject, connectionID string, update func(Connection) (Connection, error)) error
+	// DeleteConnection removes one record; ErrNotFound when absent.
+	DeleteConnection(ctx context.Context, subject, connectionID string) error
+	// ListConnections returns the records of subject, or of everyone when
+	// subject is "", ordered by Subject then ConnectionID (byte order).
+	ListConnections(ctx context.Context, subject string) ([]Connection, error)
+}
+
 // ApprovalStatus is the state of an Approval.
 type ApprovalStatus string
 
@@ -632,6 +680,7 @@ type Store interface {
 	CounterStore
 	SessionStore
 	UserStore
+	ConnectionStore
 	ApprovalStore
 	AuditStore
 	StatsStore

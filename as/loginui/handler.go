@@ -40,6 +40,10 @@ func (u *UI) Handler() http.Handler {
 			u.serveConsents(w, r)
 		case strings.HasPrefix(path, ApprovalPath):
 			u.serveApproval(w, r, strings.TrimPrefix(path, ApprovalPath))
+		case path == ConnectionsPath && u.cfg.Connections != nil:
+			u.serveConnections(w, r)
+		case strings.HasPrefix(path, ConnectionsPath+"/") && strings.HasSuffix(path, "/callback") && u.cfg.Connections != nil:
+			u.serveConnectionCallback(w, r, strings.TrimSuffix(strings.TrimPrefix(path, ConnectionsPath+"/"), "/callback"))
 		case strings.HasPrefix(path, "/upstream/") && strings.HasSuffix(path, "/callback") && len(u.cfg.Upstreams) > 0:
 			u.serveCallback(w, r, strings.TrimSuffix(strings.TrimPrefix(path, "/upstream/"), "/callback"))
 		case strings.HasPrefix(path, "/ui/"):
@@ -169,6 +173,7 @@ func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 	v := &view{
 		Title: "Applications with access", Base: u.cfg.BasePath, Action: selfURL(r), Step: "revoke",
 		CSRF: u.csrfToken(sess), Subject: u.who(r.Context(), sess.Subject),
+		HasConnections: u.cfg.Connections != nil && len(u.cfg.Connections.Providers()) > 0,
 	}
 	now := u.now()
 	for _, c := range list {

@@ -39,6 +39,7 @@ import (
 
 	"github.com/mcpauth/mcpauth/as/authflow"
 	"github.com/mcpauth/mcpauth/as/policy"
+	"github.com/mcpauth/mcpauth/connections"
 	"github.com/mcpauth/mcpauth/internal/clientaddr"
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/internal/seal"
@@ -196,6 +197,11 @@ type Config struct {
 	// the /consents page (as.GrantRevoker). Nil: the page only forgets the
 	// remembered consent.
 	Revoker GrantRevoker
+
+	// Connections are the accounts at third-party services people connect
+	// on ConnectionsPath (a connections.Vault); the providers return to
+	// ConnectionsPath/{id}/callback. Nil: no such page.
+	Connections *connections.Vault
 
 	// ScopeDescriptions maps a scope to a human description shown on the
 	// consent page; scopes without one are shown as they are.

@@ -85,6 +85,11 @@ type view struct {
 	// Approval page.
 	Approval *approvalView
 
+	// Connections are the person's connected accounts; HasConnections
+	// links the /consents page to them.
+	Connections    []connectionView
+	HasConnections bool
+
 	// Error page.
 	Detail string
 	// Back is a link back to the application, shown on an error page;

@@ -240,6 +240,9 @@ type submittedForm struct {
 	Txn string
 	// ApprovalID names an approval to revoke (/consents).
 	ApprovalID string
+	// Connection is the id of a connected account to connect or
+	// disconnect.
+	Connection string
 }
 
 var errBadForm = errors.New("loginui: bad form")
@@ -273,6 +276,7 @@ func parseFields(v url.Values) (*submittedForm, error) {
 		{"upstream", &f.Upstream, 64},
 		{"txn", &f.Txn, maxTxnLen},
 		{"approval_id", &f.ApprovalID, 64},
+		{"connection", &f.Connection, 64},
 	} {
 		vs := v[fd.name]
 		if len(vs) > 1 || (len(vs) == 1 && len(vs[0]) > fd.max) {
@@ -283,7 +287,7 @@ func parseFields(v url.Values) (*submittedForm, error) {
 		}
 	}
 	switch f.Step {
-	case "", stepLogin, stepConsent, stepUpstream, stepApproval, "logout", "revoke", "end_session", "revoke_approval":
+	case "", stepLogin, stepConsent, stepUpstream, stepApproval, "logout", "revoke", "end_session", "revoke_approval", "connect", "disconnect":
 	default:
 		return nil, errBadForm
 	}

@@ -99,7 +99,7 @@ type pendingUpstream struct {
 
 // signInPages are the pages of Handler's that sign a person in and that a
 // sign-in through a provider returns to.
-var signInPages = []string{"consents"}
+var signInPages = []string{"consents", "connections"}
 
 // returnsHome reports whether p returns to a transaction or to one of
 // signInPages, not both: a state naming anything else is not one we issue.

@@ -24,13 +24,14 @@ type spec struct {
 
 // verbs lists the subcommands of commands that have them, in usage order.
 var verbs = map[string][]string{
-	"migrate":   {"up", "status"},
-	"keys":      {"list", "retire", "prune", "rotate"},
-	"clients":   {"list", "show", "create", "delete"},
-	"grants":    {"list", "revoke"},
-	"users":     {"list", "show", "disable", "enable"},
-	"approvals": {"list", "revoke"},
-	"audit":     {"list", "verify"},
+	"migrate":     {"up", "status"},
+	"keys":        {"list", "retire", "prune", "rotate"},
+	"clients":     {"list", "show", "create", "delete"},
+	"grants":      {"list", "revoke"},
+	"users":       {"list", "show", "disable", "enable"},
+	"approvals":   {"list", "revoke"},
+	"connections": {"list", "revoke"},
+	"audit":       {"list", "verify"},
 }
 
 var specs = map[string]*spec{
@@ -112,6 +113,17 @@ var specs = map[string]*spec{
 		help: "Show one person: source, upstream, name, email, groups, claims, first and last seen, whether disabled (by the configuration or an operator) and active."},
 	"users disable": {name: "users disable", args: "SUBJECT", nargs: 1, format: true,
 		help: "Disable a person: they cannot log in, every grant they gave is revoked (refresh tokens refused, access tokens inactive at introspection and flagged in the token status list, remembered consents gone) and their browser sessions end."},
+	"connections list": {name: "connections list", format: true,
+		help: "List people's connected accounts (connections[]): person, connection, scopes, token expiry, whether it needs reconnecting and whether the connection is still configured. Never a token.",
+		flags: func(fs *flag.FlagSet, c *command) {
+			fs.StringVar(&c.user, "user", "", "only this person's connections")
+		}},
+	"connections revoke": {name: "connections revoke", format: true,
+		help: "Disconnect a person's accounts (--user), or one of them (--connection): the stored tokens are deleted, so no MCP server gets them any more, and revoked at the provider where it has a revocation endpoint (RFC 7009).",
+		flags: func(fs *flag.FlagSet, c *command) {
+			fs.StringVar(&c.user, "user", "", "the person whose connections to revoke (required)")
+			fs.StringVar(&c.connection, "connection", "", "only this connection (its id)")
+		}},
 	"users enable": {name: "users enable", args: "SUBJECT", nargs: 1, format: true,
 		help: "Enable a person disabled with users disable. Nothing revoked comes back: they log in and consent again. A user disabled in the configuration file (users[].disabled) is refused: edit the file."},
 }

@@ -126,6 +126,10 @@ commands:
                          and ending their sessions) or enable one
   approvals list [--user S]|revoke ID
                          list or revoke people's approvals of held tool calls
+  connections list [--user S]
+  connections revoke --user S [--connection ID]
+                         list people's connected accounts, or disconnect
+                         them (revoking the tokens at the provider)
   gc                     run one garbage-collection pass
   audit list [--user S] [--client C] [--event E] [--limit N] [--before ID]
                          list the audit events kept in storage, newest first
@@ -188,6 +192,7 @@ type command struct {
 	public       bool
 	user, client string
 	grant        string
+	connection   string
 	unloadable   bool
 	event        string // audit list --event
 	limit        int    // audit list --limit
@@ -253,7 +258,7 @@ func dispatch(ctx context.Context, args []string, e env) error {
 	}
 	logger := newLogger(cfg.Log, e.stderr)
 	switch cmd.name {
-	case "serve", "keys", "clients", "grants", "users", "approvals", "gc":
+	case "serve", "keys", "clients", "grants", "users", "approvals", "connections", "gc":
 		// These write audit events: chained under the secret's key.
 		if key, ok, err := auditKey(cfg); err == nil && ok {
 			logger = newChainedLogger(cfg.Log, e.stderr, key)
@@ -283,7 +288,7 @@ func dispatch(ctx context.Context, args []string, e env) error {
 			return rotateKey(ctx, cfg, e, cmd.format == "json")
 		}
 		return operate(ctx, cfg, cmd, logger, e)
-	case "clients", "grants", "users", "approvals":
+	case "clients", "grants", "users", "approvals", "connections":
 		return operate(ctx, cfg, cmd, logger, e)
 	case "gc":
 		return gcOnce(ctx, cfg, logger, e)

@@ -209,6 +209,7 @@ func (s *server) newOps(g *generation) *ops.Ops {
 		SigningAlg:   g.cfg.Signing.Algorithm,
 		KeyRetention: as.KeyRetention(g.cfg.Tokens.AccessTTL.D(), g.cfg.Signing.KeyReload.D()),
 		Log:          s.log.With("component", "admin"),
+		Connections:  g.conns,
 	}
 	if g.as != nil {
 		o.Grants = g.as
@@ -361,6 +362,9 @@ func operate(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Lo
 	}
 	if cmd.name == "users" {
 		return operateUsers(ctx, cfg, cmd, log, e, out)
+	}
+	if cmd.name == "connections" {
+		return operateConnections(ctx, cfg, cmd, log, e, out)
 	}
 	st, err := openStore(ctx, cfg, cfg.MigrateEnabled(), slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -559,6 +563,55 @@ func operateUsers(ctx context.Context, cfg *config.Config, cmd *command, log *sl
 		return nil
 	}
 	return usagef("unknown command %s %s", cmd.name, cmd.verb)
+}
+
+// operateConnections runs `connections list|revoke` on the configured
+// storage, with the configured connections (to revoke at their providers).
+func operateConnections(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Logger, e env, out printer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := build(ctx, cfg, cfg.MigrateEnabled(), slog.New(slog.DiscardHandler), e)
+	if err != nil {
+		return err
+	}
+	defer s.store.Close()
+	o := s.current().ops
+	o.Log = log
+	if cmd.verb == "list" {
+		cs, err := o.ListConnections(ctx, cmd.user)
+		if err != nil {
+			return err
+		}
+		return out.connections(cs)
+	}
+	if cmd.user == "" {
+		return &subcommandError{"connections revoke needs --user", usageOf("connections revoke", specs["connections revoke"])}
+	}
+	cs, err := o.RevokeConnections(ctx, "cli", cmd.user, cmd.connection)
+	if err != nil {
+		return err
+	}
+	if out.json {
+		return out.encode(map[string]any{"revoked": cs})
+	}
+	fmt.Fprintf(e.stdout, "revoked %d connection(s)\n", len(cs))
+	return out.connections(cs)
+}
+
+func (p printer) connections(cs []ops.Connection) error {
+	if p.json {
+		if cs == nil {
+			cs = []ops.Connection{}
+		}
+		return p.encode(cs)
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SUBJECT\tCONNECTION\tSCOPES\tEXPIRES\tNEEDS_RECONNECT\tCONFIGURED\tCONNECTED")
+	for _, c := range cs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%t\t%s\n", printable(c.Subject), printable(c.Connection), printable(dash(strings.Join(c.Scopes, " "))),
+			stamp(c.ExpiresAt), c.NeedsReconnect, c.Configured, stamp(c.CreatedAt))
+	}
+	return tw.Flush()
 }
 
 func (p printer) users(us []ops.User) error {

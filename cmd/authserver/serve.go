@@ -23,6 +23,7 @@ import (
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/auditsink"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/ops"
+	"github.com/mcpauth/mcpauth/connections"
 	"github.com/mcpauth/mcpauth/dcr"
 	"github.com/mcpauth/mcpauth/internal/accesslog"
 	"github.com/mcpauth/mcpauth/internal/clientaddr"
@@ -99,6 +100,10 @@ type generation struct {
 	// users are the local users the login pages accept (the configured
 	// ones; in development mode the generated admin).
 	users []loginui.User
+	// conns are the people's connected accounts (connections[]); with no
+	// connection configured, a vault of none, which still lists and
+	// revokes stored records.
+	conns *connections.Vault
 	stop  context.CancelFunc // ends this generation's key reload loop
 }
 
@@ -176,7 +181,16 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 	// revoker of grants the /consents page and the admin surfaces use.
 	people := newPeople(users, upstreams, s.store)
 	revoker := as.NewGrantRevoker(s.store, s.log.With("component", "as"))
+	g.conns, err = s.connectionVault(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var pageConns *connections.Vault
+	if len(cfg.Connections) > 0 {
+		pageConns = g.conns
+	}
 	ui, err := loginui.New(loginui.Config{
+		Connections:   pageConns,
 		Users:         users,
 		Upstreams:     upstreams,
 		UpstreamUsers: s.store,
@@ -295,6 +309,9 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 	}
 	if cfg.RegistrationEnabled() {
 		acfg.RegistrationEndpoint = regEndpoint
+	}
+	if len(cfg.Connections) > 0 {
+		acfg.Connections = g.conns
 	}
 	g.as, err = as.New(ctx, acfg)
 	if err != nil {
@@ -781,4 +798,40 @@ func (s *server) upstreamProviders(cfg *config.Config) ([]loginui.Upstream, as.U
 	}
 	rc.Sealer = sealer
 	return out, rc, nil
+}
+
+// connectionVault builds the provider of every configured connection (none
+// is contacted until someone connects) and the vault of people's tokens,
+// sealed under keys derived from the server secret.
+func (s *server) connectionVault(cfg *config.Config) (*connections.Vault, error) {
+	var ps []*connections.Provider
+	for i, x := range cfg.Connections {
+		pc := connections.Config{
+			ID: x.ID, Name: x.Name,
+			AuthorizationEndpoint: x.AuthorizationEndpoint, TokenEndpoint: x.TokenEndpoint, Issuer: x.Issuer,
+			RevocationEndpoint: x.RevocationEndpoint,
+			ClientID:           x.ClientID, ClientSecret: x.ClientSecret, Scopes: x.Scopes,
+			Resource: x.Resource, Clients: x.Clients,
+			RedirectURL: cfg.Issuer + loginui.ConnectionsPath + "/" + x.ID + "/callback",
+		}
+		if tracing.Enabled(s.tp) {
+			c := upstream.NewHTTPClient(upstream.DefaultTimeout)
+			c.Transport = tracing.FetchTransport(s.tp, c.Transport, "connection "+x.ID)
+			pc.HTTPClient = c
+		} else {
+			pc.HTTPClient = upstream.NewHTTPClient(upstream.DefaultTimeout)
+		}
+		p, err := connections.NewProvider(pc)
+		if err != nil {
+			return nil, fmt.Errorf("config: connections[%d]: %w", i, err)
+		}
+		ps = append(ps, p)
+	}
+	log := s.log.With("component", "connections")
+	return connections.NewVault(connections.VaultConfig{
+		Providers: ps, Store: s.store, Secret: s.secret, Logger: log,
+		Audit: func(ctx context.Context, event string, kv ...any) {
+			log.InfoContext(ctx, "audit", append([]any{"event", event}, kv...)...)
+		},
+	})
 }

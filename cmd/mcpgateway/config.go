@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -154,6 +155,14 @@ type UpstreamAuth struct {
 	Exchange *GrantConfig `yaml:"exchange"`
 	// ClientCredentials: an RFC 6749 §4.4 token of the gateway itself.
 	ClientCredentials *GrantConfig `yaml:"client_credentials"`
+	// Connection: the caller's own token at the third-party service of
+	// the AS's connection of this id (connections[].id: GitHub, Google,
+	// ...), obtained by RFC 8693 exchange as the AS client ClientID (one of
+	// that connection's clients). A caller who has not connected that
+	// account gets the AS's /connections URL (URL elicitation).
+	Connection   string `yaml:"connection"`
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret"`
 }
 
 // GrantConfig is a confidential client of the AS and the upstream's
@@ -367,9 +376,24 @@ func (c *Config) check() error {
 		}
 	}
 	if a := c.UpstreamAuth; a != nil {
+		n := 0
+		for _, set := range []bool{a.Exchange != nil, a.ClientCredentials != nil, a.Connection != ""} {
+			if set {
+				n++
+			}
+		}
 		switch {
-		case a.Exchange != nil && a.ClientCredentials != nil:
-			return errors.New("upstream_auth: exchange and client_credentials are exclusive")
+		case n > 1:
+			return errors.New("upstream_auth: exchange, client_credentials and connection are exclusive")
+		case a.Connection == "" && (a.ClientID != "" || a.ClientSecret != ""):
+			return errors.New("upstream_auth: client_id and client_secret belong to connection (exchange and client_credentials have their own)")
+		case a.Connection != "":
+			if !connectionID.MatchString(a.Connection) {
+				return fmt.Errorf("upstream_auth.connection: must be 1 to 32 of a-z, 0-9 and - (the AS's connections[].id), got %q", a.Connection)
+			}
+			if a.ClientID == "" || a.ClientSecret == "" {
+				return errors.New("upstream_auth: client_id and client_secret are required with connection")
+			}
 		case a.Exchange != nil:
 			if err := a.Exchange.check("upstream_auth.exchange"); err != nil {
 				return err
@@ -379,7 +403,7 @@ func (c *Config) check() error {
 				return err
 			}
 		default:
-			return errors.New("upstream_auth: set exchange or client_credentials")
+			return errors.New("upstream_auth: set exchange, client_credentials or connection")
 		}
 	}
 	switch c.Audit.Format {
@@ -487,6 +511,9 @@ func (g *GrantConfig) check(path string) error {
 	g.Resource = res
 	return nil
 }
+
+// connectionID is the syntax of the AS's connections[].id.
+var connectionID = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
 
 func printableASCII(s string) bool {
 	return !slices.ContainsFunc([]byte(s), func(b byte) bool { return b < 0x21 || b > 0x7e })

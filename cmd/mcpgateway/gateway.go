@@ -403,7 +403,7 @@ func newProxy(cfg *Config, o Options, met *gwMetrics) (http.Handler, error) {
 	var base http.RoundTripper = newUpstreamTransport(cfg.Limits, target.Scheme)
 	if met != nil {
 		base = timedUpstream{base: base, obs: met.upstream}
-		if a := cfg.UpstreamAuth; a != nil && a.Exchange != nil {
+		if a := cfg.UpstreamAuth; a != nil && (a.Exchange != nil || a.Connection != "") {
 			o.HTTPClient = met.exchangeClient(o.HTTPClient)
 		}
 	}
@@ -428,6 +428,23 @@ func newProxy(cfg *Config, o Options, met *gwMetrics) (http.Handler, error) {
 			return nil
 		},
 		onError: func(w http.ResponseWriter, r *http.Request, body []byte, err error) {
+			if a := cfg.UpstreamAuth; a != nil && a.Connection != "" {
+				// The caller has not connected the account the upstream
+				// acts on: the page where they do it, as a URL elicitation
+				// or a tool error naming it.
+				p, _ := rsmiddleware.PrincipalFromContext(r.Context())
+				var subject string
+				if p != nil {
+					subject = p.Subject
+				}
+				if u, ok := rsmiddleware.ConnectURLRequired(err, a.Connection, subject); ok {
+					if met != nil {
+						met.upstreamError(upstreamConnect)
+					}
+					rsmiddleware.WriteURLRequired(w, r, requestMethod(body), requestID(body), u)
+					return
+				}
+			}
 			status, msg := http.StatusBadGateway, "mcpgateway: the MCP server behind the gateway is unreachable"
 			reason := upstreamUnreachable
 			var ne net.Error
@@ -473,6 +490,18 @@ func readAll(r *http.Request) ([]byte, error) {
 var copyBufferPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 var errUpstreamRefused = errors.New("mcpgateway: upstream answered 401/403")
+
+// requestMethod returns the method of the single JSON-RPC request in body,
+// or "".
+func requestMethod(body []byte) string {
+	var m struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return ""
+	}
+	return m.Method
+}
 
 // requestID returns the id of the single JSON-RPC request in body, or null.
 func requestID(body []byte) json.RawMessage {
@@ -529,6 +558,15 @@ func upstreamTransport(cfg *Config, o Options, base http.RoundTripper) (http.Rou
 	a := cfg.UpstreamAuth
 	if a == nil {
 		return base, nil
+	}
+	if a.Connection != "" {
+		ex, err := rsmiddleware.NewExchanger(rsmiddleware.ExchangeConfig{
+			Issuer: cfg.Issuer, ClientID: a.ClientID, ClientSecret: a.ClientSecret, HTTPClient: o.HTTPClient,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &connectionTransport{inner: ex.Transport(base, "", rsmiddleware.Connection(a.Connection)), base: base}, nil
 	}
 	if g := a.Exchange; g != nil {
 		ex, err := rsmiddleware.NewExchanger(rsmiddleware.ExchangeConfig{
@@ -675,4 +713,47 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
+}
+
+// connectionTransport is the transport of upstream_auth.connection. A
+// caller who has not connected the account gets, for tools/call, the
+// connect URL (the error of inner). Any other request (initialize,
+// tools/list, ...) is sent without credentials instead, so an upstream
+// that needs the account only for its tools still lists them; if the
+// upstream refuses it (401), the answer is the connect URL too.
+type connectionTransport struct {
+	inner, base http.RoundTripper
+}
+
+func (t *connectionTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var method string
+	if req.GetBody != nil {
+		if b, err := req.GetBody(); err == nil {
+			body, _ := io.ReadAll(io.LimitReader(b, 1<<20))
+			b.Close()
+			method = requestMethod(body)
+		}
+	}
+	res, err := t.inner.RoundTrip(req)
+	var ee *rsmiddleware.ExchangeError
+	if err == nil || method == "tools/call" || req.GetBody == nil || !errors.As(err, &ee) || !ee.ConnectRequired() {
+		return res, err
+	}
+	again := req.Clone(req.Context())
+	body, berr := req.GetBody()
+	if berr != nil {
+		return nil, err
+	}
+	again.Body = body
+	again.Header.Del("Authorization")
+	res, rerr := t.base.RoundTrip(again)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if res.StatusCode == http.StatusUnauthorized {
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
+		res.Body.Close()
+		return nil, err
+	}
+	return res, nil
 }

@@ -60,6 +60,7 @@ const (
 	upstreamRefused     = "refused"     // 401/403 to the gateway's own credentials
 	upstreamBadStatus   = "bad_status"  // a status outside 100-599, or 101
 	upstreamToken       = "token"       // no token for the upstream could be obtained
+	upstreamConnect     = "connect"     // the caller has not connected the account of upstream_auth.connection
 )
 
 // gwMetrics is the gateway's Prometheus metrics (prefix mcpgateway_),
@@ -141,7 +142,7 @@ func newMetrics(tools []string) *gwMetrics {
 	for _, r := range []string{refusalMissing, refusalInvalid, refusalMalformed, refusalInsufficientScope, refusalUnavailable} {
 		m.refusals[r] = refusals.WithLabelValues(r)
 	}
-	for _, r := range []string{upstreamUnreachable, upstreamTimeout, upstreamRefused, upstreamBadStatus, upstreamToken} {
+	for _, r := range []string{upstreamUnreachable, upstreamTimeout, upstreamRefused, upstreamBadStatus, upstreamToken, upstreamConnect} {
 		m.upErrors[r] = upErrors.WithLabelValues(r)
 	}
 	m.upstream = upstream

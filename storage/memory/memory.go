@@ -34,6 +34,10 @@ type tokenKey struct {
 	sig  string
 }
 
+type connKey struct {
+	subject, id string
+}
+
 type consentKey struct {
 	subject, clientID, resource string
 }
@@ -50,6 +54,7 @@ type Store struct {
 	sessions  map[string]*storage.Session
 	users     map[string]*storage.User
 	approvals map[string]*storage.Approval
+	conns     map[connKey]*storage.Connection
 	// statusLast is the last status index handed out; statuses holds the
 	// expiry of each index recorded StatusInvalid.
 	statusLast int64
@@ -81,6 +86,7 @@ func New() *Store {
 		sessions:  map[string]*storage.Session{},
 		users:     map[string]*storage.User{},
 		approvals: map[string]*storage.Approval{},
+		conns:     map[connKey]*storage.Connection{},
 		statuses:  map[int64]time.Time{},
 		stats:     map[statKey]int64{},
 		txSem:     make(chan struct{}, 1),
@@ -1334,4 +1340,99 @@ func (s *Store) DeleteExpiredApprovals(ctx context.Context, before time.Time, li
 	}
 	defer s.mu.Unlock()
 	return deleteExpired(t, s.approvals, limit, func(a *storage.Approval) bool { return a.ExpiresAt.Before(before) }), nil
+}
+
+func cloneConnection(c *storage.Connection) *storage.Connection {
+	n := *c
+	n.AccessToken = slices.Clone(c.AccessToken)
+	n.RefreshToken = nil
+	if len(c.RefreshToken) > 0 {
+		n.RefreshToken = slices.Clone(c.RefreshToken)
+	}
+	n.Scopes = nil
+	if len(c.Scopes) > 0 {
+		n.Scopes = slices.Clone(c.Scopes)
+	}
+	return &n
+}
+
+// GetConnection implements storage.ConnectionStore.
+func (s *Store) GetConnection(ctx context.Context, subject, connectionID string) (*storage.Connection, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	c, ok := s.conns[connKey{subject, connectionID}]
+	if !ok {
+		return nil, storage.ErrNotFound
+	}
+	return cloneConnection(c), nil
+}
+
+// PutConnection implements storage.ConnectionStore.
+func (s *Store) PutConnection(ctx context.Context, c *storage.Connection) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	k := connKey{c.Subject, c.ConnectionID}
+	n := cloneConnection(c)
+	if old, ok := s.conns[k]; ok {
+		n.CreatedAt = old.CreatedAt
+	}
+	put(t, s.conns, k, n)
+	return nil
+}
+
+// UpdateConnection implements storage.ConnectionStore.
+func (s *Store) UpdateConnection(ctx context.Context, subject, connectionID string, update func(storage.Connection) (storage.Connection, error)) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	k := connKey{subject, connectionID}
+	old, ok := s.conns[k]
+	if !ok {
+		return storage.ErrNotFound
+	}
+	n, err := update(*cloneConnection(old))
+	if err != nil {
+		return err
+	}
+	n.Subject, n.ConnectionID = subject, connectionID
+	put(t, s.conns, k, cloneConnection(&n))
+	return nil
+}
+
+// DeleteConnection implements storage.ConnectionStore.
+func (s *Store) DeleteConnection(ctx context.Context, subject, connectionID string) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	return deleteEntry(t, s.conns, connKey{subject, connectionID})
+}
+
+// ListConnections implements storage.ConnectionStore.
+func (s *Store) ListConnections(ctx context.Context, subject string) ([]storage.Connection, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []storage.Connection
+	for k, c := range s.conns {
+		if subject == "" || k.subject == subject {
+			out = append(out, *cloneConnection(c))
+		}
+	}
+	slices.SortFunc(out, func(a, b storage.Connection) int {
+		if c := strings.Compare(a.Subject, b.Subject); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ConnectionID, b.ConnectionID)
+	})
+	return out, nil
 }

@@ -56,6 +56,7 @@ func RunTests(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"audit events", auditCases},
 		{"hourly stats", statsCases},
 		{"tokens with users", tokenUserCases},
+		{"connections", connectionCases},
 		{"transactions", txCases},
 		{"values", roundTripCases},
 	}

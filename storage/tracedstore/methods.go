@@ -367,6 +367,41 @@ func (w *store) DeleteExpiredApprovals(ctx context.Context, before time.Time, li
 	return r0, err
 }
 
+func (w *store) GetConnection(ctx context.Context, subject, connectionID string) (*storage.Connection, error) {
+	ctx, span := w.start(ctx, "GetConnection")
+	c, err := w.next.GetConnection(ctx, subject, connectionID)
+	end(span, err)
+	return c, err
+}
+
+func (w *store) PutConnection(ctx context.Context, c *storage.Connection) error {
+	ctx, span := w.start(ctx, "PutConnection")
+	err := w.next.PutConnection(ctx, c)
+	end(span, err)
+	return err
+}
+
+func (w *store) UpdateConnection(ctx context.Context, subject, connectionID string, update func(storage.Connection) (storage.Connection, error)) error {
+	ctx, span := w.start(ctx, "UpdateConnection")
+	err := w.next.UpdateConnection(ctx, subject, connectionID, update)
+	end(span, err)
+	return err
+}
+
+func (w *store) DeleteConnection(ctx context.Context, subject, connectionID string) error {
+	ctx, span := w.start(ctx, "DeleteConnection")
+	err := w.next.DeleteConnection(ctx, subject, connectionID)
+	end(span, err)
+	return err
+}
+
+func (w *store) ListConnections(ctx context.Context, subject string) ([]storage.Connection, error) {
+	ctx, span := w.start(ctx, "ListConnections")
+	cs, err := w.next.ListConnections(ctx, subject)
+	end(span, err)
+	return cs, err
+}
+
 func (w *store) BeginTX(ctx context.Context) (context.Context, error) {
 	// The transaction's context is derived from ctx, not from the span's,
 	// so that the calls made in it are children of the request's span.

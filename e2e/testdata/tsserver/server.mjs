@@ -31,6 +31,13 @@
 // With APPROVAL_TOOLS=1 it also has send_email and delete_repo, for the
 // gateway's approval tests, and GET /_arguments: the name and
 // params.arguments of every tools/call it received, as JSON.parse read them.
+// With PROVIDER_USER_URL set (a provider's user API, as GitHub's
+// https://api.github.com/user) it also has provider_user, which calls that
+// API with the bearer token the request carried and answers the login it
+// returns; and every /mcp request that carries a bearer token is first
+// checked there (401 when the provider refuses it), as an API-backed
+// server such as GitHub's MCP server does. A request without credentials
+// is served (initialize and tools/list need no account).
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -64,6 +71,16 @@ class OrderedEventStore extends InMemoryEventStore {
 }
 
 const jsonResponse = process.env.JSON_RESPONSE === '1';
+const providerUserURL = process.env.PROVIDER_USER_URL;
+
+// providerUser asks the provider's user API who the bearer token in
+// authorization belongs to: the login, or undefined when it refuses.
+async function providerUser(authorization) {
+  if (!authorization) return undefined;
+  const r = await fetch(providerUserURL, { headers: { authorization } });
+  if (r.status !== 200) return undefined;
+  return (await r.json()).login;
+}
 const policyTools = process.env.POLICY_TOOLS === '1';
 const gatewayKeys = process.env.IDENTITY_JWKS ? createRemoteJWKSet(new URL(process.env.IDENTITY_JWKS)) : undefined;
 
@@ -143,6 +160,14 @@ function newServer() {
       return { content: [{ type: 'text', text: `${id.sub} ${id.email ?? ''} ${(id.groups ?? []).join(',')} ${id.tenant ?? ''}` }] };
     });
   }
+  if (providerUserURL) {
+    server.registerTool('provider_user', { description: "The caller's user name at the provider." }, async (extra) => {
+      calls.push('provider_user');
+      const login = await providerUser(extra.requestInfo?.headers?.authorization);
+      if (!login) return { isError: true, content: [{ type: 'text', text: 'the provider refused the token' }] };
+      return { content: [{ type: 'text', text: login }] };
+    });
+  }
   if (pinsTools) {
     forecasts.push(server.registerTool('forecast', {
       description: rugPulled ? forecastAfter : forecastBefore,
@@ -208,6 +233,11 @@ async function readBody(req) {
 async function handleMCP(req, res, parsed) {
   const session = req.headers['mcp-session-id'];
   seen.push({ method: req.method, session: session ?? '', authorization: req.headers['authorization'] ?? '', traceparent: req.headers['traceparent'] ?? '' });
+  if (providerUserURL && req.headers['authorization'] && !(await providerUser(req.headers['authorization']))) {
+    res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer error="invalid_token"' });
+    res.end(JSON.stringify({ message: 'Bad credentials' }));
+    return;
+  }
   try {
     const body = req.method !== 'POST' ? undefined : parsed !== undefined ? parsed : await readBody(req);
     for (const m of Array.isArray(body) ? body : [body]) {

@@ -1,6 +1,6 @@
 // Package admin is the authorization server's admin HTTP API: REST and JSON
 // under /admin/v1/ (clients, consents, grants, keys, users, approvals,
-// audit), on a listener
+// connections, audit), on a listener
 // of its own.
 //
 // It is a resource server of the authorization server it manages: every
@@ -84,6 +84,8 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET "+Prefix+"approvals", a.listApprovals)
 	mux.HandleFunc("DELETE "+Prefix+"approvals/{id}", a.revokeApproval)
 	mux.HandleFunc("GET "+Prefix+"audit", a.listAudit)
+	mux.HandleFunc("GET "+Prefix+"connections", a.listConnections)
+	mux.HandleFunc("DELETE "+Prefix+"connections", a.revokeConnections)
 	mux.HandleFunc("GET "+Prefix+"keys", a.listKeys)
 	mux.HandleFunc("POST "+Prefix+"keys", a.rotateKey)
 	mux.HandleFunc("POST "+Prefix+"keys/prune", a.pruneKeys)
@@ -201,6 +203,27 @@ func (a *api) revoke(w http.ResponseWriter, r *http.Request, f as.GrantFilter) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"revoked": gs})
+}
+
+func (a *api) listConnections(w http.ResponseWriter, r *http.Request) {
+	cs, err := a.cfg.Ops().ListConnections(r.Context(), r.URL.Query().Get("user"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"connections": cs})
+}
+
+// revokeConnections is DELETE ?user=S[&connection=ID]
+// (ops.RevokeConnections).
+func (a *api) revokeConnections(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	cs, err := a.cfg.Ops().RevokeConnections(r.Context(), actor(r), q.Get("user"), q.Get("connection"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"revoked": cs})
 }
 
 // listUsers pages through the people (ops.ListUsers): ?limit= (1 to

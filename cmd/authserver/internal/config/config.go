@@ -59,6 +59,9 @@ type Config struct {
 	// Upstreams are the OpenID Connect providers people may sign in
 	// through; with any, local users are optional.
 	Upstreams []Upstream `yaml:"upstreams"`
+	// Connections are the third-party services people connect their
+	// accounts to, whose tokens MCP servers get by token exchange.
+	Connections []Connection `yaml:"connections"`
 	// TrustedProxies (addresses or CIDRs) are the reverse proxies whose
 	// X-Forwarded-For is believed when finding a client's address, for the
 	// login throttle, the registration rate limit and the logs. Empty: the
@@ -607,6 +610,7 @@ func (c *Config) defaults() {
 		c.Log.Access = boolPtr(true)
 	}
 	c.upstreamDefaults()
+	c.connectionDefaults()
 	for i := range c.Clients {
 		cl := &c.Clients[i]
 		if len(cl.GrantTypes) == 0 {
@@ -660,6 +664,12 @@ func (c *Config) Redacted() ([]byte, error) {
 	for i := range r.Upstreams {
 		if r.Upstreams[i].ClientSecret != "" {
 			r.Upstreams[i].ClientSecret = mark
+		}
+	}
+	r.Connections = append([]Connection(nil), c.Connections...)
+	for i := range r.Connections {
+		if r.Connections[i].ClientSecret != "" {
+			r.Connections[i].ClientSecret = mark
 		}
 	}
 	if n := len(c.Registration.InitialAccessTokens); n > 0 {

@@ -258,6 +258,9 @@ func (c *Config) Validate() error {
 	if err := c.validateUpstreams(scopes); err != nil {
 		return err
 	}
+	if err := c.validateConnections(byURI); err != nil {
+		return err
+	}
 
 	if c.GC.Interval.D() < time.Second {
 		return errf("gc.interval", "must be at least 1s")

@@ -1,6 +1,7 @@
 // Package ops holds what an operator does to a running deployment's state:
 // list, create and delete clients, list and retire signing keys, list and
-// revoke consents and grants, list, disable and enable users. The `authserver` subcommands and the admin HTTP API both
+// revoke consents and grants, list, disable and enable users, list and
+// revoke connected accounts. The `authserver` subcommands and the admin HTTP API both
 // call it, so the two cannot drift apart; it works on the configured storage
 // and never needs a running server.
 //
@@ -64,6 +65,9 @@ type Ops struct {
 	// grant operations answer ErrNoGrants, and revoking a consent only
 	// forgets it.
 	Grants GrantAdmin
+	// Connections are the people's connected accounts. Required by the
+	// connection operations.
+	Connections ConnectionVault
 }
 
 // GrantAdmin is what Ops needs of the authorization server to list and
