@@ -37,7 +37,9 @@ func (r *Reserved) holds(subject string, groups []string) bool {
 // CapOn is Cap for a grant on resource, whose scopes are scopes: besides
 // the claim mapping, a reserved scope of the resource (PeopleConfig.Reserved)
 // is left out of what the person may be granted unless the reservation
-// names them or one of their record's groups. A person it leaves something
+// names them or one of their record's groups; the reservation, not the
+// claim mapping, decides the reserved scope of a person it names. A
+// person it leaves something
 // out for is capped even without a claim mapping, to the resource's other
 // scopes: the same rules then refuse a request naming the reserved scope
 // (a *NotPermittedError, the "not permitted" page) and drop it from the
@@ -48,7 +50,7 @@ func (p *People) CapOn(ctx context.Context, subject, resource string, scopes []s
 	if err != nil {
 		return nil, true, err
 	}
-	var denied []string
+	var denied, held []string
 	var groups []string
 	read := false
 	for i := range p.reserved {
@@ -66,8 +68,18 @@ func (p *People) CapOn(ctx context.Context, subject, resource string, scopes []s
 			}
 			read = true
 		}
-		if !r.holds(subject, groups) {
+		if r.holds(subject, groups) {
+			held = append(held, r.Scope)
+		} else {
 			denied = append(denied, r.Scope)
+		}
+	}
+	if capped {
+		// The reservation, not the claim mapping, decides a reserved scope.
+		for _, sc := range held {
+			if !slices.Contains(allowed, sc) {
+				allowed = append(slices.Clone(allowed), sc)
+			}
 		}
 	}
 	if len(denied) == 0 {

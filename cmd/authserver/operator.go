@@ -20,6 +20,7 @@ import (
 	"github.com/mcpauth/mcpauth/as"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/admin"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/console"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/ops"
 	"github.com/mcpauth/mcpauth/internal/accesslog"
 	"github.com/mcpauth/mcpauth/internal/clientaddr"
@@ -80,7 +81,7 @@ func adminClassifier(p string) metrics.Endpoint {
 	if p == "/metrics" {
 		return metrics.MetricsEndpoint
 	}
-	if strings.HasPrefix(p, admin.Prefix) {
+	if strings.HasPrefix(p, admin.Prefix) || strings.HasPrefix(p, console.Prefix) {
 		return metrics.Admin
 	}
 	return metrics.Other
@@ -264,8 +265,14 @@ func (s *server) adminHandler() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	con, err := s.newConsole(&http.Client{Transport: inProcess{s}, Timeout: 10 * time.Second})
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.Handle(admin.Prefix, api)
+	mux.Handle(console.Prefix, con)
+	mux.Handle("/console", con)
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	return accesslog.Wrap(mux, s.accessConfig(s.cfg, adminClassifier)), nil
 }
