@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/oauth2"
+
+	"github.com/mcpauth/mcpauth/internal/password"
+)
+
+const bobPW = "bob-password-for-tests"
+
+// consoleConfig is adminConfig with bob, a person who is not an
+// administrator, and alice in admin.people.
+func consoleConfig(t *testing.T, issuer, listen, adminListen, storage string) string {
+	t.Helper()
+	hash, err := password.Hash(bobPW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := adminConfig(t, issuer, listen, adminListen, storage, "ops-bot")
+	cfg = strings.Replace(cfg, "admin:\n", fmt.Sprintf("  - username: bob\n    password_hash: %q\nadmin:\n  people: [alice]\n", hash), 1)
+	return cfg
+}
+
+// agentGrant is a grant alice gives demo-app through the login and
+// consent pages, redeemed with golang.org/x/oauth2: the agent whose
+// access the console revokes.
+func agentGrant(t *testing.T, issuer string) (*oauth2.Config, *oauth2.Token) {
+	t.Helper()
+	code := authorizationCode(t, issuer, issuer, appRedirect, "alice", alicePW)
+	conf := &oauth2.Config{ClientID: "demo-app", RedirectURL: appRedirect,
+		Endpoint: oauth2.Endpoint{TokenURL: issuer + "/token", AuthStyle: oauth2.AuthStyleInParams}}
+	tok, err := conf.Exchange(context.Background(), code.Code, oauth2.VerifierOption(code.Verifier))
+	if err != nil || tok.RefreshToken == "" {
+		t.Fatalf("redeeming the agent's code: %v %+v", err, tok)
+	}
+	return conf, tok
+}
+
+// refresh refreshes tok with the client as the agent would.
+func refresh(conf *oauth2.Config, tok *oauth2.Token) (*oauth2.Token, error) {
+	old := *tok
+	old.Expiry = time.Now().Add(-time.Hour)
+	return conf.TokenSource(context.Background(), &old).Token()
+}
+
+var (
+	formRe   = regexp.MustCompile(`(?s)<form method="post" action="([^"]*)"[^>]*>(.*?)</form>`)
+	hiddenRe = regexp.MustCompile(`<input type="hidden" name="([^"]*)" value="([^"]*)">`)
+)
+
+// postForm finds the form of page whose body contains marker, fills its
+// hidden fields and extra, and posts it.
+func postForm(c *http.Client, base *url.URL, page, marker string, extra url.Values) (*http.Response, string, error) {
+	for _, m := range formRe.FindAllStringSubmatch(page, -1) {
+		if !strings.Contains(m[2], marker) {
+			continue
+		}
+		form := url.Values{}
+		for _, h := range hiddenRe.FindAllStringSubmatch(m[2], -1) {
+			form.Add(html.UnescapeString(h[1]), html.UnescapeString(h[2]))
+		}
+		for k, v := range extra {
+			form[k] = v
+		}
+		action, err := base.Parse(html.UnescapeString(m[1]))
+		if err != nil {
+			return nil, "", err
+		}
+		return readPage(c.PostForm(action.String(), form))
+	}
+	return nil, "", fmt.Errorf("no form with %q on the page:\n%s", marker, page)
+}
+
+func readPage(resp *http.Response, err error) (*http.Response, string, error) {
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, string(b), err
+}
+
+// consoleSignIn signs user in to the console at consoleURL with a plain
+// HTTP client (a cookie jar, forms posted as a browser without script
+// would): the sign-in link, the server's login and consent pages, the
+// callback. It returns the client and the last page.
+func consoleSignIn(t *testing.T, consoleURL, user, pw string) (*http.Client, *http.Response, string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 20 * time.Second}
+	resp, page, err := readPage(c.Get(consoleURL + "/signin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page, `name="password"`) {
+		t.Fatalf("no login page after the sign-in link: %d\n%s", resp.StatusCode, page)
+	}
+	resp, page, err = postForm(c, resp.Request.URL, page, `name="password"`, url.Values{"username": {user}, "password": {pw}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(page, `value="approve"`) {
+		resp, page, err = postForm(c, resp.Request.URL, page, `value="approve"`, url.Values{"action": {"approve"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, resp, page
+}
+
+// csrfOf is the CSRF token in a console page's forms.
+func csrfOf(t *testing.T, page string) string {
+	t.Helper()
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token on the page:\n%s", page)
+	}
+	return m[1]
+}
+
+// consolePages are the GET pages of the console, for a person, a client
+// and a grant filter that exist.
+func consolePages(consoleURL, person, client string) []string {
+	return []string{
+		consoleURL + "/",
+		consoleURL + "/clients",
+		consoleURL + "/clients?q=" + url.QueryEscape(client[:3]),
+		consoleURL + "/client?id=" + url.QueryEscape(client),
+		consoleURL + "/clients/new",
+		consoleURL + "/people",
+		consoleURL + "/person?sub=" + url.QueryEscape(person),
+		consoleURL + "/grants",
+		consoleURL + "/grants?client=" + url.QueryEscape(client),
+		consoleURL + "/keys",
+		consoleURL + "/audit",
+	}
+}
+
+// checkPageHeaders: no framing, no caching, no script.
+func checkPageHeaders(t *testing.T, u string, h http.Header) {
+	t.Helper()
+	csp := h.Get("Content-Security-Policy")
+	if h.Get("X-Frame-Options") != "DENY" || !strings.Contains(csp, "frame-ancestors 'none'") || strings.Contains(csp, "script-src") ||
+		!strings.Contains(csp, "default-src 'none'") || h.Get("Cache-Control") != "no-store" {
+		t.Errorf("%s: headers %v", u, h)
+	}
+}
+
+func artifactDir(t *testing.T) string {
+	dir := os.Getenv("ARTIFACTS_DIR")
+	if dir == "" {
+		return t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// startConsole starts a server with the console on SQLite.
+func startConsole(t *testing.T) (issuer, consoleURL string, p *proc) {
+	t.Helper()
+	dir := t.TempDir()
+	addr, adminAddr := freeAddr(t), freeAddr(t)
+	issuer = "http://" + addr
+	cfgPath := writeConfig(t, dir, consoleConfig(t, issuer, addr, adminAddr, "sqlite:"+filepath.Join(dir, "a.db")))
+	p = start(t, dir, issuer, testEnv, "--config", cfgPath)
+	return issuer, "http://" + adminAddr + "/console", p
+}
+
+var grantIDRe = regexp.MustCompile(`name="grant" value="([^"]+)"`)
+
+// The console over plain HTTP, as a browser without script uses it: a
+// person not in admin.people gets the "not permitted" page and no
+// session; alice signs in, every page answers without a secret, token or
+// hash, cannot be framed, and every form refuses a missing or foreign
+// CSRF token; revoking the agent's grant makes its next refresh fail.
+func TestConsoleOverHTTP(t *testing.T) {
+	issuer, consoleURL, p := startConsole(t)
+	agent, tok := agentGrant(t, issuer)
+
+	// bob: the server's "not permitted" page, no console session.
+	bobC, resp, page := consoleSignIn(t, consoleURL, "bob", bobPW)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(page, "Access not permitted") || !strings.Contains(page, "admin") {
+		t.Fatalf("bob: %d\n%s", resp.StatusCode, page)
+	}
+	if resp, page, _ := readPage(bobC.Get(consoleURL + "/")); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(page, `id="signin"`) {
+		t.Fatalf("bob has a console session: %d\n%s", resp.StatusCode, page)
+	}
+
+	alice, resp, page := consoleSignIn(t, consoleURL, "alice", alicePW)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, `<h1 id="title">Overview</h1>`) {
+		t.Fatalf("alice: %d %s\n%s", resp.StatusCode, resp.Request.URL, page)
+	}
+	csrf := csrfOf(t, page)
+	other, _, otherPage := consoleSignIn(t, consoleURL, "alice", alicePW)
+	foreign := csrfOf(t, otherPage)
+	if foreign == csrf {
+		t.Fatal("two sessions share a CSRF token")
+	}
+
+	secrets := map[string]string{
+		"server secret": testSecret, "console client secret": consoleSecret([]byte(testSecret)),
+		"access token": tok.AccessToken, "refresh token": tok.RefreshToken, "ops-bot secret": opsSecret,
+	}
+	u, _ := url.Parse(consoleURL)
+	for _, ck := range alice.Jar.Cookies(u) {
+		secrets["cookie "+ck.Name] = ck.Value
+	}
+	var grantID string
+	for _, pu := range consolePages(consoleURL, "alice", "demo-app") {
+		resp, page, err := readPage(alice.Get(pu))
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %v %d\n%s", pu, err, resp.StatusCode, page)
+		}
+		checkPageHeaders(t, pu, resp.Header)
+		for what, v := range secrets {
+			if strings.Contains(page, v) {
+				t.Errorf("%s shows the %s", pu, what)
+			}
+		}
+		if m := regexp.MustCompile(`\$2[aby]\$|\$argon2|pbkdf2`).FindString(page); m != "" {
+			t.Errorf("%s shows a password hash (%s)", pu, m)
+		}
+		if m := grantIDRe.FindStringSubmatch(page); m != nil && strings.Contains(pu, "grants?client=demo-app") {
+			grantID = m[1]
+		}
+	}
+	if grantID == "" {
+		t.Fatal("the agent's grant is not listed")
+	}
+
+	// Every form refuses a missing or foreign CSRF token, and changes nothing.
+	actions := map[string]url.Values{
+		"/signout":        {},
+		"/clients/new":    {"client_name": {"X"}, "redirect_uris": {"https://x.example/cb"}},
+		"/client/delete":  {"id": {"demo-app"}, "confirm": {"yes"}},
+		"/person/disable": {"sub": {"alice"}, "confirm": {"yes"}},
+		"/person/enable":  {"sub": {"bob"}},
+		"/grants/revoke":  {"grant": {grantID}, "confirm": {"yes"}},
+		"/keys/rotate":    {},
+		"/keys/retire":    {"kid": {"x"}},
+		"/keys/prune":     {"unloadable": {"on"}},
+	}
+	for path, form := range actions {
+		for _, token := range []string{"", foreign} {
+			f := url.Values{}
+			for k, v := range form {
+				f[k] = v
+			}
+			if token != "" {
+				f.Set("csrf", token)
+			}
+			resp, page, err := readPage(alice.PostForm(consoleURL+path, f))
+			if err != nil || resp.StatusCode != http.StatusForbidden || !strings.Contains(page, "CSRF") {
+				t.Errorf("POST %s with csrf %q: %v %d\n%s", path, token, err, resp.StatusCode, page)
+			}
+		}
+	}
+	if strings.Contains(p.stderr.String(), `"event":"admin.`) || strings.Contains(p.stderr.String(), "event=admin.") {
+		t.Fatalf("a refused form changed something:\n%s", p.stderr)
+	}
+	if _, err := refresh(agent, tok); err != nil {
+		t.Fatalf("the agent cannot refresh before the revocation: %v", err)
+	}
+	_ = other
+
+	// Revoke the agent's grant: select it, confirm.
+	resp, page, err := readPage(alice.Get(consoleURL + "/grants?client=demo-app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, page, err = postForm(alice, resp.Request.URL, page, `id="revoke-selected"`, url.Values{"grant": {grantID}})
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(page, `id="confirm"`) || !strings.Contains(page, grantID) {
+		t.Fatalf("revoke: %v %d\n%s", err, resp.StatusCode, page)
+	}
+	if _, err := refresh(agent, tok); err != nil {
+		t.Fatalf("the agent's grant was revoked before the confirmation: %v", err)
+	}
+	resp, page, err = postForm(alice, resp.Request.URL, page, `id="confirm"`, nil)
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(page, "Revoked 1 grant(s).") {
+		t.Fatalf("confirm: %v %d\n%s", err, resp.StatusCode, page)
+	}
+	if _, err := refresh(agent, tok); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+		t.Fatalf("the agent refreshed after the revocation: %v", err)
+	}
+	if !strings.Contains(p.stderr.String(), "admin_subject=alice") && !strings.Contains(p.stderr.String(), `"admin_subject":"alice"`) {
+		t.Fatalf("the revocation is not audited under alice:\n%s", p.stderr)
+	}
+}
