@@ -17,7 +17,8 @@
 // together (RFC 9700 §4.14, RFC 7009 §2.1), consents, registered clients
 // (RFC 7591, RFC 7592), signing keys (RFC 7517), one-time assertion ids
 // (RFC 7523 §3, jti) and the people who log in (their sub, OpenID Connect
-// Core 1.0 §5.1).
+// Core 1.0 §5.1). For the operator console it also keeps the recent audit
+// events and hourly counts of what happened, written by every instance.
 package storage
 
 import (
@@ -466,6 +467,66 @@ type TokenPersonReader interface {
 	GetTokenWithPerson(ctx context.Context, kind TokenKind, signature string) (*Token, PersonStatus, error)
 }
 
+// AuditEvent is one audit record the AS keeps for the console.
+type AuditEvent struct {
+	ID           int64 // assigned by the store, increasing
+	Time         time.Time
+	Event        string // e.g. "token.issued", "grant.revoked", "login.failed", "admin.grant_revoked": the audit line's event
+	Subject      string // the person, "" if none
+	ClientID     string // "" if none
+	AdminSubject string // who did it through the admin API/console/CLI, "" if none
+	Detail       []byte // JSON object of the audit line's other attributes (never secrets or tokens; the audit lines hold none)
+}
+
+// AuditFilter selects audit events.
+type AuditFilter struct {
+	Subject, ClientID, Event string // "" matches all; Event also matches as a prefix when it ends with "."
+	BeforeID                 int64  // 0: newest first from the top; else only IDs < BeforeID (cursor)
+	Limit                    int
+}
+
+// AuditStore keeps audit events, appended by every instance.
+type AuditStore interface {
+	// AppendAuditEvents stores events in their order, each with a new ID
+	// greater than every ID handed out before (the ID fields given are
+	// ignored). A zero Time is stored as the time of the call. Text a
+	// backend cannot keep exactly (invalid UTF-8, NUL) is stored with
+	// U+FFFD in its place: an event is never refused for what a client
+	// sent.
+	AppendAuditEvents(ctx context.Context, events []AuditEvent) error
+	// ListAuditEvents returns up to f.Limit events matching f, newest
+	// (highest ID) first; a Limit <= 0 returns none. Page through them by
+	// passing the last ID of a page as the next BeforeID. An event whose
+	// ID was handed out before another's but committed after it may be
+	// missed by a page read in between.
+	ListAuditEvents(ctx context.Context, f AuditFilter) ([]AuditEvent, error) // newest first
+	// DeleteAuditEventsBefore removes up to limit events whose Time is
+	// before before, and returns how many it removed.
+	DeleteAuditEventsBefore(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// StatCount is how many times Name happened in the hour starting at Hour (UTC, truncated).
+type StatCount struct {
+	Hour  time.Time
+	Name  string
+	Count int64
+}
+
+// StatsStore keeps hourly counts, added to by every instance.
+type StatsStore interface {
+	// AddStats adds each Count to the stored count of its (Hour, Name),
+	// with Hour truncated to the hour in UTC (a zero Hour is the current
+	// hour); counts of one key given twice are both added, a zero Count
+	// adds nothing. Increments are
+	// atomic across instances: concurrent callers never lose one.
+	AddStats(ctx context.Context, counts []StatCount) error // adds to the stored counts (atomic increments across instances)
+	// ListStats returns the counts whose Hour is not before since.
+	ListStats(ctx context.Context, since time.Time) ([]StatCount, error) // Hour >= since, ordered by Hour then Name
+	// DeleteStatsBefore removes up to limit counts whose Hour is before
+	// before, and returns how many it removed.
+	DeleteStatsBefore(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
 // Transactional is fosite's storage.Transactional shape: the transaction
 // travels in the returned context, and every method called with that context
 // takes part in it. Backends without real transactions must still make the
@@ -488,6 +549,8 @@ type Store interface {
 	CounterStore
 	SessionStore
 	UserStore
+	AuditStore
+	StatsStore
 	Transactional
 	// Ping reports ErrUnavailable (wrapped) when the backend is unreachable.
 	Ping(ctx context.Context) error

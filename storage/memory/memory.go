@@ -53,7 +53,12 @@ type Store struct {
 	// expiry of each index recorded StatusInvalid.
 	statusLast int64
 	statuses   map[int64]time.Time
-	closed     bool
+	// audit holds the audit events in ID order; auditLast is the last ID
+	// handed out. stats holds the hourly counts.
+	audit     []storage.AuditEvent
+	auditLast int64
+	stats     map[statKey]int64
+	closed    bool
 
 	txSem chan struct{} // holds one token while a transaction is open
 }
@@ -75,6 +80,7 @@ func New() *Store {
 		sessions: map[string]*storage.Session{},
 		users:    map[string]*storage.User{},
 		statuses: map[int64]time.Time{},
+		stats:    map[statKey]int64{},
 		txSem:    make(chan struct{}, 1),
 	}
 }

@@ -11,8 +11,9 @@ import (
 // RunSharedTests checks exactly-once behaviour across several stores opened
 // on one database, as several authserver instances see it: a code redeemed
 // through all of them at once succeeds once, a refresh token rotated through
-// all of them with grace 0 succeeds once, a jti is used once, and a write
-// through one is read through the others. instances must hold at least two
+// all of them with grace 0 succeeds once, a jti is used once, hourly
+// counts added through all of them add up, and a write through one is read
+// through the others. instances must hold at least two
 // stores on the same, migrated, empty database.
 func RunSharedTests(t *testing.T, instances []storage.Store) {
 	if len(instances) < 2 {
@@ -45,6 +46,28 @@ func RunSharedTests(t *testing.T, instances []storage.Store) {
 		for i := range instances {
 			if got := readCounters(t, pick(i), base, "shared-counter")[0].Count; got != Concurrency {
 				t.Fatalf("instance %d reads %d, want %d", i, got, Concurrency)
+			}
+		}
+	})
+	t.Run("hourly counts added through every instance at once add up, and events appended through each are listed through all", func(t *testing.T) {
+		h := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+		n, errs := race(Concurrency, func(i int) error {
+			err := pick(i).AddStats(ctx, []storage.StatCount{{Hour: h, Name: "shared_logins", Count: 1}, {Hour: h, Name: "shared_tokens", Count: 3}})
+			if err == nil {
+				err = pick(i).AppendAuditEvents(ctx, []storage.AuditEvent{auditEvent("shared.event", "alice", "app", now())})
+			}
+			return err
+		})
+		if n != Concurrency {
+			t.Fatalf("%d of %d additions succeeded: %v", n, Concurrency, errs)
+		}
+		for i := range instances {
+			same(t, "counts", listStats(t, pick(i), h), []storage.StatCount{
+				{Hour: h, Name: "shared_logins", Count: Concurrency},
+				{Hour: h, Name: "shared_tokens", Count: 3 * Concurrency},
+			})
+			if got := listAudit(t, pick(i), storage.AuditFilter{Event: "shared.", Limit: 1000}); len(got) != Concurrency {
+				t.Fatalf("instance %d lists %d events, want %d", i, len(got), Concurrency)
 			}
 		}
 	})

@@ -51,6 +51,8 @@ func RunTests(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"counters", counterCases},
 		{"sessions", sessionCases},
 		{"users", userCases},
+		{"audit events", auditCases},
+		{"hourly stats", statsCases},
 		{"tokens with users", tokenUserCases},
 		{"transactions", txCases},
 		{"values", roundTripCases},
@@ -894,6 +896,8 @@ func writeAll(t *testing.T, s storage.Store, txCtx context.Context) {
 	ok(t, s.PutConsent(txCtx, &storage.Consent{Subject: "alice", ClientID: "tx-client", Resource: "r", GrantedAt: now()}), "PutConsent in tx")
 	ok(t, s.CreateKey(txCtx, key("tx-key", now())), "CreateKey in tx")
 	ok(t, s.UseJTI(txCtx, "tx-jti", time.Now().Add(time.Hour)), "UseJTI in tx")
+	ok(t, s.AppendAuditEvents(txCtx, []storage.AuditEvent{auditEvent("tx.event", "alice", "tx-client", now())}), "AppendAuditEvents in tx")
+	ok(t, s.AddStats(txCtx, []storage.StatCount{{Hour: now(), Name: "tx_stat", Count: 1}}), "AddStats in tx")
 
 	// The transaction reads its own writes.
 	if _, err := s.GetToken(txCtx, storage.KindAccessToken, "tx-at"); err != nil {
@@ -934,6 +938,8 @@ var txCases = []testCase{
 			t.Errorf("%d keys after rollback, want 1", len(ks))
 		}
 		ok(t, s.UseJTI(ctx, "tx-jti", time.Now().Add(time.Hour)), "jti of rolled-back tx is usable")
+		same(t, "audit events of rolled-back tx", listAudit(t, s, storage.AuditFilter{Limit: 10}), []storage.AuditEvent{})
+		same(t, "stats of rolled-back tx", listStats(t, s, time.Time{}), []storage.StatCount{})
 		// The code can still be redeemed once.
 		ok(t, s.DeactivateToken(ctx, storage.KindAuthorizeCode, "existing-code"), "redeem after rollback")
 	}},
@@ -957,6 +963,8 @@ var txCases = []testCase{
 			t.Errorf("%d keys after commit, want 2", len(ks))
 		}
 		is(t, s.UseJTI(ctx, "tx-jti", time.Now().Add(time.Hour)), storage.ErrAlreadyUsed, "jti of committed tx")
+		same(t, "audit events of committed tx", auditEvents(listAudit(t, s, storage.AuditFilter{Limit: 10})), []string{"tx.event"})
+		same(t, "stats of committed tx", len(listStats(t, s, time.Time{})), 1)
 	}},
 	{"a failed write inside a transaction can be rolled back cleanly", func(t *testing.T, s storage.Store) {
 		seed(t, s)

@@ -318,6 +318,48 @@ func (w *store) UpdateUpstreamSession(ctx context.Context, subject string, seale
 	return err
 }
 
+func (w *store) AppendAuditEvents(ctx context.Context, events []storage.AuditEvent) error {
+	ctx, span := w.start(ctx, "AppendAuditEvents")
+	err := w.next.AppendAuditEvents(ctx, events)
+	end(span, err)
+	return err
+}
+
+func (w *store) ListAuditEvents(ctx context.Context, f storage.AuditFilter) ([]storage.AuditEvent, error) {
+	ctx, span := w.start(ctx, "ListAuditEvents")
+	r0, err := w.next.ListAuditEvents(ctx, f)
+	end(span, err)
+	return r0, err
+}
+
+func (w *store) DeleteAuditEventsBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	ctx, span := w.start(ctx, "DeleteAuditEventsBefore")
+	r0, err := w.next.DeleteAuditEventsBefore(ctx, before, limit)
+	end(span, err)
+	return r0, err
+}
+
+func (w *store) AddStats(ctx context.Context, counts []storage.StatCount) error {
+	ctx, span := w.start(ctx, "AddStats")
+	err := w.next.AddStats(ctx, counts)
+	end(span, err)
+	return err
+}
+
+func (w *store) ListStats(ctx context.Context, since time.Time) ([]storage.StatCount, error) {
+	ctx, span := w.start(ctx, "ListStats")
+	r0, err := w.next.ListStats(ctx, since)
+	end(span, err)
+	return r0, err
+}
+
+func (w *store) DeleteStatsBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	ctx, span := w.start(ctx, "DeleteStatsBefore")
+	r0, err := w.next.DeleteStatsBefore(ctx, before, limit)
+	end(span, err)
+	return r0, err
+}
+
 func (w *store) BeginTX(ctx context.Context) (context.Context, error) {
 	// The transaction's context is derived from ctx, not from the span's,
 	// so that the calls made in it are children of the request's span.
