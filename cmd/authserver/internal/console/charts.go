@@ -3,22 +3,23 @@ package console
 import (
 	"context"
 	"fmt"
-	"net/http"
+	"time"
 )
 
-// chart is one bar chart of hourly counts, drawn on the server as SVG.
+// chart is one bar chart of hourly counts over the last 24 hours, drawn on
+// the server as SVG (no script, no external image).
 type chart struct {
 	Title string
-	Total int
-	Max   int
+	Total int64
+	Max   int64
 	Bars  []bar
-	// Width and Height of the drawing (viewBox units).
+	// Width and Height of the drawing (viewBox units); AxisY is the
+	// baseline's height, LabelY the labels'.
 	Width, Height int
-	// AxisY is the baseline's height; LabelY the labels'.
 	AxisY, LabelY int
-	// Labels under the axis.
-	Labels []axisLabel
-	Desc   string
+	Labels        []axisLabel
+	// Desc is the chart's text alternative.
+	Desc string
 }
 
 type bar struct {
@@ -31,12 +32,68 @@ type axisLabel struct {
 	Text string
 }
 
-func (c *Console) charts(ctx context.Context) ([]chart, bool, error) {
-	return nil, true, nil
+// The charts of the overview: the stored counters' names and titles.
+var chartNames = []struct{ Name, Title string }{
+	{"tokens_issued", "Tokens issued"},
+	{"refusals", "Refusals"},
+	{"logins", "Logins"},
+	{"login_failures", "Failed logins"},
 }
 
-func (c *Console) audit(w http.ResponseWriter, r *http.Request, s *session) {
-	c.show(w, s, http.StatusOK, "audit.html", "audit", "Audit", nil)
+const (
+	chartWidth  = 480
+	chartHeight = 150
+	chartBars   = 120 // height of the bars' area
+)
+
+// charts draws the last 24 hours of every counter of chartNames; noStats
+// when the server keeps none.
+func (c *Console) charts(ctx context.Context) (charts []chart, noStats bool, err error) {
+	if c.cfg.Stats == nil {
+		return nil, true, nil
+	}
+	end := c.now().UTC().Truncate(time.Hour)
+	start := end.Add(-23 * time.Hour)
+	counts, err := c.cfg.Stats.ListStats(ctx, start)
+	if err != nil {
+		return nil, false, err
+	}
+	byName := map[string][]int64{}
+	for _, n := range chartNames {
+		byName[n.Name] = make([]int64, 24)
+	}
+	for _, sc := range counts {
+		i := int(sc.Hour.UTC().Sub(start) / time.Hour)
+		if s, ok := byName[sc.Name]; ok && i >= 0 && i < 24 {
+			s[i] += sc.Count
+		}
+	}
+	for _, n := range chartNames {
+		charts = append(charts, drawChart(n.Title, byName[n.Name], start))
+	}
+	return charts, false, nil
 }
 
-var _ = fmt.Sprint
+// drawChart lays out 24 hourly values starting at start.
+func drawChart(title string, values []int64, start time.Time) chart {
+	ch := chart{Title: title, Width: chartWidth, Height: chartHeight, AxisY: chartBars + 2, LabelY: chartHeight - 6}
+	for _, v := range values {
+		ch.Total += v
+		ch.Max = max(ch.Max, v)
+	}
+	slot := float64(chartWidth) / float64(len(values))
+	for i, v := range values {
+		h := 0.0
+		if ch.Max > 0 {
+			h = float64(v) / float64(ch.Max) * chartBars
+		}
+		hour := start.Add(time.Duration(i) * time.Hour)
+		ch.Bars = append(ch.Bars, bar{X: float64(i)*slot + 1, Y: chartBars - h, W: slot - 2, H: h,
+			Title: fmt.Sprintf("%s %s: %d", title, hour.Format("15:04 UTC"), v)})
+		if i%6 == 0 {
+			ch.Labels = append(ch.Labels, axisLabel{X: float64(i)*slot + 1, Text: hour.Format("15:04")})
+		}
+	}
+	ch.Desc = fmt.Sprintf("%s per hour over the last 24 hours: %d in all, at most %d in one hour.", title, ch.Total, ch.Max)
+	return ch
+}

@@ -3,14 +3,18 @@ package console
 import (
 	"context"
 	"time"
+
+	"github.com/mcpauth/mcpauth/storage"
 )
 
-// StatsReader reads the hourly counters the server keeps.
+// StatsReader reads the hourly counts every instance adds to
+// (storage.StatsStore).
 type StatsReader interface {
-	ListStats(ctx context.Context, since time.Time) ([]struct{}, error)
+	ListStats(ctx context.Context, since time.Time) ([]storage.StatCount, error)
 }
 
-// AuditReader reads the audit events the server keeps.
+// AuditReader reads the audit events every instance appends
+// (storage.AuditStore).
 type AuditReader interface {
-	ListAuditEvents(ctx context.Context) ([]struct{}, error)
+	ListAuditEvents(ctx context.Context, f storage.AuditFilter) ([]storage.AuditEvent, error)
 }
