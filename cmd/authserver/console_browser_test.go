@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// browser starts headless Chromium for a test; skipped when it is not
+// installed, unless CI is set.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	chromium := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			chromium = p
+			break
+		}
+	}
+	if chromium == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed")
+		}
+		t.Skip("chromium is not installed")
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 900),
+	)...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	return ctx
+}
+
+// shot saves a full-page screenshot of the browser's page as name.png.
+func shot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// step runs browser actions with a bound on their time.
+func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`body`)))
+		loc, _ := chromedp.Run(ctx, chromedp.Location())
+		t.Fatalf("browser: %s: %v (at %s)\n%s", what, err, loc, body)
+	}
+}
+
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("browser: text of %s: %v", sel, err)
+	}
+	return s
+}
+
+// signInWithPassword signs in at the console through the server's login
+// page (and its consent page, the first time).
+func signInWithPassword(t *testing.T, ctx context.Context, consoleURL, user, pw, dir string) {
+	t.Helper()
+	type css = chromedp.CSS
+	step(t, ctx, "console sign-in page", chromedp.Navigate(consoleURL+"/"), chromedp.WaitVisible(css(`#signin`)))
+	if dir != "" {
+		shot(t, ctx, dir, "00-signin")
+	}
+	step(t, ctx, "server's login page", chromedp.Click(css(`#signin`)), chromedp.WaitVisible(css(`#password`)))
+	step(t, ctx, "logging in",
+		chromedp.SendKeys(css(`#username`), user),
+		chromedp.SendKeys(css(`#password`), pw),
+		chromedp.Submit(css(`#password`)),
+		chromedp.WaitNotPresent(css(`#password`)),
+	)
+	if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.querySelector('button[value=approve]')`)); ok {
+		if dir != "" {
+			shot(t, ctx, dir, "01-consent")
+		}
+		step(t, ctx, "approving", chromedp.Click(chromedp.CSS(`button[value=approve]`)), chromedp.WaitNotPresent(chromedp.CSS(`button[value=approve]`)))
+	}
+}
+
+// An operator signs in with a password in Chromium, sees every page (each
+// screenshot), finds the agent's grant and revokes it with the
+// confirmation step; the agent's next refresh fails. A person not in
+// admin.people gets the server's "not permitted" page and no console.
+func TestConsoleInChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	ctx := browser(t)
+	issuer, consoleURL, _ := startConsole(t)
+	agent, tok := agentGrant(t, issuer)
+	dir := artifactDir(t)
+	type css = chromedp.CSS
+
+	signInWithPassword(t, ctx, consoleURL, "alice", alicePW, dir)
+	step(t, ctx, "overview", chromedp.WaitVisible(css(`nav.top`)))
+	if h := text(t, ctx, `h1`); h != "Overview" {
+		t.Fatalf("after sign-in: %q", h)
+	}
+	for i, pu := range consolePages(consoleURL, "alice", "demo-app") {
+		step(t, ctx, "page "+pu, chromedp.Navigate(pu), chromedp.WaitVisible(css(`#title`)))
+		name := strings.Trim(strings.NewReplacer("/", "-", "?", "-", "=", "-", "&", "-").Replace(strings.TrimPrefix(pu, consoleURL)), "-")
+		if name == "" {
+			name = "overview"
+		}
+		shot(t, ctx, dir, "1"+string(rune('a'+i))+"-"+name)
+	}
+
+	// The agent: demo-app's grant, found by client and revoked.
+	step(t, ctx, "grants of demo-app", chromedp.Navigate(consoleURL+"/grants?client=demo-app"), chromedp.WaitVisible(css(`table.grants`)))
+	step(t, ctx, "selecting the grant", chromedp.Click(css(`table.grants input[type=checkbox]`)), chromedp.Click(css(`#revoke-selected`)), chromedp.WaitVisible(css(`#confirm`)))
+	shot(t, ctx, dir, "20-confirm")
+	if _, err := refresh(agent, tok); err != nil {
+		t.Fatalf("refresh before confirming: %v", err)
+	}
+	step(t, ctx, "confirming", chromedp.Click(css(`#confirm`)), chromedp.WaitVisible(css(`#detail`)))
+	shot(t, ctx, dir, "21-revoked")
+	if d := text(t, ctx, `#detail`); d != "Revoked 1 grant(s)." {
+		t.Fatalf("after confirming: %q", d)
+	}
+	if _, err := refresh(agent, tok); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+		t.Fatalf("the agent refreshed after the revocation: %v", err)
+	}
+
+	// bob, in a browser of his own: the server's refusal, no console.
+	bob := browser(t)
+	step(t, bob, "bob's sign-in", chromedp.Navigate(consoleURL+"/"), chromedp.WaitVisible(css(`#signin`)), chromedp.Click(css(`#signin`)), chromedp.WaitVisible(css(`#password`)),
+		chromedp.SendKeys(css(`#username`), "bob"), chromedp.SendKeys(css(`#password`), bobPW), chromedp.Submit(css(`#password`)), chromedp.WaitNotPresent(css(`#password`)))
+	shot(t, bob, dir, "30-not-permitted")
+	if h := text(t, bob, `h1`); h != "Access not permitted" {
+		t.Fatalf("bob: %q", h)
+	}
+	step(t, bob, "bob follows the link back", chromedp.Click(css(`main a`)), chromedp.WaitVisible(css(`#signin`)))
+	shot(t, bob, dir, "31-refused")
+	if h := text(t, bob, `h1`); h != "Not signed in" {
+		t.Fatalf("bob back at the console: %q", h)
+	}
+	step(t, bob, "bob's console", chromedp.Navigate(consoleURL+"/"), chromedp.WaitVisible(css(`#signin`)))
+	if ok, _ := chromedp.Run(bob, chromedp.Evaluate[bool](`!!document.querySelector('nav.top')`)); ok {
+		t.Fatal("bob sees the console")
+	}
+}
