@@ -103,3 +103,47 @@ func ExampleTokenPersonReader() {
 	}
 	// Output: grant-1 alice true true
 }
+
+// Audit events are listed newest first and paged by id: the last ID of a
+// page is the BeforeID of the next. An Event ending in "." matches the
+// events it prefixes.
+func ExampleAuditStore() {
+	ctx := context.Background()
+	var s storage.Store = memory.New()
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+	_ = s.AppendAuditEvents(ctx, []storage.AuditEvent{
+		{Time: at, Event: "token.issued", Subject: "alice", ClientID: "demo-app"},
+		{Time: at.Add(time.Second), Event: "login.failed"},
+		{Time: at.Add(2 * time.Second), Event: "token.revoked", ClientID: "demo-app"},
+		{Time: at.Add(3 * time.Second), Event: "admin.grants.revoked", Subject: "alice", AdminSubject: "ops-bot"},
+	})
+	f := storage.AuditFilter{Event: "token.", Limit: 1}
+	for {
+		page, _ := s.ListAuditEvents(ctx, f)
+		if len(page) == 0 {
+			break
+		}
+		fmt.Println(page[0].ID, page[0].Event)
+		f.BeforeID = page[len(page)-1].ID
+	}
+	// Output:
+	// 3 token.revoked
+	// 1 token.issued
+}
+
+// AddStats adds to the hourly counts, so that every instance sharing the
+// store contributes; the hour is truncated.
+func ExampleStatsStore() {
+	ctx := context.Background()
+	var s storage.Store = memory.New()
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+	_ = s.AddStats(ctx, []storage.StatCount{{Hour: at.Add(10 * time.Minute), Name: "tokens_issued", Count: 3}}) // one instance
+	_ = s.AddStats(ctx, []storage.StatCount{{Hour: at.Add(50 * time.Minute), Name: "tokens_issued", Count: 2}}) // another
+	cs, _ := s.ListStats(ctx, at)
+	for _, c := range cs {
+		fmt.Println(c.Hour.Format(time.TimeOnly), c.Name, c.Count)
+	}
+	// Output: 12:00:00 tokens_issued 5
+}

@@ -29,7 +29,7 @@ var verbs = map[string][]string{
 	"clients": {"list", "show", "create", "delete"},
 	"grants":  {"list", "revoke"},
 	"users":   {"list", "show", "disable", "enable"},
-	"audit":   {"verify"},
+	"audit":   {"list", "verify"},
 }
 
 var specs = map[string]*spec{
@@ -51,6 +51,16 @@ var specs = map[string]*spec{
 
 	"audit verify": {name: "audit verify", args: "LOG...", nargs: -1,
 		help: "Check the chain of the audit lines in LOG (files of a rotated series, oldest first; other log lines are skipped) under the key derived from secret: print ok and the count, or the first line changed, removed, inserted or reordered and exit 1."},
+
+	"audit list": {name: "audit list", format: true,
+		help: "List the audit events the servers keep in storage (admin.audit_retention), newest first: of one person (--user), one client (--client), one event or, ending in \".\", events it prefixes (--event admin.). --before ID continues after the last event of a previous list.",
+		flags: func(fs *flag.FlagSet, c *command) {
+			fs.StringVar(&c.user, "user", "", "only this person's events (sub)")
+			fs.StringVar(&c.client, "client", "", "only this client's events")
+			fs.StringVar(&c.event, "event", "", "only this event, or the events it prefixes when it ends in .")
+			fs.IntVar(&c.limit, "limit", 50, "how many events, at most 500")
+			fs.Int64Var(&c.before, "before", 0, "only events older than the one with this id")
+		}},
 
 	"keys list": {name: "keys list", format: true,
 		help: "List the stored signing keys, newest first: kid, algorithm, created, retired, whether it signs and whether this server's secret unseals it."},

@@ -301,4 +301,23 @@ func TestConsoleOverHTTP(t *testing.T) {
 	if !strings.Contains(p.stderr.String(), "admin_subject=alice") && !strings.Contains(p.stderr.String(), `"admin_subject":"alice"`) {
 		t.Fatalf("the revocation is not audited under alice:\n%s", p.stderr)
 	}
+	auditShows(t, alice, consoleURL, "alice")
+}
+
+// auditShows waits for the console's audit page to list the revocation
+// of demo-app's grant done by admin.
+func auditShows(t *testing.T, c *http.Client, consoleURL, admin string) {
+	t.Helper()
+	row := regexp.MustCompile(`<code>admin\.grants\.revoked</code></td><td><a [^>]*>alice</a></td>\s*<td><a [^>]*>demo-app</a></td><td>` + regexp.QuoteMeta(admin) + `</td>`)
+	var page string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var err error
+		if _, page, err = readPage(c.Get(consoleURL + "/audit?event=admin.&client=demo-app")); err != nil {
+			t.Fatal(err)
+		}
+		if row.MatchString(page) {
+			return
+		}
+	}
+	t.Fatalf("the audit page does not list the revocation by %s:\n%s", admin, page)
 }

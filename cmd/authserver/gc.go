@@ -13,6 +13,8 @@ type expirer interface {
 	DeleteExpiredCounters(ctx context.Context, before time.Time, limit int) (int, error)
 	DeleteExpiredSessions(ctx context.Context, before time.Time, limit int) (int, error)
 	DeleteExpiredStatuses(ctx context.Context, before time.Time, limit int) (int, error)
+	DeleteAuditEventsBefore(ctx context.Context, before time.Time, limit int) (int, error)
+	DeleteStatsBefore(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // reaper deletes registered clients nobody uses (dcr.Handler).
@@ -24,31 +26,42 @@ type reaper interface {
 type gcResult struct {
 	Tokens, Consents, JTIs, Clients int
 	Counters, Sessions, Statuses    int
+	AuditEvents, Stats              int
+}
+
+// keep is how long the records kept for the console stay: the audit
+// events (admin.audit_retention; 0 keeps none) and the hourly counts.
+type keep struct {
+	audit, stats time.Duration
 }
 
 // collect runs one garbage-collection pass: expired codes and tokens,
-// consents, one-time ids, throttle counters, browser sessions and
-// status-list records are deleted in batches of batch records (each
-// batch one short statement, so no long locks), then idle registered clients
-// are reaped. It stops early when ctx ends.
-func collect(ctx context.Context, st expirer, r reaper, now time.Time, batch int) (gcResult, error) {
+// consents, one-time ids, throttle counters, browser sessions,
+// status-list records, and the audit events and hourly counts older than k
+// keeps them, are deleted in batches of batch records (each batch one
+// short statement, so no long locks), then idle registered clients are
+// reaped. It stops early when ctx ends.
+func collect(ctx context.Context, st expirer, r reaper, now time.Time, batch int, k keep) (gcResult, error) {
 	var res gcResult
 	for _, step := range []struct {
-		n   *int
-		del func(context.Context, time.Time, int) (int, error)
+		n      *int
+		del    func(context.Context, time.Time, int) (int, error)
+		before time.Time
 	}{
-		{&res.Tokens, st.DeleteExpiredTokens},
-		{&res.Consents, st.DeleteExpiredConsents},
-		{&res.JTIs, st.DeleteExpiredJTIs},
-		{&res.Counters, st.DeleteExpiredCounters},
-		{&res.Sessions, st.DeleteExpiredSessions},
-		{&res.Statuses, st.DeleteExpiredStatuses},
+		{&res.Tokens, st.DeleteExpiredTokens, now},
+		{&res.Consents, st.DeleteExpiredConsents, now},
+		{&res.JTIs, st.DeleteExpiredJTIs, now},
+		{&res.Counters, st.DeleteExpiredCounters, now},
+		{&res.Sessions, st.DeleteExpiredSessions, now},
+		{&res.Statuses, st.DeleteExpiredStatuses, now},
+		{&res.AuditEvents, st.DeleteAuditEventsBefore, now.Add(-k.audit)},
+		{&res.Stats, st.DeleteStatsBefore, now.Add(-k.stats)},
 	} {
 		for {
 			if err := ctx.Err(); err != nil {
 				return res, err
 			}
-			n, err := step.del(ctx, now, batch)
+			n, err := step.del(ctx, step.before, batch)
 			*step.n += n
 			if err != nil {
 				return res, err

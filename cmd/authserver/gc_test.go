@@ -11,6 +11,9 @@ import (
 	"github.com/mcpauth/mcpauth/storage/memory"
 )
 
+// testKeep keeps audit events a week and hourly counts 30 days.
+var testKeep = keep{audit: 7 * 24 * time.Hour, stats: 30 * 24 * time.Hour}
+
 type countingReaper struct{ calls, n int }
 
 func (r *countingReaper) Reap(context.Context, time.Time) (int, error) {
@@ -76,7 +79,7 @@ func TestCollectDeletesExpiredRecordsInBatches(t *testing.T) {
 		}
 	}
 	r := &countingReaper{n: 2}
-	res, err := collect(ctx, st, r, now, 5)
+	res, err := collect(ctx, st, r, now, 5, testKeep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +92,7 @@ func TestCollectDeletesExpiredRecordsInBatches(t *testing.T) {
 		}
 	}
 	// A second pass finds nothing.
-	res, err = collect(ctx, st, nil, now, 5)
+	res, err = collect(ctx, st, nil, now, 5, testKeep)
 	if err != nil || res != (gcResult{}) {
 		t.Fatalf("second pass: %+v %v", res, err)
 	}
@@ -98,7 +101,45 @@ func TestCollectDeletesExpiredRecordsInBatches(t *testing.T) {
 func TestCollectStopsWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if res, err := collect(ctx, memory.New(), nil, time.Now(), 5); !errors.Is(err, context.Canceled) || res != (gcResult{}) {
+	if res, err := collect(ctx, memory.New(), nil, time.Now(), 5, testKeep); !errors.Is(err, context.Canceled) || res != (gcResult{}) {
 		t.Fatalf("collect with a cancelled context: %+v %v, want nothing done and context.Canceled", res, err)
+	}
+}
+
+// Audit events older than admin.audit_retention and hourly counts older
+// than 30 days are deleted; newer ones stay; a retention of 0 keeps none.
+func TestCollectDeletesOldAuditEventsAndCounts(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	now := time.Now()
+	var events []storage.AuditEvent
+	for _, age := range []time.Duration{8 * 24 * time.Hour, 7*24*time.Hour + time.Minute, 6 * 24 * time.Hour, time.Minute} {
+		events = append(events, storage.AuditEvent{Time: now.Add(-age), Event: "token.issued", Subject: age.String()})
+	}
+	if err := st.AppendAuditEvents(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	var counts []storage.StatCount
+	for _, days := range []int{40, 31, 29, 0} {
+		counts = append(counts, storage.StatCount{Hour: now.Add(-time.Duration(days) * 24 * time.Hour), Name: "logins", Count: 1})
+	}
+	if err := st.AddStats(ctx, counts); err != nil {
+		t.Fatal(err)
+	}
+	res, err := collect(ctx, st, nil, now, 1, testKeep)
+	if err != nil || res.AuditEvents != 2 || res.Stats != 2 {
+		t.Fatalf("collect = %+v, %v; want 2 audit events and 2 counts deleted", res, err)
+	}
+	kept, err := st.ListAuditEvents(ctx, storage.AuditFilter{Limit: 10})
+	if err != nil || len(kept) != 2 || kept[0].Subject != time.Minute.String() || kept[1].Subject != (6*24*time.Hour).String() {
+		t.Fatalf("kept events %+v, %v; want the two younger than a week", kept, err)
+	}
+	stats, err := st.ListStats(ctx, time.Time{})
+	if err != nil || len(stats) != 2 {
+		t.Fatalf("kept counts %+v, %v; want the two younger than 30 days", stats, err)
+	}
+	res, err = collect(ctx, st, nil, now, 1, keep{audit: 0, stats: testKeep.stats})
+	if err != nil || res.AuditEvents != 2 {
+		t.Fatalf("collect with retention 0 = %+v, %v; want the 2 remaining events deleted", res, err)
 	}
 }

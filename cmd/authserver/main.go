@@ -123,6 +123,8 @@ commands:
                          list people, disable one (revoking their grants
                          and ending their sessions) or enable one
   gc                     run one garbage-collection pass
+  audit list [--user S] [--client C] [--event E] [--limit N] [--before ID]
+                         list the audit events kept in storage, newest first
   audit verify LOG...    check the chain of the audit lines in LOG (a file
                          or a rotated series, oldest first)
   check-config           validate the configuration, print warnings and the
@@ -183,6 +185,9 @@ type command struct {
 	user, client string
 	grant        string
 	unloadable   bool
+	event        string // audit list --event
+	limit        int    // audit list --limit
+	before       int64  // audit list --before
 }
 
 func parseArgs(args []string, e env) (*command, error) {
@@ -252,6 +257,9 @@ func dispatch(ctx context.Context, args []string, e env) error {
 	}
 	switch cmd.name {
 	case "audit":
+		if cmd.verb == "list" {
+			return operate(ctx, cfg, cmd, logger, e)
+		}
 		return auditVerify(cfg, cmd.args, e)
 	case "check-config":
 		out, err := cfg.Redacted()

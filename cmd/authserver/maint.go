@@ -29,12 +29,14 @@ func (s *server) gcLoop(ctx context.Context) {
 }
 
 func (s *server) gcPass(ctx context.Context) (gcResult, error) {
-	res, err := collect(ctx, s.store, s.current().dcr, time.Now(), s.cfg.GC.BatchSize)
+	res, err := collect(ctx, s.store, s.current().dcr, time.Now(), s.cfg.GC.BatchSize,
+		keep{audit: s.cfg.KeptAuditFor(), stats: config.StatsRetention})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.log.Warn("garbage collection failed", "err", err)
 	} else {
 		s.log.Info("garbage collection", "tokens", res.Tokens, "consents", res.Consents, "jtis", res.JTIs, "clients", res.Clients,
-			"counters", res.Counters, "sessions", res.Sessions, "statuses", res.Statuses)
+			"counters", res.Counters, "sessions", res.Sessions, "statuses", res.Statuses,
+			"audit_events", res.AuditEvents, "stats", res.Stats)
 	}
 	return res, err
 }
@@ -45,13 +47,13 @@ func gcOnce(ctx context.Context, cfg *config.Config, log *slog.Logger, e env) er
 	if err != nil {
 		return err
 	}
-	defer s.store.Close()
+	defer s.close()
 	res, err := s.gcPass(ctx)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "deleted %d tokens, %d consents, %d one-time ids, %d clients, %d counters, %d sessions\n",
-		res.Tokens, res.Consents, res.JTIs, res.Clients, res.Counters, res.Sessions)
+	fmt.Fprintf(e.stdout, "deleted %d tokens, %d consents, %d one-time ids, %d clients, %d counters, %d sessions, %d audit events, %d hourly counts\n",
+		res.Tokens, res.Consents, res.JTIs, res.Clients, res.Counters, res.Sessions, res.AuditEvents, res.Stats)
 	return nil
 }
 

@@ -18,7 +18,9 @@ import (
 	"unicode"
 
 	"github.com/mcpauth/mcpauth/as"
+	"github.com/mcpauth/mcpauth/as/loginui"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/admin"
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/auditsink"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/console"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/ops"
@@ -40,6 +42,25 @@ func (s *server) accessConfig(cfg *config.Config, classify func(string) metrics.
 		c.Logger = s.log.With("component", "http")
 	}
 	return c
+}
+
+// refusals counts, in sink, the refusals among the answers of the token
+// endpoint, the authorization endpoint and its consent and continue
+// steps, and the registration endpoint (auditsink.Sink.Refused).
+func refusals(cfg *config.Config, sink *auditsink.Sink) func(*http.Request, int, string) {
+	base := ""
+	if u, err := url.Parse(cfg.Issuer); err == nil {
+		base = strings.TrimSuffix(u.Path, "/")
+	}
+	counted := map[string]bool{
+		base + "/token": true, base + "/authorize": true, base + loginui.ConsentPath: true,
+		base + loginui.ContinuePath: true, base + "/register": true,
+	}
+	return func(r *http.Request, status int, code string) {
+		if counted[r.URL.Path] {
+			sink.Refused(status, code)
+		}
+	}
 }
 
 // classifier names the endpoint of a main-listener path for the metrics.
@@ -281,7 +302,7 @@ func (s *server) adminHandler() (http.Handler, error) {
 // what it configures: clients, users, resources, registration, CIMD and
 // exchange policy, token lifetimes, admin.clients. Keys that need a restart
 // (issuer, listen, storage, secret, signing, admin.listen, log, gc,
-// migrate_on_start) keep their running values, with a warning. A bad file is
+// admin.audit_retention, migrate_on_start) keep their running values, with a warning. A bad file is
 // refused with its field path and the running configuration stays.
 func (s *server) reload(ctx context.Context, path string, e env) error {
 	if path == "" {
@@ -305,6 +326,7 @@ func (s *server) reload(ctx context.Context, path string, e env) error {
 		{"admin.listen", cfg.Admin.Listen != old.Admin.Listen, func() { cfg.Admin.Listen = old.Admin.Listen }},
 		{"log", cfg.Log.Level != old.Log.Level || cfg.Log.Format != old.Log.Format || *cfg.Log.Access != *old.Log.Access, func() { cfg.Log = old.Log }},
 		{"gc", cfg.GC != old.GC, func() { cfg.GC = old.GC }},
+		{"admin.audit_retention", cfg.KeptAuditFor() != old.KeptAuditFor(), func() { cfg.Admin.AuditRetention = old.Admin.AuditRetention }},
 	} {
 		if f.changed {
 			s.log.Warn("reload: this key needs a restart; keeping the running value", "key", f.key)
@@ -356,7 +378,15 @@ func operate(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Lo
 	if err != nil {
 		return err
 	}
-	s := &server{cfg: cfg, store: st, secret: key, log: log}
+	// The audit records of the changes are printed and kept in storage.
+	sink := auditsink.New(auditsink.Config{KeepEvents: cfg.KeptAuditFor() > 0, Log: log})
+	sink.Start(st, st)
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sinkCloseTimeout)
+		defer cancel()
+		sink.Close(cctx)
+	}()
+	s := &server{cfg: cfg, store: st, secret: key, log: slog.New(sink.Handler(log.Handler()))}
 	o := s.newOps(&generation{cfg: cfg, dcr: reg})
 	switch cmd.name + " " + cmd.verb {
 	case "clients list":
@@ -389,6 +419,18 @@ func operate(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Lo
 		}
 		fmt.Fprintf(e.stdout, "deleted client %s\n", cmd.args[0])
 		return nil
+	case "audit list":
+		if cmd.limit < 1 || cmd.limit > ops.MaxAuditPage {
+			return &subcommandError{fmt.Sprintf("--limit must be from 1 to %d", ops.MaxAuditPage), usageOf("audit list", specs["audit list"])}
+		}
+		if cmd.before < 0 {
+			return &subcommandError{"--before must be the id of an event", usageOf("audit list", specs["audit list"])}
+		}
+		page, err := o.ListAudit(ctx, ops.AuditQuery{User: cmd.user, Client: cmd.client, Event: cmd.event, Before: cmd.before, Limit: cmd.limit})
+		if err != nil {
+			return err
+		}
+		return out.audit(page)
 	case "keys list":
 		ks, err := o.ListKeys(ctx)
 		if err != nil {
@@ -433,9 +475,9 @@ func operateGrants(ctx context.Context, cfg *config.Config, cmd *command, log *s
 	if err != nil {
 		return err
 	}
-	defer s.store.Close()
+	defer s.close()
 	o := s.current().ops
-	o.Log = log
+	o.Log = slog.New(s.sink.Handler(log.Handler())) // printed, and kept in storage
 	if cmd.verb == "list" {
 		gs, err := o.ListGrants(ctx, cmd.user, cmd.client)
 		if err != nil {
@@ -467,9 +509,9 @@ func operateUsers(ctx context.Context, cfg *config.Config, cmd *command, log *sl
 	if err != nil {
 		return err
 	}
-	defer s.store.Close()
+	defer s.close()
 	o := s.current().ops
-	o.Log = log
+	o.Log = slog.New(s.sink.Handler(log.Handler())) // printed, and kept in storage
 	switch cmd.verb {
 	case "list":
 		us, err := o.AllUsers(ctx)
@@ -560,6 +602,26 @@ func printable(s string) string {
 		}
 		return r
 	}, s)
+}
+
+func (p printer) audit(page ops.AuditPage) error {
+	if p.json {
+		return p.encode(page)
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTIME\tEVENT\tSUB\tCLIENT_ID\tADMIN\tDETAIL")
+	for _, e := range page.Events {
+		t := e.Time
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, stamp(&t), printable(e.Event), printable(dash(e.Subject)),
+			printable(dash(e.ClientID)), printable(dash(e.AdminSubject)), printable(dash(string(e.Detail))))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if page.NextBefore != 0 {
+		fmt.Fprintf(p.w, "more: --before %d\n", page.NextBefore)
+	}
+	return nil
 }
 
 func (p printer) grants(gs []as.Grant) error {

@@ -20,6 +20,7 @@ import (
 	"github.com/mcpauth/mcpauth/as"
 	"github.com/mcpauth/mcpauth/as/loginui"
 	"github.com/mcpauth/mcpauth/as/policy"
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/auditsink"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/ops"
 	"github.com/mcpauth/mcpauth/dcr"
@@ -65,6 +66,24 @@ type server struct {
 	gen       atomic.Pointer[generation]
 	handler   http.Handler // the main listener's: access log, metrics, then the current generation
 	log       *slog.Logger
+	// sink copies the audit records and hourly counts to store.
+	sink *auditsink.Sink
+}
+
+// sinkCloseTimeout bounds the last write of the audit records and counts
+// at shutdown.
+const sinkCloseTimeout = 10 * time.Second
+
+// close writes what the sink holds, then closes the store.
+func (s *server) close() {
+	if s.sink != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), sinkCloseTimeout)
+		if err := s.sink.Close(ctx); err != nil {
+			s.log.Warn("audit events and counts not all written to storage at shutdown", "err", err)
+		}
+		cancel()
+	}
+	s.store.Close()
 }
 
 // generation is what one configuration builds: the AS, the login pages,
@@ -96,7 +115,10 @@ func build(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 		return nil, err
 	}
 	m := metrics.New()
-	log = slog.New(m.AuditHandler(log.Handler()))
+	// The audit records also go to storage, with the hourly counts, for
+	// the console (auditsink); the records before the store opens wait.
+	sink := auditsink.New(auditsink.Config{KeepEvents: cfg.KeptAuditFor() > 0, Dropped: m.AuditDropped, Log: log})
+	log = slog.New(sink.Handler(m.AuditHandler(log.Handler())))
 	log.Info("server secret", "source", source)
 	st, err := openStore(ctx, cfg, migrate, log)
 	if err != nil {
@@ -105,17 +127,20 @@ func build(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 	// With tracing on, a span per storage call made under a request's
 	// span; with it off the store itself, at no cost.
 	st = tracedstore.New(st, e.tp, dbSystem(cfg))
-	s := &server{cfg: cfg, store: st, secret: key, log: log, metrics: m, tp: e.tp}
+	sink.Start(st, st)
+	s := &server{cfg: cfg, store: st, secret: key, log: log, metrics: m, tp: e.tp, sink: sink}
 	g, err := s.wire(ctx, cfg, e)
 	if err != nil {
-		st.Close()
+		s.close()
 		return nil, err
 	}
 	g.ops = s.newOps(g)
 	s.gen.Store(g)
+	access := s.accessConfig(cfg, classifier(cfg))
+	access.Observe = refusals(cfg, sink)
 	s.handler = accesslog.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.current().handler.ServeHTTP(w, r)
-	}), s.accessConfig(cfg, classifier(cfg)))
+	}), access)
 	return s, nil
 }
 
@@ -607,7 +632,7 @@ func serve(ctx context.Context, cfg *config.Config, migrate bool, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	defer s.store.Close()
+	defer s.close() // after the listeners: the last audit records and counts are written
 	log = s.log
 
 	ln, err := net.Listen("tcp", cfg.Listen)

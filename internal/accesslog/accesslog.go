@@ -35,6 +35,9 @@ type Config struct {
 	// ClientAddr returns the client's address for the line. Nil: the host
 	// of the TCP peer.
 	ClientAddr func(r *http.Request) string
+	// Observe, when set, is told of every answered request: its status
+	// and OAuth error code ("" when none), as the line would say.
+	Observe func(r *http.Request, status int, oauthError string)
 }
 
 type entryKey struct{}
@@ -71,6 +74,9 @@ func Wrap(h http.Handler, cfg Config) http.Handler {
 			}
 			cfg.Metrics.Request(ep, status, d)
 			cfg.Metrics.OAuthError(ep, code)
+			if cfg.Observe != nil {
+				cfg.Observe(r, status, code)
+			}
 			if cfg.Logger == nil || !cfg.Logger.Enabled(r.Context(), slog.LevelInfo) {
 				return
 			}

@@ -104,6 +104,7 @@ type Metrics struct {
 	loginFailures, loginThrottles, clientAuthFailures, revocations   prometheus.Counter
 	cimdOK, cimdFailed, cimdHits, storageErrors, adminActions        prometheus.Counter
 	grantRevocations                                                 prometheus.Counter
+	auditDropped                                                     [2]prometheus.Counter // full, failed
 }
 
 // New registers every metric, plus the Go runtime and process collectors,
@@ -132,7 +133,11 @@ func New() *Metrics {
 		m.reg.MustRegister(c)
 		return c
 	}
-	m.reg.MustRegister(m.requestsVec, dur, errs, tokens, cimd)
+	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpauth_audit_events_dropped_total", Help: "Audit events not kept in storage for the console, by reason: full (the buffer was full) or failed (storage refused them). The log still has them.",
+	}, []string{"reason"})
+	m.reg.MustRegister(m.requestsVec, dur, errs, tokens, cimd, dropped)
+	m.auditDropped = [2]prometheus.Counter{dropped.WithLabelValues("full"), dropped.WithLabelValues("failed")}
 	for e := range numEndpoints {
 		m.requests[e] = make([]atomic.Pointer[prometheus.Counter], 500)
 		m.durations[e] = dur.WithLabelValues(e.String())
@@ -231,6 +236,23 @@ func (m *Metrics) CIMDCacheHit() {
 	if m != nil {
 		m.cimdHits.Inc()
 	}
+}
+
+// AuditDropped counts n audit events that were not kept in storage:
+// because the buffer in front of it was full (failed false), or because
+// storage refused them (failed true).
+func (m *Metrics) AuditDropped(n int, failed bool) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.auditDropped[btoi(failed)].Add(float64(n))
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // StorageError counts one storage failure not otherwise logged.

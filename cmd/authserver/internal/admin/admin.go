@@ -1,5 +1,5 @@
 // Package admin is the authorization server's admin HTTP API: REST and JSON
-// under /admin/v1/ (clients, consents, grants, keys, users), on a listener
+// under /admin/v1/ (clients, consents, grants, keys, users, audit), on a listener
 // of its own.
 //
 // It is a resource server of the authorization server it manages: every
@@ -80,6 +80,7 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET "+Prefix+"users/{subject}", a.showUser)
 	mux.HandleFunc("POST "+Prefix+"users/{subject}/disable", a.disableUser)
 	mux.HandleFunc("POST "+Prefix+"users/{subject}/enable", a.enableUser)
+	mux.HandleFunc("GET "+Prefix+"audit", a.listAudit)
 	mux.HandleFunc("GET "+Prefix+"keys", a.listKeys)
 	mux.HandleFunc("POST "+Prefix+"keys", a.rotateKey)
 	mux.HandleFunc("POST "+Prefix+"keys/prune", a.pruneKeys)
@@ -228,6 +229,38 @@ func (a *api) listUsers(w http.ResponseWriter, r *http.Request) {
 		body["next_after"] = next
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// listAudit pages through the audit events kept in storage
+// (ops.ListAudit), newest first: ?user=, ?client=, ?event= (a trailing "."
+// matches a prefix), ?limit= (1 to ops.MaxAuditPage, default
+// ops.DefaultAuditPage) and ?before= the next_before of the previous
+// page, which is absent on the last one.
+func (a *api) listAudit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	aq := ops.AuditQuery{User: q.Get("user"), Client: q.Get("client"), Event: q.Get("event")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > ops.MaxAuditPage {
+			writeError(w, http.StatusBadRequest, "invalid_request", "limit must be a number from 1 to "+strconv.Itoa(ops.MaxAuditPage))
+			return
+		}
+		aq.Limit = n
+	}
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "invalid_request", "before must be the next_before of a previous page")
+			return
+		}
+		aq.Before = n
+	}
+	page, err := a.cfg.Ops().ListAudit(r.Context(), aq)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
 }
 
 // defaultUserPage is the page size of GET users without ?limit.

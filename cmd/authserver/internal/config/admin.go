@@ -27,6 +27,25 @@ type Admin struct {
 	// ConsoleSessionTTL ends a console session this long after its
 	// sign-in, whatever the AS session does (default 8h).
 	ConsoleSessionTTL Duration `yaml:"console_session_ttl"`
+	// AuditRetention is how long the audit events copied into storage for
+	// the console are kept there (the log keeps its own); 0 keeps none.
+	// Default DefaultAuditRetention.
+	AuditRetention *Duration `yaml:"audit_retention"`
+}
+
+// DefaultAuditRetention is admin.audit_retention when unset.
+const DefaultAuditRetention = 7 * 24 * time.Hour
+
+// StatsRetention is how long the hourly counts are kept in storage.
+const StatsRetention = 30 * 24 * time.Hour
+
+// KeptAuditFor is admin.audit_retention: 0 when audit events are not kept
+// in storage.
+func (c *Config) KeptAuditFor() time.Duration {
+	if c.Admin.AuditRetention == nil {
+		return DefaultAuditRetention
+	}
+	return max(c.Admin.AuditRetention.D(), 0)
 }
 
 // ConsoleClientID is the client_id of the console, a confidential client
@@ -72,6 +91,9 @@ func (c *Config) IsAdminClient(id string) bool {
 
 func (c *Config) validateAdmin() error {
 	a := c.Admin
+	if a.AuditRetention != nil && a.AuditRetention.D() < 0 {
+		return errf("admin.audit_retention", "must not be negative (0 keeps no audit events in storage)")
+	}
 	if a.Listen == "" {
 		if len(a.Clients) > 0 || c.ConsoleAdmins() {
 			return errf("admin.listen", "required when admin.clients, admin.people or admin.groups is set")

@@ -532,6 +532,10 @@ func (c *Config) defaults() {
 	if c.Signing.KeyReload == 0 {
 		c.Signing.KeyReload = Duration(15 * time.Second)
 	}
+	if c.Admin.AuditRetention == nil {
+		d := Duration(DefaultAuditRetention)
+		c.Admin.AuditRetention = &d
+	}
 	r := &c.Registration
 	if r.Enabled == nil {
 		r.Enabled = boolPtr(true)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/ops"
 )
 
 type auditPage struct {
@@ -32,7 +32,7 @@ type auditRow struct {
 // at a time (the store's cursor, ?before=ID).
 func (c *Console) audit(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
-	d := auditPage{Subject: q.Get("subject"), Client: q.Get("client"), Event: q.Get("event"), Kept: c.cfg.Audit != nil}
+	d := auditPage{Subject: q.Get("subject"), Client: q.Get("client"), Event: q.Get("event"), Kept: c.cfg.AuditKept}
 	if v := q.Get("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
@@ -42,16 +42,13 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request, s *session) {
 		d.Before = n
 	}
 	if d.Kept {
-		evs, err := c.cfg.Audit.ListAuditEvents(r.Context(), storage.AuditFilter{Subject: d.Subject, ClientID: d.Client, Event: d.Event, BeforeID: d.Before, Limit: pageSize + 1})
+		page, err := c.cfg.Ops().ListAudit(r.Context(), ops.AuditQuery{User: d.Subject, Client: d.Client, Event: d.Event, Before: d.Before, Limit: pageSize})
 		if err != nil {
 			c.failAs(w, s, err)
 			return
 		}
-		if len(evs) > pageSize {
-			evs = evs[:pageSize]
-			d.Next = evs[pageSize-1].ID
-		}
-		for _, e := range evs {
+		d.Next = page.NextBefore
+		for _, e := range page.Events {
 			d.Events = append(d.Events, auditRow{ID: e.ID, Time: e.Time, Event: e.Event, Subject: e.Subject, Client: e.ClientID, Admin: e.AdminSubject, Detail: detailText(e.Detail)})
 		}
 	}

@@ -44,6 +44,7 @@ type Operations interface {
 	RotateKey(ctx context.Context, actor string) (string, error)
 	RetireKey(ctx context.Context, actor, kid string) (string, error)
 	PruneKeys(ctx context.Context, actor string, unloadable bool) ([]string, error)
+	ListAudit(ctx context.Context, q ops.AuditQuery) (ops.AuditPage, error)
 }
 
 // Sessions reads the server's browser sessions (storage.SessionStore): a
@@ -84,10 +85,12 @@ type Config struct {
 	// (admin.people, admin.groups, as policy.People.CapOn decides).
 	// Required.
 	Allowed func(ctx context.Context, subject string) (bool, error)
-	// Stats and Audit feed the overview's charts and the audit page. Nil:
-	// those parts say the server keeps none.
+	// Stats feeds the overview's charts. Nil: the page says the server
+	// keeps no hourly counts.
 	Stats StatsReader
-	Audit AuditReader
+	// AuditKept: the server keeps audit events in storage
+	// (admin.audit_retention is not 0), which the audit page lists.
+	AuditKept bool
 	// KeyRetention is how long a retired key stays published before
 	// `keys prune` may delete it (as.KeyRetention).
 	KeyRetention time.Duration

@@ -12,9 +12,3 @@ import (
 type StatsReader interface {
 	ListStats(ctx context.Context, since time.Time) ([]storage.StatCount, error)
 }
-
-// AuditReader reads the audit events every instance appends
-// (storage.AuditStore).
-type AuditReader interface {
-	ListAuditEvents(ctx context.Context, f storage.AuditFilter) ([]storage.AuditEvent, error)
-}

@@ -108,7 +108,13 @@ func (o *Ops) RevokeGrants(ctx context.Context, actor string, f as.GrantFilter) 
 	if gs == nil {
 		gs = []as.Grant{}
 	}
-	o.audit(ctx, actor, "admin.grants.revoked", "sub", f.User, "client_id", f.Client, "grant", f.GrantID, "count", len(gs))
+	sub, client := f.User, f.Client
+	if f.GrantID != "" && len(gs) == 1 {
+		// One grant named by id: its person and client, so the event is
+		// found by them.
+		sub, client = gs[0].User, gs[0].Client
+	}
+	o.audit(ctx, actor, "admin.grants.revoked", "sub", sub, "client_id", client, "grant", f.GrantID, "count", len(gs))
 	return gs, nil
 }
 
