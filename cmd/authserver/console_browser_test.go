@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/mcpauth/mcpauth/internal/testop"
 )
 
 // browser starts headless Chromium for a test; skipped when it is not
@@ -159,5 +161,102 @@ func TestConsoleInChromium(t *testing.T) {
 	step(t, bob, "bob's console", chromedp.Navigate(consoleURL+"/"), chromedp.WaitVisible(css(`#signin`)))
 	if ok, _ := chromedp.Run(bob, chromedp.Evaluate[bool](`!!document.querySelector('nav.top')`)); ok {
 		t.Fatal("bob sees the console")
+	}
+}
+
+// A security engineer signs in through the company's OpenID provider (a
+// member of the group admin.groups names), finds the agent that should
+// not have access, revokes it, and sees the revocation in the audit list,
+// all in the browser. The agent's next refresh fails. A colleague outside
+// the group gets the server's "not permitted" page.
+func TestSecurityEngineerRevokesAnAgentInTheConsole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	ctx := browser(t)
+	op := testop.Start(t, []testop.Person{
+		{ID: "u-sec", Username: "sam", Password: "sam-pw", Email: "sam@acme.example", EmailVerified: true, Name: "Sam Security", Groups: []string{"staff", "security"}},
+		{ID: "u-dev", Username: "dana", Password: "dana-pw", Email: "dana@acme.example", EmailVerified: true, Name: "Dana", Groups: []string{"staff"}},
+	}, testop.Client{ID: "mcpauth", Secret: "op-secret", ClaimsInIDToken: true})
+	dir := t.TempDir()
+	addr, adminAddr := freeAddr(t), freeAddr(t)
+	issuer := "http://" + addr
+	op.SetRedirectURIs("mcpauth", issuer+"/upstream/corp/callback")
+	cfg := consoleConfig(t, issuer, addr, adminAddr, "sqlite:"+filepath.Join(dir, "a.db"))
+	cfg = strings.Replace(cfg, "  people: [alice]\n", "  people: [alice]\n  groups: [security]\n", 1)
+	cfg += `upstreams:
+  - id: corp
+    name: Acme SSO
+    issuer: ` + op.Issuer + `
+    client_id: mcpauth
+    client_secret: op-secret
+    scopes: [openid, email, profile, groups]
+`
+	start(t, dir, issuer, testEnv, "--config", writeConfig(t, dir, cfg))
+	consoleURL := "http://" + adminAddr + "/console"
+	agent, tok := agentGrant(t, issuer)
+	shots := artifactDir(t)
+	type css = chromedp.CSS
+
+	signInUpstream := func(ctx context.Context, user, pw string) {
+		t.Helper()
+		step(t, ctx, "console sign-in", chromedp.Navigate(consoleURL+"/"), chromedp.WaitVisible(css(`#signin`)), chromedp.Click(css(`#signin`)),
+			chromedp.WaitVisible(css(`form.upstream button`)))
+		step(t, ctx, "the company's provider", chromedp.Click(css(`form.upstream button`)), chromedp.WaitVisible(css(`#username`)))
+		step(t, ctx, "signing in at the provider",
+			chromedp.SendKeys(css(`#username`), user), chromedp.SendKeys(css(`#password`), pw),
+			chromedp.Submit(css(`#password`)), chromedp.WaitNotPresent(css(`#password`)))
+		if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.querySelector('button[value=approve]')`)); ok {
+			step(t, ctx, "approving the console", chromedp.Click(css(`button[value=approve]`)), chromedp.WaitNotPresent(css(`button[value=approve]`)))
+		}
+	}
+
+	signInUpstream(ctx, "sam", "sam-pw")
+	step(t, ctx, "overview", chromedp.WaitVisible(css(`nav.top`)))
+	if who := text(t, ctx, `nav.top .who`); who != "corp:u-sec" {
+		t.Fatalf("signed in as %q", who)
+	}
+	shot(t, ctx, shots, "40-engineer-overview")
+
+	// Find the agent: search the clients, open it, select its grant.
+	step(t, ctx, "clients", chromedp.Click(css(`nav.top a[href="/console/clients"]`)), chromedp.WaitVisible(css(`#q`)))
+	step(t, ctx, "search", chromedp.SendKeys(css(`#q`), "demo"), chromedp.Submit(css(`#q`)), chromedp.WaitVisible(css(`#clients a[href*="demo-app"]`)))
+	shot(t, ctx, shots, "41-engineer-search")
+	step(t, ctx, "the agent", chromedp.Click(css(`#clients a[href*="demo-app"]`)), chromedp.WaitVisible(css(`table.grants`)))
+	shot(t, ctx, shots, "42-engineer-agent")
+	step(t, ctx, "revoke", chromedp.Click(css(`table.grants input[type=checkbox]`)), chromedp.Click(css(`#revoke-selected`)), chromedp.WaitVisible(css(`#confirm`)))
+	step(t, ctx, "confirm", chromedp.Click(css(`#confirm`)), chromedp.WaitVisible(css(`#detail`)))
+	if d := text(t, ctx, `#detail`); d != "Revoked 1 grant(s)." {
+		t.Fatalf("after confirming: %q", d)
+	}
+	if _, err := refresh(agent, tok); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+		t.Fatalf("the agent refreshed after the revocation: %v", err)
+	}
+
+	// The audit list shows it, by the engineer.
+	var row string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		step(t, ctx, "audit", chromedp.Navigate(consoleURL+"/audit?event=admin.&client=demo-app"), chromedp.WaitVisible(css(`#audit`)))
+		row = text(t, ctx, `#audit tbody tr`)
+		if strings.Contains(row, "admin.grants.revoked") || time.Now().After(deadline) {
+			break
+		}
+	}
+	shot(t, ctx, shots, "43-engineer-audit")
+	for _, want := range []string{"admin.grants.revoked", "alice", "demo-app", "corp:u-sec"} {
+		if !strings.Contains(row, want) {
+			t.Fatalf("the audit list's newest row %q lacks %q", row, want)
+		}
+	}
+
+	// Dana, outside the group: the refusal, no console.
+	dana := browser(t)
+	step(t, dana, "dana's sign-in", chromedp.Navigate(consoleURL+"/"), chromedp.WaitVisible(css(`#signin`)), chromedp.Click(css(`#signin`)),
+		chromedp.WaitVisible(css(`form.upstream button`)), chromedp.Click(css(`form.upstream button`)), chromedp.WaitVisible(css(`#username`)),
+		chromedp.SendKeys(css(`#username`), "dana"), chromedp.SendKeys(css(`#password`), "dana-pw"), chromedp.Submit(css(`#password`)),
+		chromedp.WaitNotPresent(css(`#password`)), chromedp.WaitVisible(css(`h1`)))
+	shot(t, dana, shots, "44-colleague-refused")
+	if h := text(t, dana, `h1`); h != "Access not permitted" {
+		t.Fatalf("dana: %q", h)
 	}
 }
