@@ -145,6 +145,24 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatalf("the agent refreshed after the revocation: %v", err)
 	}
 
+	// The charts: the tokens issued today reach the hourly counts (added
+	// to storage every 10 s) and are drawn as bars.
+	var caption string
+	for deadline := time.Now().Add(25 * time.Second); ; time.Sleep(time.Second) {
+		step(t, ctx, "overview", chromedp.Navigate(consoleURL+"/"), chromedp.WaitVisible(css(`.charts`)))
+		caption = text(t, ctx, `.charts figure figcaption`)
+		if !strings.Contains(caption, "(0 in 24 h") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !strings.HasPrefix(caption, "Tokens issued") || strings.Contains(caption, "(0 in 24 h") {
+		t.Fatalf("the tokens issued are not charted: %q", caption)
+	}
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`[...document.querySelectorAll('.charts figure:first-child rect')].filter(r => r.getBBox().height > 0).length`)); n < 1 {
+		t.Fatalf("no bar drawn for the tokens issued")
+	}
+	shot(t, ctx, dir, "22-overview-charts")
+
 	// bob, in a browser of his own: the server's refusal, no console.
 	bob := browser(t)
 	step(t, bob, "bob's sign-in", chromedp.Navigate(consoleURL+"/"), chromedp.WaitVisible(css(`#signin`)), chromedp.Click(css(`#signin`)), chromedp.WaitVisible(css(`#password`)),
