@@ -12,12 +12,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/oauth2"
 
 	"github.com/mcpauth/mcpauth/internal/password"
+	"github.com/mcpauth/mcpauth/storage/postgres/pgtest"
 )
 
 const bobPW = "bob-password-for-tests"
@@ -320,4 +322,70 @@ func auditShows(t *testing.T, c *http.Client, consoleURL, admin string) {
 		}
 	}
 	t.Fatalf("the audit page does not list the revocation by %s:\n%s", admin, page)
+}
+
+// Two instances on one PostgreSQL database, the console on the first:
+// alice signs in there and revokes the grant the agent got from the
+// second instance, whose next refresh there fails; the audit page of the
+// first lists the revocation, and the charts count what both issued.
+func TestConsoleOverTwoInstancesOnPostgres(t *testing.T) {
+	dsn, _ := pgtest.Schema(t)
+	var mu sync.Mutex
+	consoles := map[string]string{}
+	procs := startMany(t, 2, func(issuer, listen string) string {
+		adminAddr := freeAddr(t)
+		mu.Lock()
+		consoles[issuer] = "http://" + adminAddr + "/console"
+		mu.Unlock()
+		return consoleConfig(t, issuer, listen, adminAddr, dsn)
+	})
+	a, b := procs[0], procs[1]
+	consoleURL := consoles[a.issuer]
+	agent, tok := agentGrant(t, b.issuer)
+
+	alice, resp, page := consoleSignIn(t, consoleURL, "alice", alicePW)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, `<h1 id="title">Overview</h1>`) {
+		t.Fatalf("alice at the first instance's console: %d\n%s", resp.StatusCode, page)
+	}
+	if bobC, resp, page := consoleSignIn(t, consoleURL, "bob", bobPW); resp.StatusCode != http.StatusForbidden || !strings.Contains(page, "Access not permitted") {
+		t.Fatalf("bob: %d\n%s", resp.StatusCode, page)
+	} else if resp, _, _ := readPage(bobC.Get(consoleURL + "/")); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("bob has a console session: %d", resp.StatusCode)
+	}
+
+	resp, page, err := readPage(alice.Get(consoleURL + "/grants?client=demo-app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := grantIDRe.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the grant made at the second instance is not listed at the first:\n%s", page)
+	}
+	resp, page, err = postForm(alice, resp.Request.URL, page, `id="revoke-selected"`, url.Values{"grant": {m[1]}})
+	if err != nil || !strings.Contains(page, `id="confirm"`) {
+		t.Fatalf("revoke: %v\n%s", err, page)
+	}
+	if _, page, err = postForm(alice, resp.Request.URL, page, `id="confirm"`, nil); err != nil || !strings.Contains(page, "Revoked 1 grant(s).") {
+		t.Fatalf("confirm: %v\n%s", err, page)
+	}
+	if _, err := refresh(agent, tok); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+		t.Fatalf("the agent refreshed at the second instance after the revocation: %v", err)
+	}
+	auditShows(t, alice, consoleURL, "alice")
+
+	// The second instance's tokens are counted in the first's charts.
+	for deadline := time.Now().Add(25 * time.Second); ; time.Sleep(time.Second) {
+		_, page, err := readPage(alice.Get(consoleURL + "/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		caption := regexp.MustCompile(`Tokens issued <span class="muted small">\((\d+) in 24 h`).FindStringSubmatch(page)
+		// The agent's code and the console's sign-in at least.
+		if caption != nil && caption[1] != "0" && caption[1] != "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the charts do not count both instances' tokens: %v", caption)
+		}
+	}
 }
