@@ -279,10 +279,24 @@ func TestConsoleOverHTTP(t *testing.T) {
 	if _, err := refresh(agent, tok); err != nil {
 		t.Fatalf("the agent cannot refresh before the revocation: %v", err)
 	}
-	_ = other
+	// The second session ends with its sign-in session at the server:
+	// logging out there ends it, and only it.
+	resp, page, err := readPage(other.Get(issuer + "/logout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, page, err = postForm(other, resp.Request.URL, page, `Sign out`, nil); err != nil {
+		t.Fatalf("logging out at the server: %v\n%s", err, page)
+	}
+	if resp, page, _ := readPage(other.Get(consoleURL + "/")); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(page, `id="signin"`) {
+		t.Fatalf("the console session outlived the server's: %d\n%s", resp.StatusCode, page)
+	}
+	if resp, _, _ := readPage(alice.Get(consoleURL + "/")); resp.StatusCode != http.StatusOK {
+		t.Fatalf("logging out another session ended this one: %d", resp.StatusCode)
+	}
 
 	// Revoke the agent's grant: select it, confirm.
-	resp, page, err := readPage(alice.Get(consoleURL + "/grants?client=demo-app"))
+	resp, page, err = readPage(alice.Get(consoleURL + "/grants?client=demo-app"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,6 +318,15 @@ func TestConsoleOverHTTP(t *testing.T) {
 		t.Fatalf("the revocation is not audited under alice:\n%s", p.stderr)
 	}
 	auditShows(t, alice, consoleURL, "alice")
+
+	// Revoking the console's own grant ends the console session.
+	form := url.Values{"csrf": {csrf}, "all": {"yes"}, "user": {"alice"}, "client": {"mcpauth-console"}, "confirm": {"yes"}}
+	if resp, page, err := readPage(alice.PostForm(consoleURL+"/grants/revoke", form)); err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(page, "Revoked 2 grant(s).") { // one per sign-in
+		t.Fatalf("revoking the console's grant: %v %d\n%s", err, resp.StatusCode, page)
+	}
+	if resp, page, _ := readPage(alice.Get(consoleURL + "/")); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(page, `id="signin"`) {
+		t.Fatalf("the console session outlived its grant: %d\n%s", resp.StatusCode, page)
+	}
 }
 
 // auditShows waits for the console's audit page to list the revocation
