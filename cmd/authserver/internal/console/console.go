@@ -224,9 +224,12 @@ func (c *Console) routes() {
 }
 
 // countCache keeps the overview's counts, which page through every person
-// and client, for a minute.
+// and client (see counts).
 type countCache struct {
-	mu   sync.Mutex
-	at   time.Time
-	last *counts
+	mu      sync.Mutex
+	at      time.Time
+	last    *counts
+	running bool // a recount runs in the background
+	// first is held by the request making the first count.
+	first sync.Mutex
 }

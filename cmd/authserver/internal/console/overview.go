@@ -39,13 +39,47 @@ type counts struct {
 // counted exactly.
 const maxGrantCount = 10000
 
+// counts returns the overview's counts. They page through every person
+// and client (seconds at 100,000 of each), so they are kept: a request
+// finding them older than countTTL gets them as they are while one
+// recount runs in the background; only the first request waits.
 func (c *Console) counts(ctx context.Context) (*counts, error) {
 	c.cache.mu.Lock()
-	defer c.cache.mu.Unlock()
-	now := c.now()
-	if c.cache.last != nil && now.Sub(c.cache.at) < countTTL {
-		return c.cache.last, nil
+	last, stale := c.cache.last, c.cache.last == nil || c.now().Sub(c.cache.at) >= countTTL
+	start := stale && last != nil && !c.cache.running
+	if start {
+		c.cache.running = true
 	}
+	c.cache.mu.Unlock()
+	if last == nil {
+		c.cache.first.Lock() // one first count at a time
+		defer c.cache.first.Unlock()
+		c.cache.mu.Lock()
+		last = c.cache.last
+		c.cache.mu.Unlock()
+		if last != nil {
+			return last, nil
+		}
+		return c.recount(ctx)
+	}
+	if start {
+		go func() {
+			bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+			defer cancel()
+			if _, err := c.recount(bg); err != nil {
+				c.log.Warn("console: counting clients and people failed", "err", err)
+			}
+			c.cache.mu.Lock()
+			c.cache.running = false
+			c.cache.mu.Unlock()
+		}()
+	}
+	return last, nil
+}
+
+// recount counts anew and keeps the result.
+func (c *Console) recount(ctx context.Context) (*counts, error) {
+	now := c.now()
 	o := c.cfg.Ops()
 	n := &counts{At: now}
 	var err error
@@ -89,7 +123,9 @@ func (c *Console) counts(ctx context.Context) (*counts, error) {
 		return nil, err
 	}
 	n.Grants, n.GrantsCapped = len(gs), len(gs) >= maxGrantCount
+	c.cache.mu.Lock()
 	c.cache.at, c.cache.last = now, n
+	c.cache.mu.Unlock()
 	return n, nil
 }
 
