@@ -412,3 +412,29 @@ func TestConsoleOverTwoInstancesOnPostgres(t *testing.T) {
 		}
 	}
 }
+
+// A person taken out of admin.people (a reload) loses the console at
+// their next request, and cannot sign in again.
+func TestConsoleSessionEndsWhenThePersonLeavesAdminPeople(t *testing.T) {
+	dir := t.TempDir()
+	addr, adminAddr := freeAddr(t), freeAddr(t)
+	issuer := "http://" + addr
+	cfg := consoleConfig(t, issuer, addr, adminAddr, "sqlite:"+filepath.Join(dir, "a.db"))
+	p := start(t, dir, issuer, testEnv, "--config", writeConfig(t, dir, cfg))
+	consoleURL := "http://" + adminAddr + "/console"
+	alice, resp, page := consoleSignIn(t, consoleURL, "alice", alicePW)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, `<h1 id="title">Overview</h1>`) {
+		t.Fatalf("alice: %d\n%s", resp.StatusCode, page)
+	}
+	writeConfig(t, dir, strings.Replace(cfg, "people: [alice]", "people: [bob]", 1))
+	hupAndWait(t, p, 1)
+	if resp, page, _ := readPage(alice.Get(consoleURL + "/")); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(page, `id="signin"`) {
+		t.Fatalf("alice kept the console after leaving admin.people: %d\n%s", resp.StatusCode, page)
+	}
+	if _, resp, page := consoleSignIn(t, consoleURL, "alice", alicePW); resp.StatusCode != http.StatusForbidden || !strings.Contains(page, "Access not permitted") {
+		t.Fatalf("alice signed in again: %d\n%s", resp.StatusCode, page)
+	}
+	if _, resp, page := consoleSignIn(t, consoleURL, "bob", bobPW); resp.StatusCode != http.StatusOK || !strings.Contains(page, `<span class="who">bob</span>`) {
+		t.Fatalf("bob, now in admin.people: %d\n%s", resp.StatusCode, page)
+	}
+}
