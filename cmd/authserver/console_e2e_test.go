@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/hkdf"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"html"
 	"io"
@@ -16,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/securecookie"
 	"golang.org/x/oauth2"
 
 	"github.com/mcpauth/mcpauth/internal/password"
@@ -413,6 +417,48 @@ func TestConsoleOverTwoInstancesOnPostgres(t *testing.T) {
 	}
 }
 
+// consoleSession is what the console's cookie holds.
+type consoleSession struct {
+	Subject string `json:"sub"`
+	Access  string `json:"at"`
+	Refresh string `json:"rt"`
+}
+
+// consoleCookie opens the console's session cookie of c with the keys
+// derived from the test secret.
+func consoleCookie(t *testing.T, c *http.Client, consoleURL string) consoleSession {
+	t.Helper()
+	u, _ := url.Parse(consoleURL + "/")
+	mac, _ := hkdf.Key(sha256.New, []byte(testSecret), nil, "mcpauth console cookie mac", 32)
+	enc, _ := hkdf.Key(sha256.New, []byte(testSecret), nil, "mcpauth console cookie encryption", 32)
+	for _, ck := range c.Jar.Cookies(u) {
+		if ck.Name == "mcpauth_console" {
+			var s consoleSession
+			if err := securecookie.New(mac, enc).Decode(ck.Name, ck.Value, &s); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+	}
+	t.Fatal("no console cookie")
+	return consoleSession{}
+}
+
+// postTokenAs posts a token request authenticated as a confidential client.
+func postTokenAs(issuer, id, secret string, form url.Values) (int, map[string]any, error) {
+	req, _ := http.NewRequest(http.MethodPost, issuer+"/token", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(id, secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	err = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body, err
+}
+
 // A person taken out of admin.people (a reload) loses the console at
 // their next request, and cannot sign in again.
 func TestConsoleSessionEndsWhenThePersonLeavesAdminPeople(t *testing.T) {
@@ -426,8 +472,17 @@ func TestConsoleSessionEndsWhenThePersonLeavesAdminPeople(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(page, `<h1 id="title">Overview</h1>`) {
 		t.Fatalf("alice: %d\n%s", resp.StatusCode, page)
 	}
+	held := consoleCookie(t, alice, consoleURL)
+	if held.Refresh == "" || held.Access == "" || held.Subject != "alice" {
+		t.Fatalf("the console's session: %+v", held)
+	}
 	writeConfig(t, dir, strings.Replace(cfg, "people: [alice]", "people: [bob]", 1))
 	hupAndWait(t, p, 1)
+	// The token endpoint itself refuses to refresh her admin grant.
+	st, body, err := postTokenAs(issuer, "mcpauth-console", consoleSecret([]byte(testSecret)), url.Values{"grant_type": {"refresh_token"}, "refresh_token": {held.Refresh}})
+	if err != nil || st != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Fatalf("refreshing alice's admin grant after she left admin.people: %d %v %v", st, body, err)
+	}
 	if resp, page, _ := readPage(alice.Get(consoleURL + "/")); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(page, `id="signin"`) {
 		t.Fatalf("alice kept the console after leaving admin.people: %d\n%s", resp.StatusCode, page)
 	}
