@@ -250,6 +250,13 @@ func TestConsoleOverHTTP(t *testing.T) {
 		t.Fatal("the agent's grant is not listed")
 	}
 
+	// Bad input is a 400 page, never a storage error.
+	for _, pu := range []string{"/people?q=%00", "/clients?after=%ff", "/client?id=" + strings.Repeat("x", 1025), "/audit?before=-1", "/grants?user=a%0Ab"} {
+		if resp, page, _ := readPage(alice.Get(consoleURL + pu)); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("GET %s: %d\n%s", pu, resp.StatusCode, page)
+		}
+	}
+
 	// Every form refuses a missing or foreign CSRF token, and changes nothing.
 	actions := map[string]url.Values{
 		"/signout":        {},

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/oauth2"
 
@@ -314,6 +315,11 @@ func (c *Console) page(h func(w http.ResponseWriter, r *http.Request, s *session
 				return
 			}
 		}
+		if !plainText(r.URL.Query()) || !plainText(r.PostForm) {
+			c.render(w, http.StatusBadRequest, "message.html", &view{Title: "Bad request", Nav: "overview", Who: s.Subject, CSRF: s.CSRF,
+				Detail: fmt.Sprintf("Every field must be UTF-8 text without control characters, of at most %d bytes.", maxField)})
+			return
+		}
 		r = r.WithContext(ops.WithAdminSubject(r.Context(), s.Subject))
 		h(w, r, s)
 	}
@@ -332,4 +338,27 @@ func redactOAuthErr(err error) string {
 		return "oauth error " + re.ErrorCode
 	}
 	return err.Error()
+}
+
+// maxField bounds the length of a field of a page's query or form.
+const maxField = 1024
+
+// plainText reports whether every value of vs is UTF-8 text without NUL
+// or other C0 control characters, of at most maxField bytes: what a
+// subject, client id, key id or search names.
+func plainText(vs url.Values) bool {
+	ok := func(v string) bool {
+		return len(v) <= maxField && utf8.ValidString(v) && strings.IndexFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) < 0
+	}
+	for k, list := range vs {
+		if !ok(k) {
+			return false
+		}
+		for _, v := range list {
+			if !ok(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
