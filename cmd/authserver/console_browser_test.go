@@ -92,6 +92,7 @@ func signInWithPassword(t *testing.T, ctx context.Context, consoleURL, user, pw,
 		chromedp.SendKeys(css(`#password`), pw),
 		chromedp.Submit(css(`#password`)),
 		chromedp.WaitNotPresent(css(`#password`)),
+		chromedp.WaitReady(css(`main h1`)),
 	)
 	if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.querySelector('button[value=approve]')`)); ok {
 		if dir != "" {
@@ -220,10 +221,11 @@ func TestSecurityEngineerRevokesAnAgentInTheConsole(t *testing.T) {
 		t.Helper()
 		step(t, ctx, "console sign-in", chromedp.Navigate(consoleURL+"/"), chromedp.WaitVisible(css(`#signin`)), chromedp.Click(css(`#signin`)),
 			chromedp.WaitVisible(css(`form.upstream button`)))
-		step(t, ctx, "the company's provider", chromedp.Click(css(`form.upstream button`)), chromedp.WaitVisible(css(`#username`)))
+		// The provider's login page has a hidden "id" field; ours has none.
+		step(t, ctx, "the company's provider", chromedp.Click(css(`form.upstream button`)), chromedp.WaitReady(css(`input[name=id]`)), chromedp.WaitVisible(css(`#username`)))
 		step(t, ctx, "signing in at the provider",
 			chromedp.SendKeys(css(`#username`), user), chromedp.SendKeys(css(`#password`), pw),
-			chromedp.Submit(css(`#password`)), chromedp.WaitNotPresent(css(`#password`)))
+			chromedp.Submit(css(`#password`)), chromedp.WaitNotPresent(css(`#password`)), chromedp.WaitReady(css(`main h1`)))
 		if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.querySelector('button[value=approve]')`)); ok {
 			step(t, ctx, "approving the console", chromedp.Click(css(`button[value=approve]`)), chromedp.WaitNotPresent(css(`button[value=approve]`)))
 		}
@@ -270,7 +272,7 @@ func TestSecurityEngineerRevokesAnAgentInTheConsole(t *testing.T) {
 	// Dana, outside the group: the refusal, no console.
 	dana := browser(t)
 	step(t, dana, "dana's sign-in", chromedp.Navigate(consoleURL+"/"), chromedp.WaitVisible(css(`#signin`)), chromedp.Click(css(`#signin`)),
-		chromedp.WaitVisible(css(`form.upstream button`)), chromedp.Click(css(`form.upstream button`)), chromedp.WaitVisible(css(`#username`)),
+		chromedp.WaitVisible(css(`form.upstream button`)), chromedp.Click(css(`form.upstream button`)), chromedp.WaitReady(css(`input[name=id]`)), chromedp.WaitVisible(css(`#username`)),
 		chromedp.SendKeys(css(`#username`), "dana"), chromedp.SendKeys(css(`#password`), "dana-pw"), chromedp.Submit(css(`#password`)),
 		chromedp.WaitNotPresent(css(`#password`)), chromedp.WaitVisible(css(`h1`)))
 	shot(t, dana, shots, "44-colleague-refused")

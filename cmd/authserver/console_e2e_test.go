@@ -290,6 +290,46 @@ func TestConsoleOverHTTP(t *testing.T) {
 	if _, err := refresh(agent, tok); err != nil {
 		t.Fatalf("the agent cannot refresh before the revocation: %v", err)
 	}
+	// Every other action, through its form, as a person would.
+	get := func(path string) (*http.Response, string) {
+		t.Helper()
+		resp, page, err := readPage(alice.Get(consoleURL + path))
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %v %d\n%s", path, err, resp.StatusCode, page)
+		}
+		return resp, page
+	}
+	submit := func(resp *http.Response, page, marker string, extra url.Values, status int, want string) (*http.Response, string) {
+		t.Helper()
+		resp, page, err := postForm(alice, resp.Request.URL, page, marker, extra)
+		if err != nil || resp.StatusCode != status || !strings.Contains(page, want) {
+			t.Fatalf("form %s: %v %d, want %d and %q\n%s", marker, err, resp.StatusCode, status, want, page)
+		}
+		return resp, page
+	}
+	resp, page = get("/clients/new")
+	_, page = submit(resp, page, `id="create"`, url.Values{"client_name": {"Reports bot"}, "redirect_uris": {"https://reports.example/cb"}}, http.StatusCreated, `id="client_secret"`)
+	newID := regexp.MustCompile(`<code id="client_id">([^<]+)</code>`).FindStringSubmatch(page)[1]
+	resp, page = get("/client?id=" + url.QueryEscape(newID))
+	resp, page = submit(resp, page, `id="delete"`, nil, http.StatusOK, `id="confirm"`)
+	submit(resp, page, `id="confirm"`, nil, http.StatusOK, "Deleted client "+newID+".")
+	resp, page = get("/clients/new")
+	submit(resp, page, `id="create"`, url.Values{"client_name": {"Bad"}, "redirect_uris": {"https://x.example/cb#fragment"}}, http.StatusBadRequest, `role="alert"`)
+	resp, page = get("/person?sub=bob")
+	resp, page = submit(resp, page, `id="disable"`, nil, http.StatusOK, `id="confirm"`)
+	submit(resp, page, `id="confirm"`, nil, http.StatusOK, "Disabled bob")
+	resp, page = get("/person?sub=bob")
+	submit(resp, page, `id="enable"`, nil, http.StatusOK, "Enabled bob")
+	resp, page = get("/keys")
+	submit(resp, page, `id="rotate"`, nil, http.StatusOK, "signs from now on")
+	resp, page = get("/keys")
+	submit(resp, page, `id="prune"`, nil, http.StatusOK, "Deleted 0 key(s)")
+	for _, ev := range []string{"admin.client.created", "admin.client.deleted", "admin.user.disabled", "admin.user.enabled", "admin.key.rotated"} {
+		if !regexp.MustCompile(`event=` + regexp.QuoteMeta(ev) + `[^\n]*admin_client=mcpauth-console admin_subject=alice`).MatchString(p.stderr.String()) {
+			t.Errorf("no audit line %s by alice through the console", ev)
+		}
+	}
+
 	// The second session ends with its sign-in session at the server:
 	// logging out there ends it, and only it.
 	resp, page, err := readPage(other.Get(issuer + "/logout"))
