@@ -467,7 +467,8 @@ type TokenPersonReader interface {
 	GetTokenWithPerson(ctx context.Context, kind TokenKind, signature string) (*Token, PersonStatus, error)
 }
 
-// AuditEvent is one audit record the AS keeps for the console.
+// AuditEvent is one audit record the AS keeps for the console: a copy of
+// an audit line of its log (message "audit").
 type AuditEvent struct {
 	ID           int64 // assigned by the store, increasing
 	Time         time.Time
@@ -517,8 +518,8 @@ type StatsStore interface {
 	// AddStats adds each Count to the stored count of its (Hour, Name),
 	// with Hour truncated to the hour in UTC (a zero Hour is the current
 	// hour); counts of one key given twice are both added, a zero Count
-	// adds nothing. Increments are
-	// atomic across instances: concurrent callers never lose one.
+	// adds nothing. Increments are atomic across instances: concurrent
+	// callers never lose one.
 	AddStats(ctx context.Context, counts []StatCount) error // adds to the stored counts (atomic increments across instances)
 	// ListStats returns the counts whose Hour is not before since.
 	ListStats(ctx context.Context, since time.Time) ([]StatCount, error) // Hour >= since, ordered by Hour then Name

@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/auditsink"
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/ops"
 	"github.com/mcpauth/mcpauth/internal/password"
 	"github.com/mcpauth/mcpauth/storage"
+	"github.com/mcpauth/mcpauth/storage/memory"
 	"github.com/mcpauth/mcpauth/storage/postgres"
 	"github.com/mcpauth/mcpauth/storage/postgres/pgtest"
 )
@@ -166,4 +169,39 @@ func atLeast(got, want map[string]int64) bool {
 		}
 	}
 	return true
+}
+
+// Refusals are counted at the token, authorization (and its consent and
+// continue steps) and registration endpoints under the issuer's path, not
+// at the login step, the other endpoints or outside the path.
+func TestRefusalsAreCountedAtTheirEndpoints(t *testing.T) {
+	st := memory.New()
+	sink := auditsink.New(auditsink.Config{})
+	sink.Start(st, st)
+	observe := refusals(&config.Config{Issuer: "https://as.example/tenant"}, sink)
+	for _, c := range []struct {
+		path   string
+		status int
+		code   string
+	}{
+		{"/tenant/token", 400, "invalid_grant"},              // counted
+		{"/tenant/authorize", 400, ""},                       // counted
+		{"/tenant/authorize/consent", 303, "access_denied"},  // counted
+		{"/tenant/authorize/continue", 302, "invalid_scope"}, // counted
+		{"/tenant/register", 429, ""},                        // counted
+		{"/tenant/token", 503, "temporarily_unavailable"},    // the server's failure
+		{"/tenant/token", 200, ""},                           // a token
+		{"/tenant/authorize/login", 401, ""},                 // a failed login, counted as such
+		{"/tenant/introspect", 401, "invalid_client"},        // not a refusal to grant
+		{"/token", 400, "invalid_grant"},                     // outside the issuer's path
+		{"/tenant/register/mcp_x", 401, "invalid_token"},     // RFC 7592 management
+	} {
+		observe(httptest.NewRequest(http.MethodPost, c.path, nil), c.status, c.code)
+	}
+	if err := sink.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := counted(t, st); len(got) != 1 || got[auditsink.Refusals] != 5 {
+		t.Fatalf("counts %v, want 5 refusals", got)
+	}
 }

@@ -302,8 +302,9 @@ func (s *server) adminHandler() (http.Handler, error) {
 // what it configures: clients, users, resources, registration, CIMD and
 // exchange policy, token lifetimes, admin.clients. Keys that need a restart
 // (issuer, listen, storage, secret, signing, admin.listen, log, gc,
-// admin.audit_retention, migrate_on_start) keep their running values, with a warning. A bad file is
-// refused with its field path and the running configuration stays.
+// admin.audit_retention, migrate_on_start) keep their running values, with
+// a warning. A bad file is refused with its field path and the running
+// configuration stays.
 func (s *server) reload(ctx context.Context, path string, e env) error {
 	if path == "" {
 		return fmt.Errorf("no configuration file to reload (running on development defaults)")

@@ -170,3 +170,38 @@ func TestInformationalAnswerIsNotTheStatus(t *testing.T) {
 		t.Fatalf("line %s, want status 400 with error invalid_request", raw)
 	}
 }
+
+// Observe is told of every answer: its status and the OAuth error code the
+// line names, also without a Logger.
+func TestObserveSeesStatusAndErrorCode(t *testing.T) {
+	type seen struct {
+		path   string
+		status int
+		code   string
+	}
+	var got []seen
+	w := Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/token":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write([]byte(`{"error":"invalid_grant"}`))
+		case "/authorize":
+			http.Redirect(w, r, "https://app.example/cb?error=access_denied&state=s", http.StatusSeeOther)
+		default:
+			w.Write([]byte("ok"))
+		}
+	}), Config{Observe: func(r *http.Request, status int, code string) { got = append(got, seen{r.URL.Path, status, code}) }})
+	for _, p := range []string{"/token", "/authorize", "/jwks.json"} {
+		w.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, p, nil))
+	}
+	want := []seen{{"/token", 400, "invalid_grant"}, {"/authorize", 303, "access_denied"}, {"/jwks.json", 200, ""}}
+	if len(got) != len(want) {
+		t.Fatalf("observed %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("observed %v, want %v", got, want)
+		}
+	}
+}

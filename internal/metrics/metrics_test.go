@@ -90,6 +90,9 @@ func TestAuditEventsFeedTheCounters(t *testing.T) {
 	m.CIMDFetched(errors.New("refused"))
 	m.CIMDCacheHit()
 	m.CIMDCacheHit()
+	m.AuditDropped(3, false)
+	m.AuditDropped(2, true)
+	m.AuditDropped(0, true)
 
 	fams := scrape(t, m)
 	for _, c := range []struct {
@@ -112,6 +115,8 @@ func TestAuditEventsFeedTheCounters(t *testing.T) {
 		{"mcpauth_cimd_fetches_total", []string{"result", "ok"}, 1},
 		{"mcpauth_cimd_fetches_total", []string{"result", "error"}, 1},
 		{"mcpauth_cimd_cache_hits_total", nil, 2},
+		{"mcpauth_audit_events_dropped_total", []string{"reason", "full"}, 3},
+		{"mcpauth_audit_events_dropped_total", []string{"reason", "failed"}, 2},
 	} {
 		if got := value(t, fams, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)

@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -136,4 +138,33 @@ func TestInstancesSharingOneDatabase(t *testing.T) {
 		stores = append(stores, openMigrated(t, dsn, 8))
 	}
 	storagetest.RunSharedTests(t, stores)
+}
+
+// auditBenchRows is how many audit events BenchmarkAuditList lists from:
+// STORAGE_AUDIT_BENCH_ROWS, default a million.
+func auditBenchRows(b *testing.B) int {
+	if v := os.Getenv("STORAGE_AUDIT_BENCH_ROWS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1000 {
+			b.Fatalf("STORAGE_AUDIT_BENCH_ROWS=%q: want a number of at least 1000", v)
+		}
+		return n
+	}
+	return 1_000_000
+}
+
+// A page of audit events, filtered or not, at the top or deep down, from
+// a million events (docs/BENCHMARKS.md).
+func BenchmarkAuditList(b *testing.B) {
+	pgtest.BaseDSN(b)
+	s := newStore(b)
+	n := auditBenchRows(b)
+	start := time.Now()
+	storagetest.SeedAuditEvents(b, s, n, time.Now())
+	// As autovacuum would soon after: statistics for the planner.
+	if _, err := s.Pool().Exec(context.Background(), "ANALYZE audit_events"); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("appended %d events in %v", n, time.Since(start).Round(time.Millisecond))
+	storagetest.RunAuditBenchmarks(b, s, n)
 }

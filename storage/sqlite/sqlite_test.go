@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -103,4 +105,21 @@ func TestTimesAfter2262AreStoredAsTheLatestNotWrapped(t *testing.T) {
 	if n, err := s.DeleteExpiredTokens(ctx, time.Now(), 10); err != nil || n != 0 {
 		t.Fatalf("DeleteExpiredTokens deleted %d (%v), want the far token kept", n, err)
 	}
+}
+
+// A page of audit events, filtered or not, at the top or deep down, from
+// STORAGE_AUDIT_BENCH_ROWS events, default a million (docs/BENCHMARKS.md).
+func BenchmarkAuditList(b *testing.B) {
+	n := 1_000_000
+	if v := os.Getenv("STORAGE_AUDIT_BENCH_ROWS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1000 {
+			b.Fatalf("STORAGE_AUDIT_BENCH_ROWS=%q: want a number of at least 1000", v)
+		}
+	}
+	s := openMigrated(b, filepath.Join(b.TempDir(), "authserver.db"))
+	start := time.Now()
+	storagetest.SeedAuditEvents(b, s, n, time.Now())
+	b.Logf("appended %d events in %v", n, time.Since(start).Round(time.Millisecond))
+	storagetest.RunAuditBenchmarks(b, s, n)
 }

@@ -113,20 +113,21 @@ var auditCases = []testCase{
 		}
 		ok(t, s.AppendAuditEvents(ctx, batch[:10]), "AppendAuditEvents")
 		ok(t, s.AppendAuditEvents(ctx, batch[10:]), "AppendAuditEvents")
-		for _, subject := range []string{"", "bob"} {
+		for _, f := range []storage.AuditFilter{{}, {Subject: "bob"}, {Event: "token."}, {Subject: "bob", Event: "token.issued."}} {
 			var seen []string
 			var before int64
 			for pages := 0; ; pages++ {
 				if pages > 30 {
 					t.Fatal("paging does not end")
 				}
-				page := listAudit(t, s, storage.AuditFilter{Subject: subject, BeforeID: before, Limit: 4})
+				f.BeforeID, f.Limit = before, 4
+				page := listAudit(t, s, f)
 				if len(page) == 0 {
 					break
 				}
 				for _, e := range page {
 					if before != 0 && e.ID >= before {
-						t.Fatalf("id %d on the page before id %d", e.ID, before)
+						t.Fatalf("%+v: id %d on the page before id %d", f, e.ID, before)
 					}
 				}
 				seen = append(seen, auditEvents(page)...)
@@ -134,11 +135,11 @@ var auditCases = []testCase{
 			}
 			var want []string
 			for i := 22; i >= 0; i-- {
-				if subject == "" || batch[i].Subject == subject {
+				if f.Subject == "" || batch[i].Subject == f.Subject {
 					want = append(want, batch[i].Event)
 				}
 			}
-			same(t, "paged events of "+subject, seen, want)
+			same(t, fmt.Sprintf("paged events of %+v", f), seen, want)
 		}
 	}},
 	{"an event's text that cannot be kept is stored replaced, and a filter by it matches nothing", func(t *testing.T, s storage.Store) {

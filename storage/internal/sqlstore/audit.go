@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"cmp"
 	"context"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,13 +54,23 @@ func (s *Store) AppendAuditEvents(ctx context.Context, events []storage.AuditEve
 // ListAuditEvents implements storage.AuditStore. Only the conditions of
 // the filter's set fields are written, so that each shape of filter is a
 // statement of its own whose plan uses that field's index (subject, id),
-// (client_id, id) or (event, id). An event prefix is the range from the
-// prefix to the prefix with its final '.' raised to '/', which compares
-// bytewise in both databases.
+// (client_id, id) or (event, id), read backwards from BeforeID. An event
+// prefix is the range from the prefix to the prefix with its final '.'
+// raised to '/', which compares bytewise in both databases; alone, it is
+// listed as the events it names (auditPrefix).
 func (s *Store) ListAuditEvents(ctx context.Context, f storage.AuditFilter) ([]storage.AuditEvent, error) {
 	out := []storage.AuditEvent{}
 	if f.Limit <= 0 || !s.storable(f.Subject, f.ClientID, f.Event) {
 		return out, nil // unstorable text was stored replaced: nothing matches it
+	}
+	if strings.HasSuffix(f.Event, ".") {
+		names, err := s.auditNames(ctx, f.Event)
+		if err != nil {
+			return nil, err
+		}
+		if len(names) <= maxPrefixNames {
+			return s.auditPrefix(ctx, names, f, out)
+		}
 	}
 	var where []string
 	var args []any
@@ -71,12 +82,11 @@ func (s *Store) ListAuditEvents(ctx context.Context, f storage.AuditFilter) ([]s
 		where = append(where, "subject = "+arg(f.Subject))
 	}
 	if f.ClientID != "" {
-		where = append(where, "client_id = "+arg(f.ClientID))
+		where = append(where, clientCond(f)+arg(f.ClientID))
 	}
 	switch {
 	case strings.HasSuffix(f.Event, "."):
-		end := f.Event[:len(f.Event)-1] + "/"
-		where = append(where, "event >= "+arg(f.Event)+s.syn.Collate+" AND event < "+arg(end)+s.syn.Collate)
+		where = append(where, "event >= "+arg(f.Event)+s.syn.Collate+" AND event < "+arg(prefixEnd(f.Event))+s.syn.Collate)
 	case f.Event != "":
 		where = append(where, "event = "+arg(f.Event))
 	}
@@ -88,6 +98,79 @@ func (s *Store) ListAuditEvents(ctx context.Context, f storage.AuditFilter) ([]s
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	q += ` ORDER BY id DESC LIMIT ` + arg(f.Limit)
+	return s.scanAudit(ctx, out, q, args...)
+}
+
+// clientCond is the start of the condition on the client: with a person
+// as well, written so that no index of client_id can serve it, and the
+// person's index is read (a client's events are all of its people's; a
+// planner without statistics, as SQLite's, might take either).
+func clientCond(f storage.AuditFilter) string {
+	if f.Subject != "" {
+		return "client_id || '' = "
+	}
+	return "client_id = "
+}
+
+// prefixEnd is the least string above every string that starts with
+// prefix, which ends in '.'.
+func prefixEnd(prefix string) string { return prefix[:len(prefix)-1] + "/" }
+
+// maxPrefixNames bounds how many events auditPrefix lists at once.
+const maxPrefixNames = 64
+
+// auditNames returns the distinct events that start with prefix, one
+// index lookup each (a loose index scan of (event, id)), not a read of
+// every event they name.
+func (s *Store) auditNames(ctx context.Context, prefix string) ([]string, error) {
+	names, err := ScanStrings(s.d.Read(ctx).Query(ctx, `WITH RECURSIVE names(v) AS (
+			SELECT min(event) FROM audit_events WHERE event >= $1`+s.syn.Collate+` AND event < $2`+s.syn.Collate+`
+			UNION ALL
+			SELECT (SELECT min(event) FROM audit_events WHERE event > names.v AND event < $2`+s.syn.Collate+`)
+			FROM names WHERE names.v IS NOT NULL)
+		SELECT v FROM names WHERE v IS NOT NULL LIMIT $3`, prefix, prefixEnd(prefix), maxPrefixNames+1))
+	if err != nil {
+		return nil, s.fail(err)
+	}
+	return names, nil
+}
+
+// auditPrefix lists the events f selects by a prefix, given the events
+// it names: the newest f.Limit of each (with f's person and client), read
+// backwards from BeforeID in (event, id), (subject, event, id) or
+// (client_id, event, id), then the newest f.Limit of them all. Read as one
+// range of the index, the newest would only come out of a sort of every
+// event the prefix names.
+func (s *Store) auditPrefix(ctx context.Context, names []string, f storage.AuditFilter, out []storage.AuditEvent) ([]storage.AuditEvent, error) {
+	if len(names) == 0 {
+		return out, nil
+	}
+	before := int64(math.MaxInt64)
+	if f.BeforeID != 0 {
+		before = f.BeforeID
+	}
+	args := []any{before, f.Limit}
+	cond := ""
+	if f.Subject != "" {
+		args = append(args, f.Subject)
+		cond += " AND subject = $" + strconv.Itoa(len(args))
+	}
+	if f.ClientID != "" {
+		args = append(args, f.ClientID)
+		cond += " AND " + clientCond(f) + "$" + strconv.Itoa(len(args))
+	}
+	parts := make([]string, len(names))
+	for i, n := range names {
+		args = append(args, n)
+		parts[i] = `SELECT * FROM (SELECT ` + auditCols + ` FROM audit_events WHERE event = $` + strconv.Itoa(len(args)) + cond +
+			` AND id < $1 ORDER BY id DESC LIMIT $2) p` + strconv.Itoa(i)
+	}
+	q := strings.Join(parts, " UNION ALL ") + ` ORDER BY id DESC LIMIT $2`
+	return s.scanAudit(ctx, out, q, args...)
+}
+
+// scanAudit runs a query of auditCols and appends its events to out.
+func (s *Store) scanAudit(ctx context.Context, out []storage.AuditEvent, q string, args ...any) ([]storage.AuditEvent, error) {
 	rows, err := s.d.Read(ctx).Query(ctx, q, args...)
 	return collect(s, out, rows, err, func(r Row, e *storage.AuditEvent) error {
 		if err := r.Scan(&e.ID, s.d.ScanTime(&e.Time), &e.Event, &e.Subject, &e.ClientID, &e.AdminSubject, &e.Detail); err != nil {

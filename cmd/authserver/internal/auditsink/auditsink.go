@@ -15,10 +15,7 @@ package auditsink
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -191,18 +188,20 @@ func (s *Sink) Refused(status int, oauthError string) bool {
 	return refused
 }
 
+// count counts an audit event.
+func (s *Sink) count(event string) {
+	if name, ok := statOf[event]; ok {
+		s.Count(name)
+	}
+}
+
 // record takes an audit event on a request's path: it counts it and
 // queues it for storage, or drops it when the buffer is full.
 func (s *Sink) record(e storage.AuditEvent) {
 	if s.closed.Load() {
 		return
 	}
-	if name, ok := statOf[e.Event]; ok {
-		s.Count(name)
-	}
-	if !s.cfg.KeepEvents {
-		return
-	}
+	s.count(e.Event)
 	select {
 	case s.events <- e:
 	default:
@@ -312,157 +311,4 @@ func (s *Sink) flushStats() {
 		s.counts[k] += n
 	}
 	s.mu.Unlock()
-}
-
-// Handler returns a slog.Handler that passes every record to next (as
-// far as next is enabled for it) and takes the audit records (message
-// "audit") whatever level next logs at.
-func (s *Sink) Handler(next slog.Handler) slog.Handler {
-	return &handler{s: s, next: next}
-}
-
-// handler is Sink.Handler. attrs are those of WithAttrs, each under the
-// groups open when it was added.
-type handler struct {
-	s      *Sink
-	next   slog.Handler
-	attrs  []groupedAttr
-	groups []string
-}
-
-type groupedAttr struct {
-	groups []string
-	attr   slog.Attr
-}
-
-func (h *handler) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelInfo || h.next.Enabled(ctx, l)
-}
-
-func (h *handler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message == "audit" {
-		h.s.record(h.event(r))
-	}
-	if !h.next.Enabled(ctx, r.Level) {
-		return nil
-	}
-	return h.next.Handle(ctx, r)
-}
-
-func (h *handler) WithAttrs(as []slog.Attr) slog.Handler {
-	n := *h
-	n.attrs = slices.Clip(h.attrs)
-	for _, a := range as {
-		n.attrs = append(n.attrs, groupedAttr{h.groups, a})
-	}
-	n.next = h.next.WithAttrs(as)
-	return &n
-}
-
-func (h *handler) WithGroup(name string) slog.Handler {
-	if name == "" {
-		return h
-	}
-	n := *h
-	n.groups = append(slices.Clip(h.groups), name)
-	n.next = h.next.WithGroup(name)
-	return &n
-}
-
-// event turns an audit record into an AuditEvent: the attributes event,
-// sub, client_id and admin_subject (else admin_client, the admin API's
-// client or "cli") become its fields, the others its Detail.
-func (h *handler) event(r slog.Record) storage.AuditEvent {
-	e := storage.AuditEvent{Time: r.Time}
-	detail := map[string]any{}
-	var adminClient string
-	add := func(groups []string, a slog.Attr) {
-		if a.Equal(slog.Attr{}) {
-			return
-		}
-		if len(groups) == 0 {
-			switch a.Key {
-			case "event":
-				e.Event = a.Value.Resolve().String()
-				return
-			case "sub":
-				e.Subject = a.Value.Resolve().String()
-				return
-			case "client_id":
-				e.ClientID = a.Value.Resolve().String()
-				return
-			case "admin_subject":
-				e.AdminSubject = a.Value.Resolve().String()
-				return
-			case "admin_client":
-				adminClient = a.Value.Resolve().String()
-			}
-		}
-		m := detail
-		for _, g := range groups {
-			sub, ok := m[g].(map[string]any)
-			if !ok {
-				sub = map[string]any{}
-				m[g] = sub
-			}
-			m = sub
-		}
-		put(m, a)
-	}
-	for _, ga := range h.attrs {
-		add(ga.groups, ga.attr)
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		add(h.groups, a)
-		return true
-	})
-	if e.AdminSubject == "" && adminClient != "" {
-		e.AdminSubject = adminClient
-		delete(detail, "admin_client")
-	}
-	if len(detail) > 0 {
-		e.Detail, _ = json.Marshal(detail) // every value is made marshalable by jsonValue
-	}
-	return e
-}
-
-// put sets a's value in m; a group without a key is inlined, as slog does.
-func put(m map[string]any, a slog.Attr) {
-	v := a.Value.Resolve()
-	if v.Kind() == slog.KindGroup && a.Key == "" {
-		for _, g := range v.Group() {
-			put(m, g)
-		}
-		return
-	}
-	m[a.Key] = jsonValue(v)
-}
-
-// jsonValue is v as a value encoding/json marshals.
-func jsonValue(v slog.Value) any {
-	switch v.Kind() {
-	case slog.KindGroup:
-		m := map[string]any{}
-		for _, a := range v.Group() {
-			put(m, a)
-		}
-		return m
-	case slog.KindTime:
-		return v.Time().UTC().Format(time.RFC3339Nano)
-	case slog.KindDuration:
-		return v.Duration().String()
-	case slog.KindAny:
-		switch x := v.Any().(type) {
-		case error:
-			return x.Error()
-		case json.Marshaler:
-		case fmt.Stringer:
-			return x.String()
-		}
-		if _, err := json.Marshal(v.Any()); err != nil {
-			return fmt.Sprint(v.Any())
-		}
-		return v.Any()
-	}
-	return v.Any()
 }

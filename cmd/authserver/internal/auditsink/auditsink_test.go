@@ -49,7 +49,7 @@ func closeSink(t *testing.T, s *auditsink.Sink) {
 
 // An audit record becomes an event: event, sub, client_id and
 // admin_subject (else admin_client) its fields, every other attribute,
-// those of With and of groups included, its detail; the log line is
+// those of With and of groups included, its detail (a JSON object); the log line is
 // written as before, also when the log's level hides info records.
 func TestAuditRecordsBecomeEvents(t *testing.T) {
 	st := memory.New()
@@ -93,7 +93,7 @@ func TestAuditRecordsBecomeEvents(t *testing.T) {
 	if revoked.AdminSubject != "ops-bot" || revoked.Subject != "bob" {
 		t.Fatalf("admin event %+v, want admin_subject from admin_client", revoked)
 	}
-	if d := detail(revoked); d["count"] != 2.0 || d["admin_client"] != nil {
+	if d := detail(revoked); d["count"] != 2.0 || d["admin_client"] != "ops-bot" || d["component"] != "admin" {
 		t.Fatalf("admin event detail %v", d)
 	}
 	disabled := es[1]
@@ -239,4 +239,80 @@ func TestRefusedEventsAreCountedAsFailed(t *testing.T) {
 	if !strings.Contains(warnings.String(), "could not be kept") || !strings.Contains(warnings.String(), "hourly counts could not be added") {
 		t.Fatalf("warnings:\n%s", warnings.String())
 	}
+}
+
+// The cost on a request's path of a token.issued record: turned into an
+// event and queued (kept; the sink is not started, so that what drains
+// the buffer does not count), or only counted (counted).
+func BenchmarkTokenIssuedRecord(b *testing.B) {
+	for _, keep := range []bool{true, false} {
+		name := "counted"
+		if keep {
+			name = "kept"
+		}
+		b.Run(name, func(b *testing.B) {
+			st := memory.New()
+			s := auditsink.New(auditsink.Config{KeepEvents: keep, Buffer: b.N})
+			if !keep {
+				s.Start(st, st)
+				defer s.Close(context.Background())
+			}
+			log := slog.New(s.Handler(slog.DiscardHandler)).With("component", "as")
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				log.LogAttrs(ctx, slog.LevelInfo, "audit", slog.String("event", "token.issued"), slog.String("client_id", "ci-bot"),
+					slog.String("grant_type", "client_credentials"), slog.String("sub", ""), slog.String("aud", "https://mcp.example.com/mcp"),
+					slog.String("scope", "mcp:tools"))
+			}
+		})
+	}
+}
+
+// Every attribute value, whatever its bytes, makes a detail that is one
+// valid JSON object holding the value (invalid UTF-8 as U+FFFD), and the
+// fields hold the text as logged.
+func FuzzDetail(f *testing.F) {
+	for _, s := range []string{"", "plain", "quote\" back\\slash", "\x00\x1f\x7f", "\xff\xfe", "\u2028\u2029", "<&>", "é😀"} {
+		f.Add(s, int64(len(s)))
+	}
+	f.Fuzz(func(t *testing.T, v string, n int64) {
+		st := memory.New()
+		s := auditsink.New(auditsink.Config{KeepEvents: true})
+		log := slog.New(s.Handler(slog.DiscardHandler)).With("with", v).WithGroup(v)
+		log.Info("audit", "event", "fuzz", "value", v, "n", n, slog.Group("g", "inner", v, "f", float64(n)/3))
+		slog.New(s.Handler(slog.DiscardHandler)).Info("audit", "event", "fuzz", "sub", v, v, v)
+		s.Start(st, st)
+		closeSink(t, s)
+		es := list(t, st)
+		if len(es) != 2 {
+			t.Fatalf("%d events", len(es))
+		}
+		var want string // each invalid byte as U+FFFD, as encoding/json writes it
+		for _, r := range v {
+			want += string(r)
+		}
+		for _, e := range es {
+			if !json.Valid(e.Detail) {
+				t.Fatalf("detail is not JSON: %q", e.Detail)
+			}
+		}
+		var grouped map[string]any
+		if err := json.Unmarshal(es[1].Detail, &grouped); err != nil {
+			t.Fatal(err)
+		}
+		if grouped["with"] != want {
+			t.Fatalf("with = %q, want %q", grouped["with"], want)
+		}
+		inner, ok := grouped[want].(map[string]any)
+		if v == "" { // WithGroup("") opens no group
+			inner, ok = grouped, true
+		}
+		if !ok || inner["value"] != want || inner["n"] != float64(n) || inner["g"].(map[string]any)["inner"] != want {
+			t.Fatalf("grouped detail %s", es[1].Detail)
+		}
+		if sub := strings.ReplaceAll(strings.ToValidUTF8(v, "\uFFFD"), "\x00", "\uFFFD"); es[0].Subject != sub {
+			t.Fatalf("sub %q, want %q", es[0].Subject, sub)
+		}
+	})
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestAdminSettingsAreChecked(t *testing.T) {
@@ -69,5 +70,38 @@ clients:
 				t.Fatalf("got %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// admin.audit_retention is 7 days when unset, 0 turns keeping off, and a
+// negative one is refused; it needs no admin listener.
+func TestAuditRetention(t *testing.T) {
+	for _, c := range []struct {
+		extra   string
+		want    time.Duration
+		wantErr string
+	}{
+		{"", DefaultAuditRetention, ""},
+		{"admin: {audit_retention: 24h}\n", 24 * time.Hour, ""},
+		{"admin: {audit_retention: 0}\n", 0, ""},
+		{"admin: {audit_retention: -1h}\n", 0, "admin.audit_retention: must not be negative"},
+		{"admin: {audit_retention: soon}\n", 0, "admin.audit_retention"},
+	} {
+		cfg, err := Parse([]byte("storage: memory\nresources: [{uri: https://mcp.example.com/mcp, scopes: [mcp:tools]}]\n"+c.extra), func(string) (string, bool) { return "", false })
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("%q: got %v, want %q", c.extra, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", c.extra, err)
+		}
+		if got := cfg.KeptAuditFor(); got != c.want {
+			t.Fatalf("%q: KeptAuditFor = %v, want %v", c.extra, got, c.want)
+		}
+	}
+	if DefaultAuditRetention != 7*24*time.Hour {
+		t.Fatalf("DefaultAuditRetention = %v, want 7 days", DefaultAuditRetention)
 	}
 }

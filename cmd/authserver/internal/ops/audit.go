@@ -90,3 +90,42 @@ func (o *Ops) ListAudit(ctx context.Context, q AuditQuery) (AuditPage, error) {
 	}
 	return page, nil
 }
+
+// HourlyCounts are the counts of the hours of a chart, oldest first.
+type HourlyCounts struct {
+	// Hours are the starts of the hours (UTC), one an hour, the last the
+	// current one.
+	Hours []time.Time `json:"hours"`
+	// Counts holds, for each name asked for, one count per hour of Hours
+	// (0 for an hour without a stored count).
+	Counts map[string][]int64 `json:"counts"`
+}
+
+// HourlyCounts returns the stored counts of names (auditsink's
+// tokens_issued, refusals, logins, login_failures) for the hours hours
+// up to the one holding now, the counts of every instance added up.
+func (o *Ops) HourlyCounts(ctx context.Context, now time.Time, hours int, names ...string) (HourlyCounts, error) {
+	if hours < 1 || hours > 24*31 {
+		return HourlyCounts{}, invalidf("hours must be from 1 to %d", 24*31)
+	}
+	last := now.UTC().Truncate(time.Hour)
+	first := last.Add(-time.Duration(hours-1) * time.Hour)
+	out := HourlyCounts{Hours: make([]time.Time, hours), Counts: make(map[string][]int64, len(names))}
+	for i := range out.Hours {
+		out.Hours[i] = first.Add(time.Duration(i) * time.Hour)
+	}
+	for _, n := range names {
+		out.Counts[n] = make([]int64, hours)
+	}
+	cs, err := o.Store.ListStats(ctx, first)
+	if err != nil {
+		return HourlyCounts{}, err
+	}
+	for _, c := range cs {
+		i := int(c.Hour.Sub(first) / time.Hour)
+		if series, ok := out.Counts[c.Name]; ok && i >= 0 && i < hours {
+			series[i] += c.Count
+		}
+	}
+	return out, nil
+}
