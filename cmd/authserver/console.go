@@ -67,7 +67,6 @@ func (s *server) newConsole(inProcessClient *http.Client) (*console.Console, err
 			}
 			return !capped || slices.Contains(allowed, config.AdminScope), nil
 		},
-		Stats:        s.store,
 		AuditKept:    cfg.KeptAuditFor() > 0,
 		KeyRetention: as.KeyRetention(cfg.Tokens.AccessTTL.D(), cfg.Signing.KeyReload.D()),
 		Logger:       s.log.With("component", "console"),

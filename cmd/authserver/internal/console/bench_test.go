@@ -74,7 +74,7 @@ func newBenchConsole() (*Console, error) {
 	o := &ops.Ops{Store: st, Secret: secret, Grants: srv, SigningAlg: "ES256"}
 	return New(Config{Issuer: "http://127.0.0.1:9000", BaseURL: "http://127.0.0.1:9001/console", ClientID: "c", ClientSecret: "s", Resource: "r",
 		Secret: secret, Ops: func() Operations { return o }, Sessions: st, Allowed: func(context.Context, string) (bool, error) { return true, nil },
-		Stats: st, AuditKept: true, Logger: slog.New(slog.DiscardHandler)})
+		AuditKept: true, Logger: slog.New(slog.DiscardHandler)})
 }
 
 // fill stores the clients and people, 5,000 to a transaction.

@@ -46,32 +46,22 @@ const (
 	chartBars   = 120 // height of the bars' area
 )
 
-// charts draws the last 24 hours of every counter of chartNames; noStats
-// when the server keeps none.
-func (c *Console) charts(ctx context.Context) (charts []chart, noStats bool, err error) {
-	if c.cfg.Stats == nil {
-		return nil, true, nil
+// charts draws the last 24 hours of every counter of chartNames from the
+// counts every instance adds to storage (ops.HourlyCounts).
+func (c *Console) charts(ctx context.Context) ([]chart, error) {
+	names := make([]string, 0, len(chartNames))
+	for _, n := range chartNames {
+		names = append(names, n.Name)
 	}
-	end := c.now().UTC().Truncate(time.Hour)
-	start := end.Add(-23 * time.Hour)
-	counts, err := c.cfg.Stats.ListStats(ctx, start)
+	hc, err := c.cfg.Ops().HourlyCounts(ctx, c.now(), 24, names...)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	byName := map[string][]int64{}
+	out := make([]chart, 0, len(chartNames))
 	for _, n := range chartNames {
-		byName[n.Name] = make([]int64, 24)
+		out = append(out, drawChart(n.Title, hc.Counts[n.Name], hc.Hours[0]))
 	}
-	for _, sc := range counts {
-		i := int(sc.Hour.UTC().Sub(start) / time.Hour)
-		if s, ok := byName[sc.Name]; ok && i >= 0 && i < 24 {
-			s[i] += sc.Count
-		}
-	}
-	for _, n := range chartNames {
-		charts = append(charts, drawChart(n.Title, byName[n.Name], start))
-	}
-	return charts, false, nil
+	return out, nil
 }
 
 // drawChart lays out 24 hourly values starting at start.

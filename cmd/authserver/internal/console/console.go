@@ -45,6 +45,7 @@ type Operations interface {
 	RetireKey(ctx context.Context, actor, kid string) (string, error)
 	PruneKeys(ctx context.Context, actor string, unloadable bool) ([]string, error)
 	ListAudit(ctx context.Context, q ops.AuditQuery) (ops.AuditPage, error)
+	HourlyCounts(ctx context.Context, now time.Time, hours int, names ...string) (ops.HourlyCounts, error)
 }
 
 // Sessions reads the server's browser sessions (storage.SessionStore): a
@@ -85,9 +86,6 @@ type Config struct {
 	// (admin.people, admin.groups, as policy.People.CapOn decides).
 	// Required.
 	Allowed func(ctx context.Context, subject string) (bool, error)
-	// Stats feeds the overview's charts. Nil: the page says the server
-	// keeps no hourly counts.
-	Stats StatsReader
 	// AuditKept: the server keeps audit events in storage
 	// (admin.audit_retention is not 0), which the audit page lists.
 	AuditKept bool

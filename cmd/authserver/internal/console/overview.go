@@ -136,7 +136,6 @@ type overviewPage struct {
 	Retired    []keyRow
 	Old        []as.KeyInfo
 	Charts     []chart
-	NoStats    bool
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
@@ -162,7 +161,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 			d.Old = append(d.Old, k.KeyInfo)
 		}
 	}
-	d.Charts, d.NoStats, err = c.charts(r.Context())
+	d.Charts, err = c.charts(r.Context())
 	if err != nil {
 		c.failAs(w, s, err)
 		return
