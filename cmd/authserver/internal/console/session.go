@@ -58,22 +58,35 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// cookieName returns a cookie's name and path: over https with the __Host-
+// prefix (RFC 6265bis §4.1.3.2: Secure, no Domain, path /), else scoped
+// to the console's pages.
+func (c *Console) cookieName(name string) (string, string) {
+	if c.secure {
+		return "__Host-" + name, "/"
+	}
+	return name, Prefix
+}
+
 func (c *Console) setCookie(w http.ResponseWriter, name string, v any, maxAge time.Duration) error {
 	enc, err := c.cookie.Encode(name, v)
 	if err != nil {
 		return err
 	}
-	http.SetCookie(w, &http.Cookie{Name: name, Value: enc, Path: Prefix, MaxAge: int(maxAge / time.Second),
+	full, path := c.cookieName(name)
+	http.SetCookie(w, &http.Cookie{Name: full, Value: enc, Path: path, MaxAge: int(maxAge / time.Second),
 		HttpOnly: true, Secure: c.secure, SameSite: http.SameSiteLaxMode})
 	return nil
 }
 
 func (c *Console) clearCookie(w http.ResponseWriter, name string) {
-	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true, Secure: c.secure, SameSite: http.SameSiteLaxMode})
+	full, path := c.cookieName(name)
+	http.SetCookie(w, &http.Cookie{Name: full, Value: "", Path: path, MaxAge: -1, HttpOnly: true, Secure: c.secure, SameSite: http.SameSiteLaxMode})
 }
 
 func (c *Console) readCookie(r *http.Request, name string, v any) bool {
-	ck, err := r.Cookie(name)
+	full, _ := c.cookieName(name)
+	ck, err := r.Cookie(full)
 	if err != nil {
 		return false
 	}

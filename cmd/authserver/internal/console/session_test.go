@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +78,39 @@ func TestSessionEndsWithItsTTLAndTheServersSession(t *testing.T) {
 	c.ServeHTTP(w, req)
 	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "Not signed in") {
 		t.Fatalf("a cookie of another secret: %d\n%s", w.Code, w.Body)
+	}
+}
+
+// Over https the cookies are Secure, with the __Host- prefix and path /;
+// over http scoped to the console's pages. Both are HttpOnly and
+// SameSite=Lax.
+func TestCookieAttributes(t *testing.T) {
+	for _, tc := range []struct{ base, name, path string }{
+		{"http://127.0.0.1:9001/console", "mcpauth_console_signin", "/console/"},
+		{"https://admin.example/console", "__Host-mcpauth_console_signin", "/"},
+	} {
+		c := listConsole(t, 0)
+		cfg := c.cfg
+		cfg.BaseURL = tc.base
+		c, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, httptest.NewRequest("GET", "/console/signin", nil))
+		cks := w.Result().Cookies()
+		if w.Code != http.StatusSeeOther || len(cks) != 1 {
+			t.Fatalf("%s: %d %v", tc.base, w.Code, cks)
+		}
+		ck := cks[0]
+		if ck.Name != tc.name || ck.Path != tc.path || !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Secure != strings.HasPrefix(tc.base, "https") {
+			t.Errorf("%s: %+v", tc.base, ck)
+		}
+		loc := w.Header().Get("Location")
+		for _, want := range []string{"code_challenge_method=S256", "scope=admin", "resource=r", "client_id=c", "redirect_uri=" + url.QueryEscape(tc.base+"/callback")} {
+			if !strings.Contains(loc, want) {
+				t.Errorf("%s: the authorization request %s lacks %s", tc.base, loc, want)
+			}
+		}
 	}
 }
