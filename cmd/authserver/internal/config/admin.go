@@ -3,7 +3,9 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -27,6 +29,10 @@ type Admin struct {
 	// ConsoleSessionTTL ends a console session this long after its
 	// sign-in, whatever the AS session does (default 8h).
 	ConsoleSessionTTL Duration `yaml:"console_session_ttl"`
+	// ConsoleURL is the console's address as browsers reach it, such as
+	// https://admin.example.com/console behind a TLS proxy. Empty:
+	// http://{listen}/console.
+	ConsoleURL string `yaml:"console_url"`
 	// AuditRetention is how long the audit events copied into storage for
 	// the console are kept there (the log keeps its own); 0 keeps none.
 	// Default DefaultAuditRetention.
@@ -52,10 +58,13 @@ func (c *Config) KeptAuditFor() time.Duration {
 // the server registers itself when the admin listener is on.
 const ConsoleClientID = "mcpauth-console"
 
-// ConsoleURL is the console's base URL on the admin listener,
-// http://{admin.listen}/console, with an unspecified host (":9001",
+// ConsoleURL is the console's base URL: admin.console_url, else
+// http://{admin.listen}/console with an unspecified host (":9001",
 // "0.0.0.0:9001") read as 127.0.0.1.
 func (c *Config) ConsoleURL() string {
+	if c.Admin.ConsoleURL != "" {
+		return strings.TrimSuffix(c.Admin.ConsoleURL, "/")
+	}
 	host, port, err := net.SplitHostPort(c.Admin.Listen)
 	if err != nil {
 		return "http://" + c.Admin.Listen + "/console"
@@ -111,6 +120,13 @@ func (c *Config) validateAdmin() error {
 	}
 	if d := a.ConsoleSessionTTL.D(); d < time.Minute || d > 7*24*time.Hour {
 		return errf("admin.console_session_ttl", "must be between 1m and 168h, got %s", d)
+	}
+	if u := a.ConsoleURL; u != "" {
+		pu, err := url.Parse(u)
+		if err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" || pu.RawQuery != "" || pu.Fragment != "" || pu.User != nil ||
+			strings.TrimSuffix(pu.Path, "/") != "/console" {
+			return errf("admin.console_url", "must be an http(s) URL ending in /console, with no query or fragment, got %q", u)
+		}
 	}
 	for i, p := range a.People {
 		if p == "" {
