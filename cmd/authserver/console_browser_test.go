@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/mcpauth/mcpauth/internal/testop"
@@ -128,6 +133,31 @@ func TestConsoleInChromium(t *testing.T) {
 			name = "overview"
 		}
 		shot(t, ctx, dir, "1"+string(rune('a'+i))+"-"+name)
+	}
+
+	// Another site cannot frame the console, even for a signed-in person.
+	framer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<!doctype html><title>framer</title><iframe id="f" src="%s/" width="800" height="600"></iframe>`, consoleURL)
+	}))
+	defer framer.Close()
+	step(t, ctx, "a framing page", chromedp.Navigate(framer.URL), chromedp.WaitReady(css(`#f`)))
+	var child *cdp.Frame
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && (child == nil || child.URL == "about:blank"); time.Sleep(200 * time.Millisecond) {
+		tree, err := chromedp.Run(ctx, func(ctx context.Context, tg *chromedp.Target) (*page.GetFrameTreeResult, error) {
+			r, err := cdp.Call(ctx, tg, page.GetFrameTree, cdp.Empty{})
+			return &r, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tree.FrameTree.ChildFrames) == 1 {
+			child = tree.FrameTree.ChildFrames[0].Frame
+		}
+	}
+	shot(t, ctx, dir, "23-framed")
+	if child == nil || strings.HasPrefix(child.URL, consoleURL) && child.UnreachableURL == "" {
+		t.Fatalf("the console loaded in another site's frame: %+v", child)
 	}
 
 	// The agent: demo-app's grant, found by client and revoked.
