@@ -223,9 +223,14 @@ func TestConsoleOverHTTP(t *testing.T) {
 		"server secret": testSecret, "console client secret": consoleSecret([]byte(testSecret)),
 		"access token": tok.AccessToken, "refresh token": tok.RefreshToken, "ops-bot secret": opsSecret,
 	}
-	u, _ := url.Parse(consoleURL)
+	u, _ := url.Parse(consoleURL + "/")
 	for _, ck := range alice.Jar.Cookies(u) {
 		secrets["cookie "+ck.Name] = ck.Value
+	}
+	held := consoleCookie(t, alice, consoleURL)
+	secrets["console's access token"], secrets["console's refresh token"] = held.Access, held.Refresh
+	if len(secrets) < 8 || held.Access == "" || held.Refresh == "" {
+		t.Fatalf("the secrets to look for: %d", len(secrets))
 	}
 	var grantID string
 	for _, pu := range consolePages(consoleURL, "alice", "demo-app") {
