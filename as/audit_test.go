@@ -69,13 +69,14 @@ func newLoggedHarness(t *testing.T, mod func(*Config)) (*harness, *logCapture) {
 		}
 		c.Revoker = NewGrantRevoker(c.Store, logger)
 		ui, err := loginui.New(loginui.Config{
-			Users:    []loginui.User{{Username: "alice", PasswordHash: aliceHash}},
-			Consents: c.Store.(loginui.ConsentStore),
-			JTIs:     c.Store.(loginui.JTIStore),
-			Secret:   c.Secret,
-			Now:      c.Now,
-			Logger:   logger,
-			Revoker:  c.Revoker,
+			Users:     []loginui.User{{Username: "alice", PasswordHash: aliceHash}},
+			Consents:  c.Store.(loginui.ConsentStore),
+			JTIs:      c.Store.(loginui.JTIStore),
+			Approvals: c.Store,
+			Secret:    c.Secret,
+			Now:       c.Now,
+			Logger:    logger,
+			Revoker:   c.Revoker,
 		})
 		if err != nil {
 			t.Fatal(err)

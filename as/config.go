@@ -61,6 +61,12 @@ type Resource struct {
 	// §4). Nobody else learns about other clients' tokens for it; in
 	// particular no registered or CIMD client ever does.
 	IntrospectionClients []string
+	// ApprovalClients are the ids of configured confidential clients
+	// (Config.Clients) that hold this resource's high-risk tool calls for a
+	// person's approval: they may register a call and ask whether it was
+	// approved at the approvals endpoint, for access tokens whose audience
+	// is this resource. Nobody else may. Empty: no client may.
+	ApprovalClients []string
 	// TokenClaims are the person attributes written into access tokens
 	// for this resource, of PersonClaims (email, groups, tenant), from
 	// Config.Attributes; a resource server's policy rules read them
@@ -311,6 +317,8 @@ type resource struct {
 	Default       bool
 	// introspectors are Resource.IntrospectionClients.
 	introspectors []string
+	// approvers are Resource.ApprovalClients.
+	approvers []string
 	// tokenClaims are Resource.TokenClaims.
 	tokenClaims []string
 	// fixedPoint is whether metadata.CanonicalResource(URI) is URI: a
@@ -408,7 +416,7 @@ func buildResources(in []Resource) ([]resource, error) {
 		}
 		again, err := metadata.CanonicalResource(c)
 		out = append(out, resource{URI: c, Name: r.Name, Scopes: slices.Clone(r.Scopes), DefaultScopes: def, Default: r.Default,
-			introspectors: slices.Clone(r.IntrospectionClients), tokenClaims: slices.Clone(r.TokenClaims), fixedPoint: err == nil && again == c})
+			introspectors: slices.Clone(r.IntrospectionClients), approvers: slices.Clone(r.ApprovalClients), tokenClaims: slices.Clone(r.TokenClaims), fixedPoint: err == nil && again == c})
 	}
 	if defaults > 1 {
 		return nil, errors.New("as: more than one Resource is marked Default")

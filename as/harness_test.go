@@ -128,12 +128,13 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 			cfg.Revoker = NewGrantRevoker(cfg.Store, cfg.Logger)
 		}
 		ui, err := loginui.New(loginui.Config{
-			Users:    []loginui.User{{Username: "alice", PasswordHash: aliceHash}},
-			Consents: store,
-			JTIs:     store,
-			Secret:   secret,
-			Now:      clk.Now,
-			Revoker:  cfg.Revoker,
+			Users:     []loginui.User{{Username: "alice", PasswordHash: aliceHash}},
+			Consents:  store,
+			JTIs:      store,
+			Approvals: store,
+			Secret:    secret,
+			Now:       clk.Now,
+			Revoker:   cfg.Revoker,
 		})
 		if err != nil {
 			t.Fatal(err)

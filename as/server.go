@@ -178,6 +178,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 				return nil, fmt.Errorf("as: Resources[%d].IntrospectionClients[%d]: %q is not a configured confidential client", i, j, id)
 			}
 		}
+		for j, id := range r.approvers {
+			c, ok := s.clients.static[id]
+			if !ok || c.public || c.authMethod == authPrivateKeyJWT {
+				return nil, fmt.Errorf("as: Resources[%d].ApprovalClients[%d]: %q is not a configured confidential client with a secret", i, j, id)
+			}
+		}
 	}
 
 	s.clients.workload = map[string]*client{}
@@ -320,6 +326,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.clients.f = s.provider
 
 	s.ui = cfg.UI
+	if s.ui != nil {
+		s.ui.SetNames(displayNames{s})
+	}
 	if s.flow, err = authflow.NewCodec(cfg.Secret, cfg.Store, 0, cfg.Now); err != nil {
 		return nil, err
 	}
@@ -339,8 +348,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 // Handler serves every endpoint. Paths are the issuer's path followed by
-// /authorize, /token, /introspect, /revoke, /jwks.json, /statuslists/1 (the
-// Token Status List), /statuslists (its aggregation), /consents, /logout,
+// /authorize, /token, /introspect, /approvals, /revoke, /jwks.json, /statuslists/1 (the
+// Token Status List), /statuslists (its aggregation), /consents, /approve/{id}, /logout,
 // /ui/, /upstream/{id}/callback, plus the metadata documents at /.well-known/oauth-authorization-server{path},
 // /.well-known/openid-configuration{path} and {path}/.well-known/openid-configuration.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -358,6 +367,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(bp+loginui.ContinuePath, http.HandlerFunc(s.serveContinue))
 	mux.Handle(bp+"/token", cors(noStore(oneAuthorization(http.HandlerFunc(s.serveToken)))))
 	mux.Handle(bp+"/introspect", noStore(oneAuthorization(http.HandlerFunc(s.serveIntrospect))))
+	mux.Handle(bp+ApprovalsPath, noStore(oneAuthorization(http.HandlerFunc(s.serveApprovals))))
 	mux.Handle(bp+"/revoke", cors(noStore(oneAuthorization(http.HandlerFunc(s.serveRevoke)))))
 	mux.Handle(bp+"/jwks.json", cors(http.HandlerFunc(s.serveJWKS)))
 	mux.Handle(bp+statusListPath, cors(http.HandlerFunc(s.serveStatusList)))
@@ -380,6 +390,8 @@ func (s *Server) routes() http.Handler {
 		mux.Handle(bp+loginui.UpstreamPath, uh)
 		mux.Handle(bp+loginui.ConsentPath, uh)
 		mux.Handle(bp+"/consents", uh)
+		// The pages where people decide about held tool calls.
+		mux.Handle(bp+loginui.ApprovalPath, uh)
 		mux.Handle(bp+"/logout", uh)
 		mux.Handle(bp+"/ui/", uh)
 		// Callbacks of upstream OpenID providers (loginui.Config.Upstreams).

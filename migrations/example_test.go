@@ -31,7 +31,7 @@ func ExampleRunner() {
 	after, _ := r.Status(ctx)
 	fmt.Println("current", after.Current(), "pending", after.Pending)
 	// Output:
-	// pending [1 2 3 4 7]
-	// applied [1 2 3 4 7] <nil>
+	// pending [1 2 3 4 5 7]
+	// applied [1 2 3 4 5 7] <nil>
 	// current 7 pending []
 }

@@ -85,7 +85,7 @@ type AuditEvent struct {
 	Tenant     string        // the configured tenant claim of the token
 	ArgsSHA256 string        // ArgumentsDigest of params.arguments (tools/call, prompts/get)
 	Result     string        // AuditOK, AuditToolError, AuditRPCError, ...
-	ErrorCode  int           // the JSON-RPC error code when Result is AuditRPCError
+	ErrorCode  int           // the JSON-RPC error code when Result is AuditRPCError or AuditApprovalUnavailable
 	IsError    bool          // the isError flag of a tools/call result
 	Status     int           // HTTP status of the response
 	Latency    time.Duration // from the request's arrival to its response
@@ -101,6 +101,10 @@ type AuditEvent struct {
 	// Pattern names the screening pattern of EventToolSuspicious (key
 	// "pattern"): a built-in name or "screening.patterns[i]".
 	Pattern string
+	// ApprovalID names the person's approval of a tools/call that needs
+	// one (MCPFilterConfig.Approval, key "approval_id"): the approval used
+	// by a forwarded call, or the pending or denied one of a held call.
+	ApprovalID string
 	// TraceID and SpanID are the W3C trace and span ids (lowercase hex)
 	// of the request's OpenTelemetry span, keys trace_id and span_id;
 	// empty (and not written) without a span.
@@ -116,10 +120,11 @@ type AuditFunc func(AuditEvent)
 // logfmt-style key=value lines (through slog's TextHandler), with the keys
 // time, event, method, tool, id, session, sub, client_id, tenant,
 // args_sha256, tool_sha256, pinned_sha256, pattern (tool definition
-// events), result, error_code, rule (AuditDeniedByPolicy),
-// rate_limit (AuditRateLimited), is_error, status, latency_ms, trace_id,
-// span_id (with an OpenTelemetry span). Each line
-// is one Write, and the Writes come one after the other.
+// events), approval_id (calls that need a person's approval), result,
+// error_code (AuditRPCError, AuditApprovalUnavailable), rule
+// (AuditDeniedByPolicy), rate_limit (AuditRateLimited), is_error, status,
+// latency_ms, trace_id, span_id (with an OpenTelemetry span). Each line is
+// one Write, and the Writes come one after the other.
 func AuditLog(w io.Writer, format string) AuditFunc {
 	if format == "text" {
 		return slogAudit(slog.NewTextHandler(w, nil), false)
@@ -163,8 +168,9 @@ func slogAudit(h slog.Handler, jsonLines bool) AuditFunc {
 		attrs = appendNonEmpty(attrs, "tool_sha256", e.ToolSHA256)
 		attrs = appendNonEmpty(attrs, "pinned_sha256", e.PinnedSHA256)
 		attrs = appendNonEmpty(attrs, "pattern", e.Pattern)
+		attrs = appendNonEmpty(attrs, "approval_id", e.ApprovalID)
 		attrs = append(attrs, slog.String("result", e.Result))
-		if e.Result == AuditRPCError {
+		if e.Result == AuditRPCError || e.Result == AuditApprovalUnavailable {
 			attrs = append(attrs, slog.Int("error_code", e.ErrorCode))
 		}
 		switch e.Result {
@@ -221,14 +227,14 @@ func appendAuditJSON(b []byte, e AuditEvent) []byte {
 	}
 	for _, m := range [...]struct{ k, v string }{
 		{"session", e.Session}, {"sub", e.Subject}, {"client_id", e.ClientID}, {"tenant", e.Tenant}, {"args_sha256", e.ArgsSHA256},
-		{"tool_sha256", e.ToolSHA256}, {"pinned_sha256", e.PinnedSHA256}, {"pattern", e.Pattern},
+		{"tool_sha256", e.ToolSHA256}, {"pinned_sha256", e.PinnedSHA256}, {"pattern", e.Pattern}, {"approval_id", e.ApprovalID},
 	} {
 		if m.v != "" {
 			b = appendJSONMember(b, m.k, m.v)
 		}
 	}
 	b = appendJSONMember(b, "result", e.Result)
-	if e.Result == AuditRPCError {
+	if e.Result == AuditRPCError || e.Result == AuditApprovalUnavailable {
 		b = append(b, `,"error_code":`...)
 		b = strconv.AppendInt(b, int64(e.ErrorCode), 10)
 	}

@@ -82,6 +82,19 @@ type MCPFilterConfig struct {
 	// EventToolSuspicious and, with ScreenHide, the tool is left out of
 	// tools/list and its calls answered with ErrCodeToolWithheld.
 	Screening *Screening
+	// Approval, when set, holds the tools/call requests of the tools it
+	// names until a person approves each on the authorization server's
+	// page, with exactly its arguments (docs/TOOLS.md): a call not yet
+	// approved is answered with the page's URL (WriteURLRequired, audited
+	// AuditApprovalPending), a denied one with a tool result isError
+	// (AuditApprovalDenied), and when the AS cannot be asked the call is
+	// refused (ErrCodeApprovalUnavailable, AuditApprovalUnavailable); none
+	// of them reaches the handler. An approved call is forwarded once, its
+	// audit event naming the approval (AuditEvent.ApprovalID). The calls of
+	// a batch are decided each on its own: the others go on. Approval is
+	// asked last, after Pins, Screening, RateLimits and Policy, so the
+	// arguments approved are the ones forwarded.
+	Approval *Approval
 }
 
 // MCPFilter applies two things to the MCP Streamable HTTP exchanges of a
@@ -108,6 +121,11 @@ type MCPFilterConfig struct {
 //     rules read the requests as parsed here, after the refusals above,
 //     and a stateless request's Mcp-Method and Mcp-Name must mirror its
 //     body.
+//   - URL-mode elicitation: what the client declared, in the initialize
+//     of its MCP session (capabilities.elicitation.url; the session id of
+//     the answer is kept, at most 100000) or in the request's own _meta
+//     (MetaClientCapabilities, MCP 2026-07-28), is in the context of every
+//     request it passes on (URLElicitationDeclared), for WriteURLRequired.
 //
 // A list answer it would filter that is content-coded (gzip and the like:
 // a compressing handler inside Wrap) cannot be read, and is replaced by a
@@ -132,20 +150,24 @@ type MCPFilter struct {
 	policy      *toolpolicy.Engine
 	limits      *toolpolicy.Limiter
 	// guard: Pins and Screening; nil without either.
-	guard  *toolGuard
-	traces traces
+	guard    *toolGuard
+	approval *Approval
+	traces   traces
 	// toolScopes lists every scope some tool needs beyond the base: a
 	// caller holding them all sees every tool, and tools/list answers are
 	// not parsed. resourceScopes and promptScopes are the same for
 	// resources (and their templates) and prompts.
 	toolScopes, resourceScopes, promptScopes []string
+	// urlSessions: the MCP sessions whose initialize declared URL-mode
+	// elicitation (URLElicitationDeclared).
+	urlSessions urlSessions
 }
 
 // NewMCPFilter returns an MCPFilter for cfg.
 func NewMCPFilter(cfg MCPFilterConfig) *MCPFilter {
 	f := &MCPFilter{scopes: cfg.Scopes, audit: cfg.Audit, tenantClaim: cfg.TenantClaim,
 		maxBody: cfg.MaxBodyBytes, maxResp: cfg.MaxResponseBytes, now: cfg.Now, log: cfg.Logger,
-		policy: cfg.Policy, limits: cfg.RateLimits}
+		policy: cfg.Policy, limits: cfg.RateLimits, approval: cfg.Approval}
 	if cfg.Pins != nil || cfg.Screening != nil {
 		f.guard = &toolGuard{pins: cfg.Pins, screen: cfg.Screening, verdicts: map[[32]byte]seenTool{}}
 	}
@@ -196,6 +218,9 @@ type rpcRequest struct {
 	name string
 	// msg is the message's JSON text; rawArgs its params.arguments.
 	msg, rawArgs []byte
+	// approval is the id of the person's approval a held or approved
+	// tools/call has (Approval).
+	approval string
 	// response: a JSON-RPC response of the client (no method; id is the
 	// id of the server's request it answers, key is empty).
 	response bool
@@ -274,7 +299,7 @@ func parseRequests(body []byte, peeked bool) ([]*rpcRequest, error) {
 			// A response to a request of the server (JSON-RPC 2.0 §5, as
 			// an elicitation/create answer): one event, with the id it
 			// answers, never matched with the server's answer.
-			req := &rpcRequest{response: true}
+			req := &rpcRequest{response: true, msg: m}
 			if rawID != nil && string(rawID) != "null" {
 				if req.id, err = idKey(rawID); err != nil {
 					return errIDKey
@@ -433,6 +458,15 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 		start := f.now()
 		var reqs []*rpcRequest
 		var caller *toolpolicy.Caller
+		var extra [][]byte // answers of held calls (Approval)
+		sid := r.Header.Get(SessionHeader)
+		if r.Method == http.MethodDelete {
+			f.urlSessions.remove(sid)
+		}
+		urlDeclared, initURL := f.urlSessions.has(sid), false
+		if urlDeclared {
+			r = r.WithContext(withURLElicitation(r.Context()))
+		}
 		if r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
 			var body []byte
 			peeked := false
@@ -484,6 +518,15 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 			if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
 				spanAttributes(span, p, reqs)
 			}
+			for _, q := range reqs {
+				if !q.response && declaresURLElicitation(q.method, q.msg) {
+					if !urlDeclared {
+						urlDeclared = true
+						r = r.WithContext(withURLElicitation(r.Context()))
+					}
+					initURL = initURL || q.method == "initialize"
+				}
+			}
 			if f.policy != nil && Stateless(r) && !mirrorsBody(r, body) {
 				// The rules read the body; the headers must say the same,
 				// whatever the Middleware's scopes needed to read
@@ -506,11 +549,17 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 					return
 				}
 			}
+			if f.approval != nil && len(reqs) > 0 {
+				var ok bool
+				if reqs, extra, ok = f.holdCalls(w, r, p, start, body, reqs); !ok {
+					return
+				}
+			}
 		}
 		if caller == nil && f.policy != nil {
 			caller = f.caller(r, p)
 		}
-		fw := &filterWriter{w: w, f: f, p: p, c: caller, reqs: reqs, start: start, byID: map[string]*rpcRequest{}}
+		fw := &filterWriter{w: w, f: f, p: p, c: caller, reqs: reqs, start: start, byID: map[string]*rpcRequest{}, initURL: initURL, extra: extra}
 		for _, q := range reqs {
 			if q.key != "" {
 				fw.byID[q.key] = q
@@ -520,7 +569,7 @@ func (f *MCPFilter) Wrap(next http.Handler) http.Handler {
 			fw.base = f.baseEvent(r, p, inboundToken(r.Context()), start)
 		}
 		fw.trim = f.trimsAnswer(r, reqs, p, caller)
-		fw.inspect = len(fw.byID) > 0 && f.audit != nil || f.trims(p)
+		fw.inspect = len(fw.byID) > 0 && f.audit != nil || f.trims(p) || len(extra) > 0
 		returned := false
 		defer func() {
 			if !returned {
@@ -769,6 +818,7 @@ const (
 	modeSSE       // filtered event by event
 	modeRefused   // an answer to be filtered that cannot be read: refused
 	modeUnread    // to be filtered, of a media type not read: held until a byte comes
+	modeExtras    // 202 to the forwarded part of a batch: replaced by the held calls' answers
 )
 
 // contentCoded reports whether h names a content coding other than
@@ -809,6 +859,25 @@ type filterWriter struct {
 	broken bool // modeSSE: the stream was cut
 	// refusal is the JSON-RPC error message of a modeRefused answer.
 	refusal string
+	// extra are the answers to held requests of a batch (Approval), added
+	// to the handler's answer to the others.
+	extra [][]byte
+	// initURL: the request is an initialize declaring URL elicitation; the
+	// session id of its answer is recorded (URLElicitationDeclared).
+	initURL bool
+}
+
+// recordSession records the session id of the answer to an initialize that
+// declared URL elicitation, as the handler set it (before any outer layer
+// such as SessionBinding rewrites it), when the answer is a success.
+func (fw *filterWriter) recordSession(code int) {
+	if !fw.initURL {
+		return
+	}
+	fw.initURL = false
+	if code/100 == 2 {
+		fw.f.urlSessions.add(fw.w.Header().Get(SessionHeader))
+	}
 }
 
 func (fw *filterWriter) Header() http.Header { return fw.w.Header() }
@@ -824,8 +893,14 @@ func (fw *filterWriter) WriteHeader(code int) {
 		return
 	}
 	fw.status = code
+	fw.recordSession(code)
 	mt, _, _ := mime.ParseMediaType(fw.w.Header().Get("Content-Type"))
 	switch {
+	case len(fw.extra) > 0 && code == http.StatusAccepted:
+		// The forwarded messages were notifications or responses; the
+		// held calls' answers are the answer.
+		fw.mode = modeExtras
+		return
 	case !fw.inspect || code/100 != 2:
 		fw.mode = modePass
 	case (mt == "text/event-stream" || mt == "application/json") && contentCoded(fw.w.Header()):
@@ -866,7 +941,7 @@ func (fw *filterWriter) Write(b []byte) (int, error) {
 		fw.f.log.Warn("rsmiddleware: answer of a media type the filter cannot read; it reads application/json and text/event-stream", "content_type", fw.w.Header().Get("Content-Type"))
 		fw.refuse("the MCP server's answer could not be checked: its media type is neither application/json nor text/event-stream")
 		return len(b), nil
-	case modeRefused:
+	case modeRefused, modeExtras:
 		return len(b), nil
 	case modeJSON:
 		if !fw.over && int64(len(fw.buf)+len(b)) <= fw.f.maxResp {
@@ -889,7 +964,7 @@ func (fw *filterWriter) Write(b []byte) (int, error) {
 
 // Flush sends what is complete: for event streams, every whole event.
 func (fw *filterWriter) Flush() {
-	if fw.mode == modeJSON || fw.mode == modeRefused || fw.mode == modeUnread {
+	if fw.mode == modeJSON || fw.mode == modeRefused || fw.mode == modeUnread || fw.mode == modeExtras {
 		return // nothing is sent before finish
 	}
 	if fl, ok := fw.w.(http.Flusher); ok {
@@ -901,7 +976,24 @@ func (fw *filterWriter) Flush() {
 func (fw *filterWriter) Unwrap() http.ResponseWriter { return fw.w }
 
 func (fw *filterWriter) finish() {
+	if fw.mode == modeUndecided {
+		fw.recordSession(http.StatusOK) // net/http sends 200 with the header
+		if len(fw.extra) > 0 {
+			fw.mode = modeExtras
+		}
+	}
 	switch fw.mode {
+	case modeExtras:
+		fw.status = http.StatusOK
+		fw.w.Header().Del("Content-Encoding")
+		writeRPCAnswer(fw.w, http.StatusOK, joinAnswers(fw.extra))
+	case modePass:
+		if len(fw.extra) > 0 {
+			// An HTTP error (or an answer of another media type) to the
+			// forwarded part of a batch: the held calls' answers cannot be
+			// added; they were not run, and are asked again when retried.
+			fw.f.log.Warn("rsmiddleware: the answers of calls held for approval were dropped: the batch's answer cannot hold them", "status", fw.status)
+		}
 	case modeUnread:
 		fw.w.WriteHeader(fw.status)
 	case modeRefused:
@@ -919,6 +1011,9 @@ func (fw *filterWriter) finish() {
 		if nb, changed := fw.filterMessages(fw.buf); changed {
 			out = nb
 		}
+		if len(fw.extra) > 0 {
+			out = withAnswers(out, fw.extra)
+		}
 		fw.w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 		fw.w.WriteHeader(fw.status)
 		_, _ = fw.w.Write(out)
@@ -926,6 +1021,15 @@ func (fw *filterWriter) finish() {
 		// An event cut off by the end of the stream is not dispatched by an
 		// EventSource (WHATWG HTML §9.2.6), so it is dropped, not forwarded.
 		fw.buf = nil
+		if len(fw.extra) > 0 && !fw.broken {
+			// The held calls' answers end the stream, one event each.
+			for _, a := range fw.extra {
+				_, _ = fw.w.Write([]byte("event: message\ndata: " + string(a) + "\n\n"))
+			}
+			if fl, ok := fw.w.(http.Flusher); ok {
+				fl.Flush()
+			}
+		}
 	}
 	if fw.f.audit == nil {
 		return
@@ -949,6 +1053,26 @@ func (fw *filterWriter) finish() {
 		}
 		fw.emit(q, res, 0, false, status)
 	}
+}
+
+// withAnswers adds answers to the JSON-RPC answer body out (a Response, a
+// batch of them, or nothing): one batch holding all.
+func withAnswers(out []byte, answers [][]byte) []byte {
+	t := trimJSONSpace(out)
+	var msgs [][]byte
+	switch {
+	case len(t) == 0:
+	case !json.Valid(t):
+		return out // not JSON: passed on as it is
+	case t[0] == '[':
+		_ = forEachMessage(t, func(m []byte) error {
+			msgs = append(msgs, m)
+			return nil
+		})
+	default:
+		msgs = append(msgs, t)
+	}
+	return joinAnswers(append(msgs, answers...))
 }
 
 // refuse replaces the answer by a JSON-RPC error -32603 with message msg
@@ -978,7 +1102,7 @@ func (fw *filterWriter) emit(q *rpcRequest, result string, code int, isError boo
 	case q.method == "tools/call":
 		e.Event = "tool.call"
 	}
-	e.Method, e.Tool, e.RequestID, e.ArgsSHA256 = q.method, q.tool, q.id, q.args
+	e.Method, e.Tool, e.RequestID, e.ArgsSHA256, e.ApprovalID = q.method, q.tool, q.id, q.args, q.approval
 	e.Result, e.ErrorCode, e.IsError, e.Status = result, code, isError, status
 	e.bound()
 	e.Latency = fw.f.now().Sub(fw.start)

@@ -104,6 +104,34 @@ func ExampleTokenPersonReader() {
 	// Output: grant-1 alice true true
 }
 
+// An approval of a held tool call is created pending, decided once by its
+// person, and used once for exactly its binding; a second use finds none.
+func ExampleApprovalStore() {
+	ctx := context.Background()
+	var s storage.Store = memory.New()
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	b := storage.ApprovalBinding{Subject: "alice", ClientID: "claude", Resource: "https://mcp.example.com/mcp",
+		Tool: "send_email", ArgsDigest: "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"}
+
+	a, _ := s.CreateApproval(ctx, &storage.Approval{ID: "ap-1", ApprovalBinding: b, Arguments: []byte(`{}`),
+		CreatedAt: now, ExpiresAt: now.Add(5 * time.Minute)})
+	fmt.Println(a.Status)
+	_, err := s.DecideApproval(ctx, "ap-1", "mallory", true, now)
+	fmt.Println(errors.Is(err, storage.ErrNotFound))
+	a, _ = s.DecideApproval(ctx, "ap-1", "alice", true, now.Add(time.Minute))
+	fmt.Println(a.Status)
+	a, _ = s.UseApproval(ctx, b, now.Add(2*time.Minute))
+	fmt.Println(a.Status)
+	_, err = s.UseApproval(ctx, b, now.Add(2*time.Minute))
+	fmt.Println(errors.Is(err, storage.ErrNotFound))
+	// Output:
+	// pending
+	// true
+	// approved
+	// used
+	// true
+}
+
 // Audit events are listed newest first and paged by id: the last ID of a
 // page is the BeforeID of the next. An Event ending in "." matches the
 // events it prefixes.

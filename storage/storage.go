@@ -17,8 +17,9 @@
 // together (RFC 9700 §4.14, RFC 7009 §2.1), consents, registered clients
 // (RFC 7591, RFC 7592), signing keys (RFC 7517), one-time assertion ids
 // (RFC 7523 §3, jti) and the people who log in (their sub, OpenID Connect
-// Core 1.0 §5.1). For the operator console it also keeps the recent audit
-// events and hourly counts of what happened, written by every instance.
+// Core 1.0 §5.1), and the approvals people give to single tool calls. For
+// the operator console it also keeps the recent audit events and hourly
+// counts of what happened, written by every instance.
 package storage
 
 import (
@@ -441,6 +442,87 @@ type UserStore interface {
 	UpdateUpstreamSession(ctx context.Context, subject string, sealedRefresh []byte, checkedAt time.Time, groups []string, claims map[string][]string) error
 }
 
+// ApprovalStatus is the state of an Approval.
+type ApprovalStatus string
+
+// The states of an Approval. A pending approval is decided once (approved
+// or denied); an approved one is used once (used). A denied one stays
+// denied; UsedAt records that its denial was reported.
+const (
+	ApprovalPending  ApprovalStatus = "pending"
+	ApprovalApproved ApprovalStatus = "approved"
+	ApprovalDenied   ApprovalStatus = "denied"
+	ApprovalUsed     ApprovalStatus = "used"
+)
+
+// ApprovalBinding is what an approval is for: one person, through one
+// client, calling one tool of one resource with arguments of one digest.
+type ApprovalBinding struct {
+	Subject  string
+	ClientID string
+	Resource string
+	Tool     string
+	// ArgsDigest is the lowercase hex SHA-256 of the canonical (RFC 8785)
+	// JSON of the arguments.
+	ArgsDigest string
+}
+
+// Approval is a person's decision about one tool call held by a resource
+// server: registered pending, approved or denied by the person on the AS's
+// page, then used (or its denial reported) once. It is dead after
+// ExpiresAt, whatever its status.
+type Approval struct {
+	ID string
+	ApprovalBinding
+	// Arguments are the canonical JSON bytes of the call's arguments, the
+	// bytes ArgsDigest is the digest of and the page shows.
+	Arguments []byte
+	Status    ApprovalStatus
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	// DecidedAt is when the person approved or denied; UsedAt when the
+	// approval was used, or its denial reported. Zero: not yet.
+	DecidedAt time.Time
+	UsedAt    time.Time
+}
+
+// Live reports whether a is unexpired at now.
+func (a *Approval) Live(now time.Time) bool { return now.Before(a.ExpiresAt) }
+
+// ApprovalStore keeps Approvals, keyed by ID.
+type ApprovalStore interface {
+	// CreateApproval stores a (Status pending) and returns it, unless a
+	// pending approval for the same binding is live at a.CreatedAt: then
+	// it returns that one and stores nothing. Of concurrent callers with
+	// one binding, all get the same approval. ErrAlreadyExists for a
+	// duplicate ID.
+	CreateApproval(ctx context.Context, a *Approval) (*Approval, error)
+	// GetApproval returns ErrNotFound for an unknown id.
+	GetApproval(ctx context.Context, id string) (*Approval, error)
+	// DecideApproval sets the status of the pending approval id of subject
+	// to approved (approve) or denied, and DecidedAt to now, and returns
+	// it. ErrNotFound when there is no approval id of subject; ErrInactive
+	// when it is not pending or not live at now. Of concurrent callers at
+	// most one succeeds.
+	DecideApproval(ctx context.Context, id, subject string, approve bool, now time.Time) (*Approval, error)
+	// UseApproval takes the oldest decided, unused approval for b that is
+	// live at now: an approved one becomes used, a denied one stays denied;
+	// both get UsedAt now. It returns it as changed; ErrNotFound when there
+	// is none. Of concurrent callers exactly one gets each approval.
+	UseApproval(ctx context.Context, b ApprovalBinding, now time.Time) (*Approval, error)
+	// ListApprovals returns up to limit approvals of subject (every
+	// subject's when subject is ""), whose ID sorts after afterID (byte
+	// order), in ID order: page through them by passing the last ID of
+	// the previous page. A limit <= 0 returns none.
+	ListApprovals(ctx context.Context, subject, afterID string, limit int) ([]Approval, error)
+	// DeleteApproval removes the approval id of subject (of any subject
+	// when subject is ""); ErrNotFound when there is none.
+	DeleteApproval(ctx context.Context, subject, id string) error
+	// DeleteExpiredApprovals removes up to limit approvals whose ExpiresAt
+	// is before before.
+	DeleteExpiredApprovals(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
 // PersonStatus is the part of a person's User record that decides whether
 // they may still use their grants (policy.People.Active): whether there is
 // a record, the upstream provider it says they signed in through ("" for a
@@ -550,6 +632,7 @@ type Store interface {
 	CounterStore
 	SessionStore
 	UserStore
+	ApprovalStore
 	AuditStore
 	StatsStore
 	Transactional

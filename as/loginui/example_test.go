@@ -1,6 +1,7 @@
 package loginui_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -132,3 +133,36 @@ func ExampleUI_ClientErrorPage() {
 	// 400 true
 	// true
 }
+
+// With Config.Approvals, Handler serves the page of each approval of a
+// held tool call under ApprovalPath; only its person may see it, so a
+// visitor who is not signed in gets the sign-in form, which returns there.
+func ExampleUI_SetNames() {
+	store := memory.New()
+	ui, err := loginui.New(loginui.Config{
+		Consents:  store,
+		JTIs:      store,
+		Approvals: store,
+		Secret:    []byte("an example secret of at least 32 bytes"),
+	})
+	if err != nil {
+		panic(err)
+	}
+	ui.SetNames(names{}) // the authorization server does this in as.New
+	srv := httptest.NewServer(ui.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + loginui.ApprovalPath + "AAAAAAAAAAAAAAAAAAAAAA")
+	if err != nil {
+		panic(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, strings.Contains(string(body), `name="password"`), resp.Header.Get("X-Frame-Options"))
+	// Output: 200 true DENY
+}
+
+// names names clients and resources for the pages.
+type names struct{}
+
+func (names) ClientName(context.Context, string) string { return "Example client" }
+func (names) ResourceName(string) string                { return "Example MCP server" }

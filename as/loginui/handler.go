@@ -10,7 +10,8 @@ import (
 // Handler serves the steps of an authorization transaction (LoginPath,
 // UpstreamPath, ConsentPath), the providers' callbacks
 // (/upstream/{id}/callback), /logout, /consents (list and revoke the
-// logged-in person's consents) and the /ui/ assets. Paths may arrive with
+// logged-in person's consents and approvals), the approval pages
+// (ApprovalPath) and the /ui/ assets. Paths may arrive with
 // or without BasePath in front.
 func (u *UI) Handler() http.Handler {
 	static, err := fs.Sub(staticFS, "static")
@@ -37,6 +38,8 @@ func (u *UI) Handler() http.Handler {
 			u.serveLogout(w, r)
 		case path == "/consents":
 			u.serveConsents(w, r)
+		case strings.HasPrefix(path, ApprovalPath):
+			u.serveApproval(w, r, strings.TrimPrefix(path, ApprovalPath))
 		case strings.HasPrefix(path, "/upstream/") && strings.HasSuffix(path, "/callback") && len(u.cfg.Upstreams) > 0:
 			u.serveCallback(w, r, strings.TrimSuffix(strings.TrimPrefix(path, "/upstream/"), "/callback"))
 		case strings.HasPrefix(path, "/ui/"):
@@ -101,7 +104,8 @@ func (u *UI) serveLogout(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveConsents lists the person's remembered consents and revokes one
-// client's (POST with CSRF). Anonymous visitors get the login form, which
+// client's (POST with CSRF), and lists their open approvals of tool calls
+// and revokes one. Anonymous visitors get the login form, which
 // posts back here.
 func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
@@ -133,6 +137,10 @@ func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 	}
 	if f != nil && f.Step == "end_session" {
 		u.serveEndSession(w, r, sess, f)
+		return
+	}
+	if f != nil && f.Step == "revoke_approval" {
+		u.revokeApproval(w, r, sess, f)
 		return
 	}
 	if f != nil {
@@ -175,6 +183,10 @@ func (u *UI) serveConsents(w http.ResponseWriter, r *http.Request) {
 			cv.ClientName = u.cfg.ClientNames(r.Context(), c.ClientID)
 		}
 		v.Consents = append(v.Consents, cv)
+	}
+	if v.Approvals, err = u.openApprovals(r.Context(), sess.Subject); err != nil {
+		u.storageError(w, r, "listing approvals", err)
+		return
 	}
 	sessions, err := u.cfg.Sessions.ListSessions(r.Context(), sess.Subject)
 	if err != nil {

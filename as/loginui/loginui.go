@@ -203,6 +203,11 @@ type Config struct {
 	// ClientNames returns a display name for a client id on the /consents
 	// page; nil shows the client id only.
 	ClientNames func(ctx context.Context, clientID string) string
+
+	// Approvals keeps the approvals of held tool calls: the approval page
+	// (ApprovalPath) shows and decides them, /consents lists and revokes
+	// the person's. Nil: there is no approval page.
+	Approvals ApprovalStore
 }
 
 // UI serves the login, consent, consent-list and log-out pages.
@@ -222,6 +227,8 @@ type UI struct {
 	flow          *authflow.Codec
 	log           *slog.Logger
 	now           func() time.Time
+	// names names clients and resources on the approval page (SetNames).
+	names Names
 }
 
 type cookieNames struct {
@@ -403,6 +410,7 @@ const (
 	stepLogin    = "login"
 	stepConsent  = "consent"
 	stepUpstream = "upstream"
+	stepApproval = "approval"
 	maxFormBytes = 16 << 10
 )
 

@@ -76,9 +76,14 @@ type view struct {
 	Scopes       []scopeView
 	Approved     []scopeView // already allowed by a remembered consent
 
-	// Consents list, and the person's signed-in sessions.
-	Consents []consentView
-	Sessions []sessionView
+	// Consents list, and the person's signed-in sessions and open
+	// approvals.
+	Consents  []consentView
+	Sessions  []sessionView
+	Approvals []approvalItem
+
+	// Approval page.
+	Approval *approvalView
 
 	// Error page.
 	Detail string

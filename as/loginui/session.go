@@ -238,6 +238,8 @@ type submittedForm struct {
 	Upstream string
 	// Txn is the sealed authorization transaction the form belongs to.
 	Txn string
+	// ApprovalID names an approval to revoke (/consents).
+	ApprovalID string
 }
 
 var errBadForm = errors.New("loginui: bad form")
@@ -270,6 +272,7 @@ func parseFields(v url.Values) (*submittedForm, error) {
 		{"session_id", &f.SessionID, 128},
 		{"upstream", &f.Upstream, 64},
 		{"txn", &f.Txn, maxTxnLen},
+		{"approval_id", &f.ApprovalID, 64},
 	} {
 		vs := v[fd.name]
 		if len(vs) > 1 || (len(vs) == 1 && len(vs[0]) > fd.max) {
@@ -280,7 +283,7 @@ func parseFields(v url.Values) (*submittedForm, error) {
 		}
 	}
 	switch f.Step {
-	case "", stepLogin, stepConsent, stepUpstream, "logout", "revoke", "end_session":
+	case "", stepLogin, stepConsent, stepUpstream, stepApproval, "logout", "revoke", "end_session", "revoke_approval":
 	default:
 		return nil, errBadForm
 	}

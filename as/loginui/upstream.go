@@ -107,6 +107,9 @@ func (p *pendingUpstream) returnsHome() bool {
 	if p.Txn != nil {
 		return p.Page == ""
 	}
+	if id, ok := strings.CutPrefix(p.Page, approvalPage("")); ok {
+		return approvalID(id)
+	}
 	return slices.Contains(signInPages, p.Page)
 }
 

@@ -24,12 +24,13 @@ type spec struct {
 
 // verbs lists the subcommands of commands that have them, in usage order.
 var verbs = map[string][]string{
-	"migrate": {"up", "status"},
-	"keys":    {"list", "retire", "prune", "rotate"},
-	"clients": {"list", "show", "create", "delete"},
-	"grants":  {"list", "revoke"},
-	"users":   {"list", "show", "disable", "enable"},
-	"audit":   {"list", "verify"},
+	"migrate":   {"up", "status"},
+	"keys":      {"list", "retire", "prune", "rotate"},
+	"clients":   {"list", "show", "create", "delete"},
+	"grants":    {"list", "revoke"},
+	"users":     {"list", "show", "disable", "enable"},
+	"approvals": {"list", "revoke"},
+	"audit":     {"list", "verify"},
 }
 
 var specs = map[string]*spec{
@@ -96,6 +97,14 @@ var specs = map[string]*spec{
 			fs.StringVar(&c.client, "client", "", "revoke this client's grants")
 			fs.StringVar(&c.grant, "grant", "", "revoke this one grant (its id, from grants list)")
 		}},
+
+	"approvals list": {name: "approvals list", format: true,
+		help: "List the approvals of held tool calls (of one user with --user), in id order: subject, client, resource, tool, status (pending, approved, denied, used), expiry. Arguments are never shown, only their digest.",
+		flags: func(fs *flag.FlagSet, c *command) {
+			fs.StringVar(&c.user, "user", "", "only this user's approvals")
+		}},
+	"approvals revoke": {name: "approvals revoke", args: "ID", nargs: 1, format: true,
+		help: "Revoke approval ID: a pending one can no longer be approved, an approved one no longer used; the held call, retried, waits for a new approval. An ID (base64url) may start with -: write -- before it."},
 
 	"users list": {name: "users list", format: true,
 		help: "List the people the server knows: the configured local users (also those who never logged in) and every stored record (local logins, people who signed in through an upstream), in subject order."},

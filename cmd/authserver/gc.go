@@ -13,6 +13,7 @@ type expirer interface {
 	DeleteExpiredCounters(ctx context.Context, before time.Time, limit int) (int, error)
 	DeleteExpiredSessions(ctx context.Context, before time.Time, limit int) (int, error)
 	DeleteExpiredStatuses(ctx context.Context, before time.Time, limit int) (int, error)
+	DeleteExpiredApprovals(ctx context.Context, before time.Time, limit int) (int, error)
 	DeleteAuditEventsBefore(ctx context.Context, before time.Time, limit int) (int, error)
 	DeleteStatsBefore(ctx context.Context, before time.Time, limit int) (int, error)
 }
@@ -26,7 +27,7 @@ type reaper interface {
 type gcResult struct {
 	Tokens, Consents, JTIs, Clients int
 	Counters, Sessions, Statuses    int
-	AuditEvents, Stats              int
+	Approvals, AuditEvents, Stats   int
 }
 
 // keep is how long the records kept for the console stay: the audit
@@ -37,10 +38,11 @@ type keep struct {
 
 // collect runs one garbage-collection pass: expired codes and tokens,
 // consents, one-time ids, throttle counters, browser sessions,
-// status-list records, and the audit events and hourly counts older than k
-// keeps them, are deleted in batches of batch records (each batch one
-// short statement, so no long locks), then idle registered clients are
-// reaped. It stops early when ctx ends.
+// consents, one-time ids, throttle counters, browser sessions,
+// status-list records, approvals of tool calls, and the audit events and
+// hourly counts older than k keeps them, are deleted in batches of batch
+// records (each batch one short statement, so no long locks), then idle
+// registered clients are reaped. It stops early when ctx ends.
 func collect(ctx context.Context, st expirer, r reaper, now time.Time, batch int, k keep) (gcResult, error) {
 	var res gcResult
 	for _, step := range []struct {
@@ -54,6 +56,7 @@ func collect(ctx context.Context, st expirer, r reaper, now time.Time, batch int
 		{&res.Counters, st.DeleteExpiredCounters, now},
 		{&res.Sessions, st.DeleteExpiredSessions, now},
 		{&res.Statuses, st.DeleteExpiredStatuses, now},
+		{&res.Approvals, st.DeleteExpiredApprovals, now},
 		{&res.AuditEvents, st.DeleteAuditEventsBefore, now.Add(-k.audit)},
 		{&res.Stats, st.DeleteStatsBefore, now.Add(-k.stats)},
 	} {

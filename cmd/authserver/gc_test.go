@@ -78,12 +78,25 @@ func TestCollectDeletesExpiredRecordsInBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// 6 expired approvals (pending, decided, used alike) and 1 live one.
+	for i := range 7 {
+		exp := now.Add(-time.Second)
+		if i == 6 {
+			exp = now.Add(time.Hour)
+		}
+		a := &storage.Approval{ID: fmt.Sprint("approval", i), ApprovalBinding: storage.ApprovalBinding{Subject: "u", ClientID: "c",
+			Resource: "https://r", Tool: fmt.Sprint("t", i), ArgsDigest: "d"}, Arguments: []byte("{}"),
+			CreatedAt: now.Add(-time.Hour), ExpiresAt: exp}
+		if _, err := st.CreateApproval(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
 	r := &countingReaper{n: 2}
 	res, err := collect(ctx, st, r, now, 5, testKeep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (gcResult{Tokens: 23, Consents: 3, JTIs: 5, Clients: 2, Counters: 5, Sessions: 5, Statuses: 23}); res != want || r.calls != 1 {
+	if want := (gcResult{Tokens: 23, Consents: 3, JTIs: 5, Clients: 2, Counters: 5, Sessions: 5, Statuses: 23, Approvals: 6}); res != want || r.calls != 1 {
 		t.Fatalf("got %+v (reap calls %d), want %+v", res, r.calls, want)
 	}
 	for i := 23; i < 27; i++ {

@@ -21,6 +21,8 @@
 //	               list or revoke grants by user, client or id
 //	users list|show SUBJECT|disable SUBJECT|enable SUBJECT
 //	               list people, disable one (revoking their grants), enable
+//	approvals list [--user S]|revoke ID
+//	               list or revoke approvals of held tool calls
 //	gc             one garbage-collection pass (expired records, idle clients)
 //	check-config   validate the configuration, print warnings and the
 //	               configuration with secrets redacted
@@ -122,6 +124,8 @@ commands:
   users list|show SUBJECT|disable SUBJECT|enable SUBJECT
                          list people, disable one (revoking their grants
                          and ending their sessions) or enable one
+  approvals list [--user S]|revoke ID
+                         list or revoke people's approvals of held tool calls
   gc                     run one garbage-collection pass
   audit list [--user S] [--client C] [--event E] [--limit N] [--before ID]
                          list the audit events kept in storage, newest first
@@ -249,7 +253,7 @@ func dispatch(ctx context.Context, args []string, e env) error {
 	}
 	logger := newLogger(cfg.Log, e.stderr)
 	switch cmd.name {
-	case "serve", "keys", "clients", "grants", "users", "gc":
+	case "serve", "keys", "clients", "grants", "users", "approvals", "gc":
 		// These write audit events: chained under the secret's key.
 		if key, ok, err := auditKey(cfg); err == nil && ok {
 			logger = newChainedLogger(cfg.Log, e.stderr, key)
@@ -279,7 +283,7 @@ func dispatch(ctx context.Context, args []string, e env) error {
 			return rotateKey(ctx, cfg, e, cmd.format == "json")
 		}
 		return operate(ctx, cfg, cmd, logger, e)
-	case "clients", "grants", "users":
+	case "clients", "grants", "users", "approvals":
 		return operate(ctx, cfg, cmd, logger, e)
 	case "gc":
 		return gcOnce(ctx, cfg, logger, e)

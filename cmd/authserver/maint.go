@@ -36,7 +36,7 @@ func (s *server) gcPass(ctx context.Context) (gcResult, error) {
 	} else {
 		s.log.Info("garbage collection", "tokens", res.Tokens, "consents", res.Consents, "jtis", res.JTIs, "clients", res.Clients,
 			"counters", res.Counters, "sessions", res.Sessions, "statuses", res.Statuses,
-			"audit_events", res.AuditEvents, "stats", res.Stats)
+			"approvals", res.Approvals, "audit_events", res.AuditEvents, "stats", res.Stats)
 	}
 	return res, err
 }

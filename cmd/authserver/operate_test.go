@@ -332,6 +332,7 @@ func TestEndpointClassification(t *testing.T) {
 			"/jwks.json": "jwks", "/register": "register", "/register/mcp_x": "register_client",
 			"/consents": "consents", "/logout": "logout", "/ui/style.css": "ui", "/healthz": "health",
 			"/livez": "health", "/readyz": "health", "/statuslists/1": "status_list", "/statuslists": "status_list",
+			"/approvals": "approvals", "/approve/AAAAAAAAAAAAAAAAAAAAAA": "approve",
 			"/nowhere": "other",
 		} {
 			if got := classify(base + path).String(); got != want {

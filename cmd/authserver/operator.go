@@ -72,7 +72,7 @@ func classifier(cfg *config.Config) func(string) metrics.Endpoint {
 	fixed := map[string]metrics.Endpoint{
 		"/authorize": metrics.Authorize, "/token": metrics.Token, "/introspect": metrics.Introspect,
 		"/revoke": metrics.Revoke, "/jwks.json": metrics.JWKS, "/register": metrics.Register,
-		"/consents": metrics.Consents, "/logout": metrics.Logout,
+		"/consents": metrics.Consents, "/logout": metrics.Logout, "/approvals": metrics.Approvals,
 		"/healthz": metrics.Health, "/livez": metrics.Health, "/readyz": metrics.Health,
 	}
 	return func(p string) metrics.Endpoint {
@@ -91,6 +91,8 @@ func classifier(cfg *config.Config) func(string) metrics.Endpoint {
 			return metrics.RegisterClient
 		case strings.HasPrefix(rel, "/ui/"):
 			return metrics.UI
+		case strings.HasPrefix(rel, "/approve/"):
+			return metrics.Approve
 		case rel == "/statuslists" || strings.HasPrefix(rel, "/statuslists/"):
 			return metrics.StatusList
 		}
@@ -352,7 +354,8 @@ func (s *server) reload(ctx context.Context, path string, e env) error {
 	return nil
 }
 
-// operate runs the `keys`, `clients` subcommands on the configured storage.
+// operate runs the `keys`, `clients`, `grants`, `users` and `approvals`
+// subcommands on the configured storage.
 func operate(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Logger, e env) error {
 	key, _, err := serverSecret(cfg)
 	if err != nil {
@@ -422,6 +425,21 @@ func operate(ctx context.Context, cfg *config.Config, cmd *command, log *slog.Lo
 			return out.encode(map[string]string{"deleted": cmd.args[0]})
 		}
 		fmt.Fprintf(e.stdout, "deleted client %s\n", cmd.args[0])
+		return nil
+	case "approvals list":
+		list, err := o.AllApprovals(ctx, cmd.user)
+		if err != nil {
+			return err
+		}
+		return out.approvals(list)
+	case "approvals revoke":
+		if err := o.RevokeApproval(ctx, who, cmd.args[0]); err != nil {
+			return err
+		}
+		if out.json {
+			return out.encode(map[string]string{"revoked": cmd.args[0]})
+		}
+		fmt.Fprintf(e.stdout, "revoked approval %s\n", cmd.args[0])
 		return nil
 	case "audit list":
 		if cmd.limit < 1 || cmd.limit > ops.MaxAuditPage {
@@ -723,6 +741,24 @@ func (p printer) keys(ks []as.KeyInfo) error {
 	for _, k := range ks {
 		created := k.CreatedAt
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%t\n", k.ID, k.Algorithm, stamp(&created), stamp(k.RetiredAt), k.Signing, k.Loadable)
+	}
+	return tw.Flush()
+}
+
+func (p printer) approvals(list []ops.Approval) error {
+	if p.json {
+		return p.encode(list)
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "APPROVAL_ID\tSUBJECT\tCLIENT_ID\tRESOURCE\tTOOL\tSTATUS\tEXPIRES")
+	for _, a := range list {
+		status := a.Status
+		if a.Expired && (status == "pending" || status == "approved") {
+			status += " (expired)"
+		}
+		exp := a.ExpiresAt
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, printable(a.Subject), printable(a.ClientID), printable(a.Resource),
+			printable(a.Tool), status, stamp(&exp))
 	}
 	return tw.Flush()
 }

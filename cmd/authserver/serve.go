@@ -188,10 +188,12 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 		Revoker:       revoker,
 		Consents:      s.store,
 		JTIs:          s.store,
-		Secret:        s.secret,
-		Secure:        issuer.Scheme == "https",
-		BasePath:      basePath,
-		Logger:        s.log.With("component", "loginui"),
+		// The approval pages of held tool calls, and their list on /consents.
+		Approvals: s.store,
+		Secret:    s.secret,
+		Secure:    issuer.Scheme == "https",
+		BasePath:  basePath,
+		Logger:    s.log.With("component", "loginui"),
 
 		ClientAddr: g.addrs.Key,
 		ClientIP:   g.addrs.String,
@@ -445,7 +447,8 @@ func asResources(cfg *config.Config) []as.Resource {
 	out := make([]as.Resource, 0, len(cfg.Resources)+1)
 	for _, r := range cfg.Resources {
 		out = append(out, as.Resource{URI: r.URI, Name: r.Name, Scopes: r.Scopes, DefaultScopes: r.DefaultScopes,
-			Default: r.Default || len(cfg.Resources) == 1, IntrospectionClients: r.IntrospectionClients, TokenClaims: r.TokenClaims})
+			Default: r.Default || len(cfg.Resources) == 1, IntrospectionClients: r.IntrospectionClients,
+			ApprovalClients: r.ApprovalClients, TokenClaims: r.TokenClaims})
 	}
 	if cfg.AdminEnabled() {
 		out = append(out, as.Resource{URI: cfg.AdminResource(), Name: "mcpauth admin API", Scopes: []string{config.AdminScope},

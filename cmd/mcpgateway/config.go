@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -71,6 +72,9 @@ type Config struct {
 	// Screening matches tool definitions against instruction patterns
 	// (docs/TOOLS.md).
 	Screening *ScreeningConfig `yaml:"screening"`
+	// Approval holds the calls of the tools it names until a person
+	// approves each on the AS's page (docs/TOOLS.md).
+	Approval *ApprovalConfig `yaml:"approval"`
 
 	// policy and limits are Policy and RateLimits compiled by check.
 	policy *toolpolicy.Engine
@@ -78,6 +82,20 @@ type Config struct {
 	// pins and screening are Pins and Screening made by check.
 	pins      *rsmiddleware.ToolPins
 	screening *rsmiddleware.Screening
+}
+
+// ApprovalConfig names the tools whose calls need a person's approval and
+// the confidential client that asks the AS (rsmiddleware.Approval).
+type ApprovalConfig struct {
+	// Tools are globs over tool names (* for any run of characters).
+	Tools []string `yaml:"tools"`
+	// TTL is how long a pending or approved call stays usable at the AS;
+	// zero: 5 minutes.
+	TTL time.Duration `yaml:"ttl"`
+	// ClientID and ClientSecret: a confidential client of the AS listed in
+	// resources[].approval_clients of the gateway's resource.
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret"`
 }
 
 // PinsConfig names the pins file and its mode (rsmiddleware.ToolPins).
@@ -405,6 +423,13 @@ func (c *Config) check() error {
 			return err
 		}
 	}
+	if a := c.Approval; a != nil {
+		// Checked as rsmiddleware.NewApproval checks it; the endpoint is
+		// the issuer's.
+		if _, err := rsmiddleware.NewApproval(a.rs(c.Issuer, nil)); err != nil {
+			return err
+		}
+	}
 	if c.Identity != nil {
 		if err := c.Identity.check(); err != nil {
 			return err
@@ -436,6 +461,16 @@ func (c *Config) check() error {
 	defD(&l.UpstreamHeaderTimeout, DefaultLimits.UpstreamHeaderTimeout)
 	defD(&l.ReadBodyTimeout, DefaultLimits.ReadBodyTimeout)
 	return nil
+}
+
+// ApprovalsPath is the AS's endpoint of the approval protocol, below the
+// issuer.
+const ApprovalsPath = "/approvals"
+
+// rs is the rsmiddleware form of a, asking the AS of issuer through client.
+func (a *ApprovalConfig) rs(issuer string, client *http.Client) rsmiddleware.ApprovalConfig {
+	return rsmiddleware.ApprovalConfig{Tools: a.Tools, TTL: a.TTL, Endpoint: strings.TrimSuffix(issuer, "/") + ApprovalsPath,
+		ClientID: a.ClientID, ClientSecret: a.ClientSecret, HTTPClient: client}
 }
 
 func (g *GrantConfig) check(path string) error {

@@ -189,10 +189,18 @@ func NewGateway(cfg *Config, o Options) (*Gateway, error) {
 			}
 		}
 	}
+	var approval *rsmiddleware.Approval
+	if a := cfg.Approval; a != nil {
+		// o.HTTPClient reaches the AS (issuer_internal) and records client
+		// spans, as for introspection.
+		if approval, err = rsmiddleware.NewApproval(a.rs(cfg.Issuer, o.HTTPClient)); err != nil {
+			return nil, err
+		}
+	}
 	filter := rsmiddleware.NewMCPFilter(rsmiddleware.MCPFilterConfig{
 		Scopes: scopes, Audit: audit, TenantClaim: cfg.TenantClaim,
 		MaxBodyBytes: cfg.Limits.MaxRequestBytes, MaxResponseBytes: cfg.Limits.MaxResponseBytes, Logger: o.Logger,
-		Policy: cfg.policy, RateLimits: cfg.limits, Pins: cfg.pins, Screening: cfg.screening, TracerProvider: tp,
+		Policy: cfg.policy, RateLimits: cfg.limits, Pins: cfg.pins, Screening: cfg.screening, Approval: approval, TracerProvider: tp,
 	})
 	if cfg.pins != nil {
 		g.stopPins = make(chan struct{})

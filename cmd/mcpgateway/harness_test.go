@@ -147,7 +147,8 @@ func startASWith(t testing.TB, resource, upRes string, wrap func(http.Handler) h
 	srv, err := as.New(ctx, as.Config{
 		Issuer: issuer,
 		Resources: []as.Resource{
-			{URI: resource, Scopes: []string{"mcp:tools", "mcp:admin", "mcp:read"}, Default: true, IntrospectionClients: []string{"gw"}},
+			{URI: resource, Scopes: []string{"mcp:tools", "mcp:admin", "mcp:read"}, Default: true, IntrospectionClients: []string{"gw"},
+				ApprovalClients: []string{"gw"}},
 			{URI: upRes, Scopes: []string{"upstream:call"}},
 		},
 		Clients: []as.Client{

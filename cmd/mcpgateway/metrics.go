@@ -41,6 +41,7 @@ var metricResults = []string{
 	rsmiddleware.AuditAccepted, rsmiddleware.AuditHTTPError, rsmiddleware.AuditNoResponse,
 	rsmiddleware.AuditDenied, rsmiddleware.AuditUnauthorized, rsmiddleware.AuditUnavailable,
 	rsmiddleware.AuditInvalid, rsmiddleware.AuditDeniedByPolicy, rsmiddleware.AuditRateLimited,
+	rsmiddleware.AuditApprovalPending, rsmiddleware.AuditApprovalDenied, rsmiddleware.AuditApprovalUnavailable,
 }
 
 // Reasons of mcpgateway_token_refusals_total.

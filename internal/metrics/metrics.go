@@ -50,13 +50,15 @@ const (
 	Admin
 	MetricsEndpoint
 	StatusList // the Token Status List and its aggregation
+	Approvals  // the approvals endpoint of held tool calls
+	Approve    // the approval pages, /approve/{id}
 	numEndpoints
 )
 
 var endpointNames = [numEndpoints]string{
 	"other", "authorize", "token", "introspect", "revoke", "jwks", "metadata",
 	"register", "register_client", "consents", "logout", "ui", "health", "admin", "metrics",
-	"status_list",
+	"status_list", "approvals", "approve",
 }
 
 func (e Endpoint) String() string {

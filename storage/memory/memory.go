@@ -40,15 +40,16 @@ type consentKey struct {
 
 // Store is the in-memory backend. The zero value is not usable; call New.
 type Store struct {
-	mu       sync.Mutex
-	clients  map[string]*storage.Client
-	tokens   map[tokenKey]*storage.Token
-	consents map[consentKey]*storage.Consent
-	keys     map[string]*storage.SigningKey
-	jtis     map[string]time.Time
-	counters map[string]*storage.Counter
-	sessions map[string]*storage.Session
-	users    map[string]*storage.User
+	mu        sync.Mutex
+	clients   map[string]*storage.Client
+	tokens    map[tokenKey]*storage.Token
+	consents  map[consentKey]*storage.Consent
+	keys      map[string]*storage.SigningKey
+	jtis      map[string]time.Time
+	counters  map[string]*storage.Counter
+	sessions  map[string]*storage.Session
+	users     map[string]*storage.User
+	approvals map[string]*storage.Approval
 	// statusLast is the last status index handed out; statuses holds the
 	// expiry of each index recorded StatusInvalid.
 	statusLast int64
@@ -71,17 +72,18 @@ var (
 // New returns an empty store.
 func New() *Store {
 	return &Store{
-		clients:  map[string]*storage.Client{},
-		tokens:   map[tokenKey]*storage.Token{},
-		consents: map[consentKey]*storage.Consent{},
-		keys:     map[string]*storage.SigningKey{},
-		jtis:     map[string]time.Time{},
-		counters: map[string]*storage.Counter{},
-		sessions: map[string]*storage.Session{},
-		users:    map[string]*storage.User{},
-		statuses: map[int64]time.Time{},
-		stats:    map[statKey]int64{},
-		txSem:    make(chan struct{}, 1),
+		clients:   map[string]*storage.Client{},
+		tokens:    map[tokenKey]*storage.Token{},
+		consents:  map[consentKey]*storage.Consent{},
+		keys:      map[string]*storage.SigningKey{},
+		jtis:      map[string]time.Time{},
+		counters:  map[string]*storage.Counter{},
+		sessions:  map[string]*storage.Session{},
+		users:     map[string]*storage.User{},
+		approvals: map[string]*storage.Approval{},
+		statuses:  map[int64]time.Time{},
+		stats:     map[statKey]int64{},
+		txSem:     make(chan struct{}, 1),
 	}
 }
 
@@ -1193,4 +1195,143 @@ func (s *Store) UpdateUpstreamSession(ctx context.Context, subject string, seale
 	n.Claims = cloneClaims(claims)
 	put(t, s.users, subject, n)
 	return nil
+}
+
+func cloneApproval(a *storage.Approval) *storage.Approval {
+	n := *a
+	n.Arguments = slices.Clone(a.Arguments)
+	return &n
+}
+
+// CreateApproval implements storage.ApprovalStore.
+func (s *Store) CreateApproval(ctx context.Context, a *storage.Approval) (*storage.Approval, error) {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.approvals[a.ID]; ok {
+		return nil, storage.ErrAlreadyExists
+	}
+	for _, x := range s.approvals {
+		if x.ApprovalBinding == a.ApprovalBinding && x.Status == storage.ApprovalPending && x.Live(a.CreatedAt) {
+			return cloneApproval(x), nil
+		}
+	}
+	n := cloneApproval(a)
+	n.Status = storage.ApprovalPending
+	n.DecidedAt, n.UsedAt = time.Time{}, time.Time{}
+	put(t, s.approvals, n.ID, n)
+	return cloneApproval(n), nil
+}
+
+// GetApproval implements storage.ApprovalStore.
+func (s *Store) GetApproval(ctx context.Context, id string) (*storage.Approval, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	a, ok := s.approvals[id]
+	if !ok {
+		return nil, storage.ErrNotFound
+	}
+	return cloneApproval(a), nil
+}
+
+// DecideApproval implements storage.ApprovalStore.
+func (s *Store) DecideApproval(ctx context.Context, id, subject string, approve bool, now time.Time) (*storage.Approval, error) {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	a, ok := s.approvals[id]
+	if !ok || a.Subject != subject {
+		return nil, storage.ErrNotFound
+	}
+	if a.Status != storage.ApprovalPending || !a.Live(now) {
+		return nil, storage.ErrInactive
+	}
+	n := cloneApproval(a)
+	n.Status, n.DecidedAt = storage.ApprovalDenied, now
+	if approve {
+		n.Status = storage.ApprovalApproved
+	}
+	put(t, s.approvals, id, n)
+	return cloneApproval(n), nil
+}
+
+// UseApproval implements storage.ApprovalStore.
+func (s *Store) UseApproval(ctx context.Context, b storage.ApprovalBinding, now time.Time) (*storage.Approval, error) {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var found *storage.Approval
+	for _, a := range s.approvals {
+		if a.ApprovalBinding != b || !a.UsedAt.IsZero() || !a.Live(now) ||
+			(a.Status != storage.ApprovalApproved && a.Status != storage.ApprovalDenied) {
+			continue
+		}
+		if found == nil || a.CreatedAt.Before(found.CreatedAt) || a.CreatedAt.Equal(found.CreatedAt) && a.ID < found.ID {
+			found = a
+		}
+	}
+	if found == nil {
+		return nil, storage.ErrNotFound
+	}
+	n := cloneApproval(found)
+	n.UsedAt = now
+	if n.Status == storage.ApprovalApproved {
+		n.Status = storage.ApprovalUsed
+	}
+	put(t, s.approvals, n.ID, n)
+	return cloneApproval(n), nil
+}
+
+// ListApprovals implements storage.ApprovalStore.
+func (s *Store) ListApprovals(ctx context.Context, subject, afterID string, limit int) ([]storage.Approval, error) {
+	if _, err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := []storage.Approval{}
+	if limit <= 0 {
+		return out, nil
+	}
+	for _, a := range s.approvals {
+		if (subject == "" || a.Subject == subject) && a.ID > afterID {
+			out = append(out, *cloneApproval(a))
+		}
+	}
+	slices.SortFunc(out, func(a, b storage.Approval) int { return strings.Compare(a.ID, b.ID) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// DeleteApproval implements storage.ApprovalStore.
+func (s *Store) DeleteApproval(ctx context.Context, subject, id string) error {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if a, ok := s.approvals[id]; !ok || (subject != "" && a.Subject != subject) {
+		return storage.ErrNotFound
+	}
+	del(t, s.approvals, id)
+	return nil
+}
+
+// DeleteExpiredApprovals implements storage.ApprovalStore.
+func (s *Store) DeleteExpiredApprovals(ctx context.Context, before time.Time, limit int) (int, error) {
+	t, err := s.lock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	return deleteExpired(t, s.approvals, limit, func(a *storage.Approval) bool { return a.ExpiresAt.Before(before) }), nil
 }

@@ -47,7 +47,7 @@ func ExampleOpen() {
 		s.Commit(txCtx)
 	}
 	// Output:
-	// applied [1 2 3 4 7]
+	// applied [1 2 3 4 5 7]
 	// redeemed
 	// storage: inactive
 }

@@ -128,6 +128,21 @@ func RunSharedTests(t *testing.T, instances []storage.Store) {
 		}
 		allAre(t, errs, storage.ErrInactive)
 	})
+	t.Run("an approval used through every instance at once is used once", func(t *testing.T) {
+		at := now()
+		b := binding("shared-person", "send_email")
+		createApproval(t, pick(0), pendingApproval("shared-approval", b, at, time.Hour))
+		_, err := pick(1).DecideApproval(ctx, "shared-approval", "shared-person", true, at)
+		ok(t, err, "DecideApproval")
+		n, errs := race(Concurrency, func(i int) error {
+			_, err := pick(i).UseApproval(ctx, b, at)
+			return err
+		})
+		if n != 1 {
+			t.Fatalf("%d uses succeeded, want 1", n)
+		}
+		allAre(t, errs, storage.ErrNotFound)
+	})
 	t.Run("a jti used through every instance at once succeeds once", func(t *testing.T) {
 		exp := time.Now().Add(time.Hour)
 		n, errs := race(Concurrency, func(i int) error { return pick(i).UseJTI(ctx, "shared-jti", exp) })

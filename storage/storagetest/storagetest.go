@@ -14,7 +14,8 @@
 // The rules it checks come from RFC 6749 §4.1.2 and §10.5 (a code is redeemed
 // once), RFC 9700 §4.14.2 (refresh rotation, reuse revokes the family),
 // RFC 7009 §2.1 (revoking a refresh token revokes its family) and RFC 7523 §3
-// (a jti is accepted once).
+// (a jti is accepted once); approvals of tool calls are decided once and
+// used once.
 package storagetest
 
 import (
@@ -51,6 +52,7 @@ func RunTests(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"counters", counterCases},
 		{"sessions", sessionCases},
 		{"users", userCases},
+		{"approvals", approvalCases},
 		{"audit events", auditCases},
 		{"hourly stats", statsCases},
 		{"tokens with users", tokenUserCases},

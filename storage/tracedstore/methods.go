@@ -318,6 +318,85 @@ func (w *store) UpdateUpstreamSession(ctx context.Context, subject string, seale
 	return err
 }
 
+func (w *store) CreateApproval(ctx context.Context, a *storage.Approval) (*storage.Approval, error) {
+	ctx, span := w.start(ctx, "CreateApproval")
+	r0, err := w.next.CreateApproval(ctx, a)
+	end(span, err)
+	return r0, err
+}
+
+func (w *store) GetApproval(ctx context.Context, id string) (*storage.Approval, error) {
+	ctx, span := w.start(ctx, "GetApproval")
+	r0, err := w.next.GetApproval(ctx, id)
+	end(span, err)
+	return r0, err
+}
+
+func (w *store) DecideApproval(ctx context.Context, id string, subject string, approve bool, now time.Time) (*storage.Approval, error) {
+	ctx, span := w.start(ctx, "DecideApproval")
+	r0, err := w.next.DecideApproval(ctx, id, subject, approve, now)
+	end(span, err)
+	return r0, err
+}
+
+func (w *store) UseApproval(ctx context.Context, b storage.ApprovalBinding, now time.Time) (*storage.Approval, error) {
+	ctx, span := w.start(ctx, "UseApproval")
+	r0, err := w.next.UseApproval(ctx, b, now)
+	end(span, err)
+	return r0, err
+}
+
+func (w *store) ListApprovals(ctx context.Context, subject string, afterID string, limit int) ([]storage.Approval, error) {
+	ctx, span := w.start(ctx, "ListApprovals")
+	r0, err := w.next.ListApprovals(ctx, subject, afterID, limit)
+	end(span, err)
+	return r0, err
+}
+
+func (w *store) DeleteApproval(ctx context.Context, subject string, id string) error {
+	ctx, span := w.start(ctx, "DeleteApproval")
+	err := w.next.DeleteApproval(ctx, subject, id)
+	end(span, err)
+	return err
+}
+
+func (w *store) DeleteExpiredApprovals(ctx context.Context, before time.Time, limit int) (int, error) {
+	ctx, span := w.start(ctx, "DeleteExpiredApprovals")
+	r0, err := w.next.DeleteExpiredApprovals(ctx, before, limit)
+	end(span, err)
+	return r0, err
+}
+
+func (w *store) BeginTX(ctx context.Context) (context.Context, error) {
+	// The transaction's context is derived from ctx, not from the span's,
+	// so that the calls made in it are children of the request's span.
+	_, span := w.start(ctx, "BeginTX")
+	out, err := w.next.BeginTX(ctx)
+	end(span, err)
+	return out, err
+}
+
+func (w *store) Commit(ctx context.Context) error {
+	ctx, span := w.start(ctx, "Commit")
+	err := w.next.Commit(ctx)
+	end(span, err)
+	return err
+}
+
+func (w *store) Rollback(ctx context.Context) error {
+	ctx, span := w.start(ctx, "Rollback")
+	err := w.next.Rollback(ctx)
+	end(span, err)
+	return err
+}
+
+func (w *store) Ping(ctx context.Context) error {
+	ctx, span := w.start(ctx, "Ping")
+	err := w.next.Ping(ctx)
+	end(span, err)
+	return err
+}
+
 func (w *store) AppendAuditEvents(ctx context.Context, events []storage.AuditEvent) error {
 	ctx, span := w.start(ctx, "AppendAuditEvents")
 	err := w.next.AppendAuditEvents(ctx, events)
@@ -358,34 +437,4 @@ func (w *store) DeleteStatsBefore(ctx context.Context, before time.Time, limit i
 	r0, err := w.next.DeleteStatsBefore(ctx, before, limit)
 	end(span, err)
 	return r0, err
-}
-
-func (w *store) BeginTX(ctx context.Context) (context.Context, error) {
-	// The transaction's context is derived from ctx, not from the span's,
-	// so that the calls made in it are children of the request's span.
-	_, span := w.start(ctx, "BeginTX")
-	out, err := w.next.BeginTX(ctx)
-	end(span, err)
-	return out, err
-}
-
-func (w *store) Commit(ctx context.Context) error {
-	ctx, span := w.start(ctx, "Commit")
-	err := w.next.Commit(ctx)
-	end(span, err)
-	return err
-}
-
-func (w *store) Rollback(ctx context.Context) error {
-	ctx, span := w.start(ctx, "Rollback")
-	err := w.next.Rollback(ctx)
-	end(span, err)
-	return err
-}
-
-func (w *store) Ping(ctx context.Context) error {
-	ctx, span := w.start(ctx, "Ping")
-	err := w.next.Ping(ctx)
-	end(span, err)
-	return err
 }

@@ -40,6 +40,12 @@ export async function browse(url) {
   return new URL(msg.redirect);
 }
 
+// ask sends msg to the Go test and returns its answer, one JSON line.
+export async function ask(msg) {
+  send(msg);
+  return JSON.parse(await nextLine());
+}
+
 const started = Date.now();
 
 // step notes progress on stderr, which the Go test shows when it fails.

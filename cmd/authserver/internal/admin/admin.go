@@ -1,5 +1,6 @@
 // Package admin is the authorization server's admin HTTP API: REST and JSON
-// under /admin/v1/ (clients, consents, grants, keys, users, audit), on a listener
+// under /admin/v1/ (clients, consents, grants, keys, users, approvals,
+// audit), on a listener
 // of its own.
 //
 // It is a resource server of the authorization server it manages: every
@@ -80,6 +81,8 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET "+Prefix+"users/{subject}", a.showUser)
 	mux.HandleFunc("POST "+Prefix+"users/{subject}/disable", a.disableUser)
 	mux.HandleFunc("POST "+Prefix+"users/{subject}/enable", a.enableUser)
+	mux.HandleFunc("GET "+Prefix+"approvals", a.listApprovals)
+	mux.HandleFunc("DELETE "+Prefix+"approvals/{id}", a.revokeApproval)
 	mux.HandleFunc("GET "+Prefix+"audit", a.listAudit)
 	mux.HandleFunc("GET "+Prefix+"keys", a.listKeys)
 	mux.HandleFunc("POST "+Prefix+"keys", a.rotateKey)
@@ -229,6 +232,43 @@ func (a *api) listUsers(w http.ResponseWriter, r *http.Request) {
 		body["next_after"] = next
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// listApprovals pages through the approvals of held tool calls
+// (ops.ListApprovals): ?user= only that person's, ?limit= (1 to
+// ops.MaxApprovalPage, default 100) and ?after= the next_after of the
+// previous page, which is absent on the last one.
+func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := defaultUserPage
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > ops.MaxApprovalPage {
+			writeError(w, http.StatusBadRequest, "invalid_request", "limit must be a number from 1 to "+strconv.Itoa(ops.MaxApprovalPage))
+			return
+		}
+		limit = n
+	}
+	list, next, err := a.cfg.Ops().ListApprovals(r.Context(), q.Get("user"), q.Get("after"), limit)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	body := map[string]any{"approvals": list}
+	if next != "" {
+		body["next_after"] = next
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// revokeApproval deletes one approval (ops.RevokeApproval).
+func (a *api) revokeApproval(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := a.cfg.Ops().RevokeApproval(r.Context(), actor(r), id); err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"revoked": id})
 }
 
 // listAudit pages through the audit events kept in storage

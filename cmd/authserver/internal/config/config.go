@@ -109,6 +109,11 @@ type Resource struct {
 	// that are this resource's servers: they may introspect access tokens
 	// for it (RFC 7662). No other client can, and registered clients never.
 	IntrospectionClients []string `yaml:"introspection_clients"`
+	// ApprovalClients are the ids of configured confidential clients (with
+	// a secret) that hold this resource's high-risk tool calls for a
+	// person's approval (a gateway's approval.client_id): they may
+	// register calls and ask about them at /approvals. No other client can.
+	ApprovalClients []string `yaml:"approval_clients"`
 	// TokenClaims are the person attributes written into access tokens for
 	// this resource: any of email, groups, tenant (from users[] for local
 	// accounts, from the person's record and upstreams[].tenant or

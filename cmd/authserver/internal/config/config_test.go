@@ -111,6 +111,8 @@ func TestParseRejectsBadFields(t *testing.T) {
 		{"rejects a session lifetime of seconds", add("sessions:\n  absolute_ttl: 30s"), "config: sessions.absolute_ttl: must be between 1m and 720h"},
 		{"rejects an introspection client that is not configured", repl("    scopes: [read]\n", "    scopes: [read]\n    introspection_clients: [nobody]\n"), "config: resources[1].introspection_clients[0]: \"nobody\" is not a configured confidential client"},
 		{"rejects a public introspection client", repl("    scopes: [read]\n", "    scopes: [read]\n    introspection_clients: [demo-app]\n"), "config: resources[1].introspection_clients[0]: \"demo-app\" is not a configured confidential client"},
+		{"rejects an approval client that is not configured", repl("    scopes: [read]\n", "    scopes: [read]\n    approval_clients: [nobody]\n"), "config: resources[1].approval_clients[0]: \"nobody\" is not a configured confidential client with a secret"},
+		{"rejects a public approval client", repl("    scopes: [read]\n", "    scopes: [read]\n    approval_clients: [demo-app]\n"), "config: resources[1].approval_clients[0]: \"demo-app\" is not a configured confidential client with a secret"},
 		{"rejects a top-level trusted proxy that is not an address", add("trusted_proxies: [10.0.0.0/8, proxy.local]"), "config: trusted_proxies[1]: not an IP address"},
 		{"rejects both spellings of trusted_proxies with different lists", add("trusted_proxies: [10.0.0.0/8]\nregistration:\n  trusted_proxies: [192.0.2.1]"), "config: registration.trusted_proxies: is the older spelling"},
 		{"rejects a redirect host with a port", add("registration:\n  denied_redirect_hosts: [\"evil.example:443\"]"), "config: registration.denied_redirect_hosts[0]: not a host name"},

@@ -142,6 +142,12 @@ func (c *Config) Validate() error {
 				return errf(fmt.Sprintf("resources[%d].introspection_clients[%d]", i, j), "%q is not a configured confidential client", id)
 			}
 		}
+		for j, id := range r.ApprovalClients {
+			k := slices.IndexFunc(c.Clients, func(cl Client) bool { return cl.ID == id })
+			if k < 0 || c.Clients[k].Public || c.Clients[k].Secret == "" {
+				return errf(fmt.Sprintf("resources[%d].approval_clients[%d]", i, j), "%q is not a configured confidential client with a secret", id)
+			}
+		}
 	}
 
 	// Users.
