@@ -341,7 +341,7 @@ func (s *Server) flowInput(ctx context.Context, t *authflow.Transaction, sess au
 	if in.Active, err = s.personActive(ctx, sess.Subject, false); err != nil || !in.Active {
 		return in, err
 	}
-	if in.Cap.Scopes, in.Cap.Capped, err = s.personCap(ctx, sess.Subject, false); err != nil {
+	if in.Cap.Scopes, in.Cap.Capped, err = s.personCap(ctx, sess.Subject, false, t.Request.Resource); err != nil {
 		return in, err
 	}
 	c, err := s.cfg.Store.GetConsent(ctx, sess.Subject, t.Request.ClientID, t.Request.Resource)

@@ -372,7 +372,7 @@ func (h *exchangeHandler) HandleTokenEndpointRequest(ctx context.Context, r fosi
 	// The subject token's person, capped by their claims: the mapping
 	// bounds what an exchange grants them, as it bounds what they consent
 	// to.
-	allowed, capped, err := h.s.personCap(ctx, sub.subject, sub.federated != "")
+	allowed, capped, err := h.s.personCap(ctx, sub.subject, sub.federated != "", res.URI)
 	if err != nil {
 		return userLookupErr(err)
 	}

@@ -235,15 +235,20 @@ func (s *Server) localPersonActive(ctx context.Context, subject string) (bool, e
 	return s.people.LocalActive(subject, rec), nil
 }
 
-// personCap returns the scopes the person subject may be granted and
-// whether anything caps them (policy.People.Cap). No subject (client
-// credentials) and a federated one (an assertion's subject, no person of
-// ours) are not capped.
-func (s *Server) personCap(ctx context.Context, subject string, federated bool) ([]string, bool, error) {
+// personCap returns the scopes the person subject may be granted on the
+// resource with canonical URI aud and whether anything caps them
+// (policy.People.CapOn: their claims, the reserved scopes of the
+// resource). No subject (client credentials) and a federated one (an
+// assertion's subject, no person of ours) are not capped.
+func (s *Server) personCap(ctx context.Context, subject string, federated bool, aud string) ([]string, bool, error) {
 	if subject == "" || federated {
 		return nil, false, nil
 	}
-	return s.people.Cap(ctx, subject)
+	var scopes []string
+	if res := s.resourceByURI(aud); res != nil {
+		scopes = res.Scopes
+	}
+	return s.people.CapOn(ctx, subject, aud, scopes)
 }
 
 // userLookupErr is the token endpoint's answer when the person's record
@@ -329,7 +334,11 @@ func (g *userGate) HandleTokenEndpointRequest(ctx context.Context, r fosite.Acce
 // other request whose grant holds a scope beyond the cap is refused with
 // invalid_grant, never let through uncapped.
 func (g *userGate) capRefresh(ctx context.Context, r fosite.AccessRequester, sub string) error {
-	allowed, capped, err := g.s.personCap(ctx, sub, false)
+	aud := ""
+	if a := r.GetGrantedAudience(); len(a) == 1 {
+		aud = a[0]
+	}
+	allowed, capped, err := g.s.personCap(ctx, sub, false, aud)
 	if err != nil {
 		return userLookupErr(err)
 	}

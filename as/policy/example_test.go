@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/mcpauth/mcpauth/as/policy"
@@ -34,4 +35,23 @@ func ExampleConsent() {
 	// Output:
 	// [mcp:tools] <nil>
 	// [] policy: the person's claims do not permit the scopes mcp:admin
+}
+
+// CapOn keeps a reserved scope to the people the reservation names: the
+// admin resource's admin scope, here for alice and the security group.
+// Anyone else is capped to the resource's other scopes (none here), so a
+// request naming admin is refused.
+func ExamplePeople_CapOn() {
+	people := policy.NewPeople(policy.PeopleConfig{Reserved: []policy.Reserved{
+		{Resource: "https://as.example/admin", Scope: "admin", Subjects: []string{"alice"}, Groups: []string{"security"}},
+	}})
+	ctx := context.Background()
+	fmt.Println(people.CapOn(ctx, "alice", "https://as.example/admin", []string{"admin"}))
+	allowed, capped, _ := people.CapOn(ctx, "bob", "https://as.example/admin", []string{"admin"})
+	fmt.Println(allowed, capped)
+	fmt.Println(policy.Consent([]string{"admin"}, true, allowed))
+	// Output:
+	// [] false <nil>
+	// [] true
+	// [] policy: the person's claims do not permit the scopes admin
 }

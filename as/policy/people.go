@@ -59,6 +59,9 @@ type PeopleConfig struct {
 	// Records holds people's records (disabled flag, upstream, claims).
 	// Nil: no record is read, and nobody is capped.
 	Records Records
+	// Reserved are scopes only the people they name may be granted
+	// (CapOn).
+	Reserved []Reserved
 }
 
 // People decides who is active and what their claims cap, from the
@@ -69,11 +72,12 @@ type People struct {
 	local     Directory
 	upstreams []Upstream
 	records   Records
+	reserved  []Reserved
 }
 
 // NewPeople returns the people of cfg.
 func NewPeople(cfg PeopleConfig) *People {
-	return &People{local: cfg.Local, upstreams: slices.Clone(cfg.Upstreams), records: cfg.Records}
+	return &People{local: cfg.Local, upstreams: slices.Clone(cfg.Upstreams), records: cfg.Records, reserved: slices.Clone(cfg.Reserved)}
 }
 
 // Active is the one rule by which a person may sign in, consent, and keep
@@ -160,7 +164,7 @@ func (p *People) Cap(ctx context.Context, subject string) (allowed []string, cap
 // Config returns what p was built from, for building people that differ
 // in part (NewPeople copies it).
 func (p *People) Config() PeopleConfig {
-	return PeopleConfig{Local: p.local, Upstreams: slices.Clone(p.upstreams), Records: p.records}
+	return PeopleConfig{Local: p.local, Upstreams: slices.Clone(p.upstreams), Records: p.records, Reserved: slices.Clone(p.reserved)}
 }
 
 // UpstreamConfigured reports whether id is a configured upstream provider.

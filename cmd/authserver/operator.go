@@ -22,6 +22,7 @@ import (
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/admin"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/auditsink"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/config"
+	"github.com/mcpauth/mcpauth/cmd/authserver/internal/console"
 	"github.com/mcpauth/mcpauth/cmd/authserver/internal/ops"
 	"github.com/mcpauth/mcpauth/internal/accesslog"
 	"github.com/mcpauth/mcpauth/internal/clientaddr"
@@ -103,7 +104,7 @@ func adminClassifier(p string) metrics.Endpoint {
 	if p == "/metrics" {
 		return metrics.MetricsEndpoint
 	}
-	if strings.HasPrefix(p, admin.Prefix) {
+	if strings.HasPrefix(p, admin.Prefix) || strings.HasPrefix(p, console.Prefix) {
 		return metrics.Admin
 	}
 	return metrics.Other
@@ -288,8 +289,14 @@ func (s *server) adminHandler() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	con, err := s.newConsole(&http.Client{Transport: inProcess{s}, Timeout: 10 * time.Second})
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.Handle(admin.Prefix, api)
+	mux.Handle(console.Prefix, con)
+	mux.Handle("/console", con)
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	return accesslog.Wrap(mux, s.accessConfig(s.cfg, adminClassifier)), nil
 }
@@ -297,7 +304,8 @@ func (s *server) adminHandler() (http.Handler, error) {
 // reload reads the configuration file again and, when it is valid, swaps in
 // what it configures: clients, users, resources, registration, CIMD and
 // exchange policy, token lifetimes, admin.clients. Keys that need a restart
-// (issuer, listen, storage, secret, signing, admin.listen, log, gc,
+// (issuer, listen, storage, secret, signing, admin.listen, admin.console_url,
+// admin.console_session_ttl, log, gc,
 // admin.audit_retention, migrate_on_start) keep their running values, with
 // a warning. A bad file is refused with its field path and the running
 // configuration stays.
@@ -321,6 +329,8 @@ func (s *server) reload(ctx context.Context, path string, e env) error {
 		{"secret", cfg.Secret != old.Secret, func() { cfg.Secret = old.Secret }},
 		{"signing", cfg.Signing != old.Signing, func() { cfg.Signing = old.Signing }},
 		{"admin.listen", cfg.Admin.Listen != old.Admin.Listen, func() { cfg.Admin.Listen = old.Admin.Listen }},
+		{"admin.console_url", cfg.Admin.ConsoleURL != old.Admin.ConsoleURL, func() { cfg.Admin.ConsoleURL = old.Admin.ConsoleURL }},
+		{"admin.console_session_ttl", cfg.Admin.ConsoleSessionTTL != old.Admin.ConsoleSessionTTL, func() { cfg.Admin.ConsoleSessionTTL = old.Admin.ConsoleSessionTTL }},
 		{"log", cfg.Log.Level != old.Log.Level || cfg.Log.Format != old.Log.Format || *cfg.Log.Access != *old.Log.Access, func() { cfg.Log = old.Log }},
 		{"gc", cfg.GC != old.GC, func() { cfg.GC = old.GC }},
 		{"admin.audit_retention", cfg.KeptAuditFor() != old.KeptAuditFor(), func() { cfg.Admin.AuditRetention = old.Admin.AuditRetention }},

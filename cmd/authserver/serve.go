@@ -104,7 +104,10 @@ type generation struct {
 	// connection configured, a vault of none, which still lists and
 	// revokes stored records.
 	conns *connections.Vault
-	stop  context.CancelFunc // ends this generation's key reload loop
+	// people decides who is active, what their claims cap and who holds
+	// a reserved scope (the console's admin).
+	people *policy.People
+	stop   context.CancelFunc // ends this generation's key reload loop
 }
 
 func (s *server) current() *generation { return s.gen.Load() }
@@ -179,7 +182,8 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 	// Built before the pages and the server and given to both: who is
 	// active and what their claims cap (one policy.People), and the
 	// revoker of grants the /consents page and the admin surfaces use.
-	people := newPeople(users, upstreams, s.store)
+	people := newPeople(users, upstreams, s.store, reservedScopes(cfg))
+	g.people = people
 	revoker := as.NewGrantRevoker(s.store, s.log.With("component", "as"))
 	g.conns, err = s.connectionVault(cfg)
 	if err != nil {
@@ -272,7 +276,7 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 	acfg := as.Config{
 		Issuer:            cfg.Issuer,
 		Resources:         asResources(cfg),
-		Clients:           asClients(cfg),
+		Clients:           append(asClients(cfg), consoleClient(cfg, s.secret)...),
 		Attributes:        newAttributes(cfg, s.store),
 		UI:                ui,
 		People:            people,
@@ -337,7 +341,7 @@ func (s *server) wire(ctx context.Context, cfg *config.Config, e env) (g *genera
 
 // newPeople are the configured local users and upstream providers (with
 // their claim mappings) over the people's records in store.
-func newPeople(users []loginui.User, upstreams []loginui.Upstream, store storage.Store) *policy.People {
+func newPeople(users []loginui.User, upstreams []loginui.Upstream, store storage.Store, reserved []policy.Reserved) *policy.People {
 	local := policy.LocalUsers{}
 	for _, u := range users {
 		local[u.Username] = u.Disabled
@@ -346,7 +350,17 @@ func newPeople(users []loginui.User, upstreams []loginui.Upstream, store storage
 	for _, u := range upstreams {
 		ups = append(ups, policy.Upstream{ID: u.Provider.ID(), Claims: u.Provider})
 	}
-	return policy.NewPeople(policy.PeopleConfig{Local: local, Upstreams: ups, Records: store})
+	return policy.NewPeople(policy.PeopleConfig{Local: local, Upstreams: ups, Records: store, Reserved: reserved})
+}
+
+// reservedScopes reserves the admin resource's admin scope, in a
+// person's grant, to admin.people and admin.groups (nobody when both are
+// empty), whatever client asks: the console's sign-in, or any other.
+func reservedScopes(cfg *config.Config) []policy.Reserved {
+	if !cfg.AdminEnabled() {
+		return nil
+	}
+	return []policy.Reserved{{Resource: cfg.AdminResource(), Scope: config.AdminScope, Subjects: cfg.Admin.People, Groups: cfg.Admin.Groups}}
 }
 
 // upstreamIDs are the ids of the configured upstreams.
@@ -454,7 +468,8 @@ func asResources(cfg *config.Config) []as.Resource {
 			ApprovalClients: r.ApprovalClients, TokenClaims: r.TokenClaims})
 	}
 	if cfg.AdminEnabled() {
-		out = append(out, as.Resource{URI: cfg.AdminResource(), Name: "mcpauth admin API", Scopes: []string{config.AdminScope}})
+		out = append(out, as.Resource{URI: cfg.AdminResource(), Name: "mcpauth admin API", Scopes: []string{config.AdminScope},
+			IntrospectionClients: []string{config.ConsoleClientID}})
 	}
 	return out
 }

@@ -24,7 +24,13 @@ clients:
 	}{
 		{"accepts an admin client", "admin: {listen: 127.0.0.1:9001, clients: [ops-bot]}\n", ""},
 		{"is off without admin", "", ""},
-		{"refuses clients without a listener", "admin: {clients: [ops-bot]}\n", "admin.listen: required when admin.clients is set"},
+		{"refuses clients without a listener", "admin: {clients: [ops-bot]}\n", "admin.listen: required when admin.clients"},
+		{"refuses console people without a listener", "admin: {people: [alice]}\n", "admin.listen: required when admin.clients, admin.people"},
+		{"accepts a console without admin clients", "admin: {listen: 127.0.0.1:9001, people: [alice], groups: [security]}\n", ""},
+		{"refuses a short console session", "admin: {listen: 127.0.0.1:9001, clients: [ops-bot], console_session_ttl: 10s}\n", "admin.console_session_ttl: must be between 1m and 168h"},
+		{"refuses a console URL elsewhere than /console", "admin: {listen: 127.0.0.1:9001, clients: [ops-bot], console_url: 'https://admin.example/other'}\n", "admin.console_url: must be an http(s) URL ending in /console"},
+		{"refuses a console URL with a query", "admin: {listen: 127.0.0.1:9001, clients: [ops-bot], console_url: 'https://admin.example/console?x=1'}\n", "admin.console_url"},
+		{"refuses an empty group", "admin: {listen: 127.0.0.1:9001, clients: [ops-bot], groups: ['']}\n", "admin.groups[0]: must not be empty"},
 		{"refuses a listener without clients", "admin: {listen: 127.0.0.1:9001}\n", "admin.clients: at least one client"},
 		{"refuses a bad address", "admin: {listen: 'nowhere', clients: [ops-bot]}\n", "admin.listen: not a host:port"},
 		{"refuses the main listener's address", "admin: {listen: 127.0.0.1:9000, clients: [ops-bot]}\n", "admin.listen: must differ from listen"},
@@ -44,6 +50,12 @@ clients:
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
+				}
+				if strings.Contains(tc.extra, "people") {
+					if !cfg.AdminEnabled() || !cfg.ConsoleAdmins() || cfg.Admin.ConsoleSessionTTL.D().Hours() != 8 || cfg.ConsoleURL() != "http://127.0.0.1:9001/console" {
+						t.Fatalf("console settings: %+v %s", cfg.Admin, cfg.ConsoleURL())
+					}
+					return
 				}
 				if tc.extra != "" && (!cfg.AdminEnabled() || !cfg.IsAdminClient("ops-bot") || cfg.IsAdminClient("app") || cfg.AdminResource() != cfg.Issuer+"/admin") {
 					t.Fatalf("admin settings: %+v", cfg.Admin)

@@ -591,6 +591,9 @@ func (c *Config) defaults() {
 	if c.Sessions.AbsoluteTTL == 0 {
 		c.Sessions.AbsoluteTTL = Duration(12 * time.Hour)
 	}
+	if c.Admin.ConsoleSessionTTL == 0 {
+		c.Admin.ConsoleSessionTTL = Duration(defaultConsoleSessionTTL)
+	}
 	if c.GC.Interval == 0 {
 		c.GC.Interval = Duration(10 * time.Minute)
 	}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,7 +112,13 @@ func (o *Ops) RevokeGrants(ctx context.Context, actor string, f as.GrantFilter) 
 	if gs == nil {
 		gs = []as.Grant{}
 	}
-	o.audit(ctx, actor, "admin.grants.revoked", "sub", f.User, "client_id", f.Client, "grant", f.GrantID, "count", len(gs))
+	sub, client := f.User, f.Client
+	if f.GrantID != "" && len(gs) == 1 {
+		// One grant named by id: its person and client, so the event is
+		// found by them.
+		sub, client = gs[0].User, gs[0].Client
+	}
+	o.audit(ctx, actor, "admin.grants.revoked", "sub", sub, "client_id", client, "grant", f.GrantID, "count", len(gs))
 	return gs, nil
 }
 
@@ -160,7 +167,26 @@ func (o *Ops) audit(ctx context.Context, actor, event string, args ...any) {
 	if o.Log == nil {
 		return
 	}
-	o.Log.InfoContext(ctx, "audit", append([]any{"event", event, "admin_client", actor}, args...)...)
+	head := []any{"event", event, "admin_client", actor}
+	if sub := AdminSubject(ctx); sub != "" {
+		head = append(head, "admin_subject", sub)
+	}
+	o.Log.InfoContext(ctx, "audit", append(head, args...)...)
+}
+
+type adminSubjectKey struct{}
+
+// WithAdminSubject returns ctx naming the person on whose behalf the
+// operations called with it act (the console's signed-in person): their
+// audit events carry admin_subject besides admin_client.
+func WithAdminSubject(ctx context.Context, subject string) context.Context {
+	return context.WithValue(ctx, adminSubjectKey{}, subject)
+}
+
+// AdminSubject is the person WithAdminSubject put into ctx, "" for none.
+func AdminSubject(ctx context.Context) string {
+	s, _ := ctx.Value(adminSubjectKey{}).(string)
+	return s
 }
 
 // pageSize is how many clients one storage call returns.
@@ -186,6 +212,62 @@ func (o *Ops) ListClients(ctx context.Context) ([]Client, error) {
 		}
 		after = page[len(page)-1].ID
 	}
+}
+
+// ListClientsPage returns up to limit clients whose id sorts after after
+// (byte order), in id order: the configured clients merged with the stored
+// ones, each once. next is the id to pass as after for the following
+// page, "" after the last one. A limit <= 0 or above pageSize means
+// pageSize.
+func (o *Ops) ListClientsPage(ctx context.Context, after string, limit int) (clients []Client, next string, err error) {
+	if limit <= 0 || limit > pageSize {
+		limit = pageSize
+	}
+	stored, err := o.Store.ListClients(ctx, after, limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	var conf []Client
+	for _, c := range o.Configured {
+		if c.ID > after {
+			conf = append(conf, c)
+		}
+	}
+	slices.SortFunc(conf, func(a, b Client) int { return strings.Compare(a.ID, b.ID) })
+	out := []Client{}
+	i, j := 0, 0
+	for len(out) < limit+1 && (i < len(stored) || j < len(conf)) {
+		switch {
+		case j == len(conf) || i < len(stored) && stored[i].ID < conf[j].ID:
+			out = append(out, clientView(&stored[i]))
+			i++
+		case i == len(stored) || conf[j].ID < stored[i].ID:
+			out = append(out, conf[j])
+			j++
+		default: // configured wins over a stored record of the same id
+			out = append(out, conf[j])
+			i, j = i+1, j+1
+		}
+	}
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].ID
+	}
+	return out, next, nil
+}
+
+// CountClients counts the clients by source: "config" (the configured
+// ones), and the stored "dcr", "cimd" and "admin" clients.
+func (o *Ops) CountClients(ctx context.Context) (map[string]int, error) {
+	out := map[string]int{"config": len(o.Configured)}
+	for _, src := range []string{"dcr", "cimd", "admin"} {
+		n, err := o.Store.CountClients(ctx, src)
+		if err != nil {
+			return nil, err
+		}
+		out[src] = n
+	}
+	return out, nil
 }
 
 func (o *Ops) configured(id string) *Client {
