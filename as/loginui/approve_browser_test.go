@@ -87,7 +87,11 @@ func TestApprovalPageInHeadlessChromium(t *testing.T) {
 			t.Errorf("the arguments on screen lack %s:\n%s", want, args)
 		}
 	}
-	step("approving", chromedp.Do(ctx, chromedp.Click(css(`button[value=approve]`)), chromedp.WaitVisible(css(`#title`))))
+	// The decision's answer is another page: wait until the approval
+	// page's button is gone, not only for a #title, which the approval
+	// page has too.
+	step("approving", chromedp.Do(ctx, chromedp.Click(css(`button[value=approve]`)),
+		chromedp.WaitNotPresent(css(`button[value=approve]`)), chromedp.WaitVisible(css(`#title`))))
 	title, err := chromedp.Run(ctx, chromedp.Text(css(`#title`)))
 	step("result", err)
 	if title != "Approved" || h.approvalStatus(id) != storage.ApprovalApproved {
