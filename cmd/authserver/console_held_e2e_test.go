@@ -137,7 +137,7 @@ func TestConsoleApprovalsAndConnectionsOverHTTP(t *testing.T) {
 		}
 		return resp, page
 	}
-	approvalRow := regexp.MustCompile(`(?s)<tr><td><a href="/console/person\?sub=alice">alice</a></td><td><a [^>]*>demo-app</a></td>\s*<td><code>http://127.0.0.1:8080/mcp</code></td><td><code>send_email</code></td><td><code class="digest"[^>]*>sha256-3q2-7wAAA…</code></td>\s*<td>pending</td>`)
+	approvalRow := regexp.MustCompile(`(?s)<tr><td><a href="/console/person\?sub=alice">alice</a></td><td><a [^>]*>demo-app</a></td>\s*<td><code>http://127.0.0.1:8080/mcp</code></td><td><code>send_email</code></td><td><code class="digest"[^>]*>sha256-3q2-7wAAA…</code></td>\s*<td class="nowrap">pending</td>`)
 	connRow := regexp.MustCompile(`(?s)<tr><td><a href="/console/person\?sub=alice">alice</a></td><td><code>github</code></td><td>repo</td>`)
 	for _, path := range []string{"/approvals", "/approvals?user=alice", "/person?sub=alice"} {
 		if _, page := get(path); !approvalRow.MatchString(page) {
