@@ -260,7 +260,7 @@ func TestConsoleOverHTTP(t *testing.T) {
 	}
 
 	// Bad input is a 400 page, never a storage error.
-	for _, pu := range []string{"/people?q=%00", "/clients?after=%ff", "/client?id=" + strings.Repeat("x", 1025), "/audit?before=-1", "/grants?user=a%0Ab"} {
+	for _, pu := range []string{"/people?q=%00", "/clients?after=%ff", "/client?id=" + strings.Repeat("x", 1025), "/audit?before=-1", "/grants?user=a%0Ab", "/approvals?user=%00", "/approvals?after=%ff", "/connections?user=a%0Ab"} {
 		if resp, page, _ := readPage(alice.Get(consoleURL + pu)); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("GET %s: %d\n%s", pu, resp.StatusCode, page)
 		}
