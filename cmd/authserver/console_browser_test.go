@@ -118,7 +118,7 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Skip("-short")
 	}
 	ctx := browser(t)
-	issuer, consoleURL, _, h := startConsoleWithHeld(t)
+	issuer, consoleURL, _, h := startConsoleWithHeld(t, "")
 	agent, tok := agentGrant(t, issuer)
 	dir := artifactDir(t)
 	type css = chromedp.CSS

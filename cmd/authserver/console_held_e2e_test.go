@@ -16,6 +16,7 @@ import (
 	"github.com/mcpauth/mcpauth/internal/testprovider"
 	"github.com/mcpauth/mcpauth/storage"
 	"github.com/mcpauth/mcpauth/storage/open"
+	"github.com/mcpauth/mcpauth/storage/postgres/pgtest"
 	"github.com/mcpauth/mcpauth/upstream"
 )
 
@@ -32,11 +33,12 @@ type held struct {
 	provider   *testprovider.Provider
 }
 
-// startConsoleWithHeld starts a server with the console on SQLite and a
-// connection "github" at a test provider, then stores, as the server
-// would, a pending approval of alice's (a call of send_email through
-// demo-app) and alice's connected github account.
-func startConsoleWithHeld(t *testing.T) (issuer, consoleURL string, p *proc, h held) {
+// startConsoleWithHeld starts a server with the console on dsn (a new
+// SQLite database when "") and a connection "github" at a test provider,
+// then stores, as the server would, a pending approval of alice's (a
+// call of send_email through demo-app) and alice's connected github
+// account.
+func startConsoleWithHeld(t *testing.T, dsn string) (issuer, consoleURL string, p *proc, h held) {
 	t.Helper()
 	ctx := context.Background()
 	tp := testprovider.New(testprovider.Config{})
@@ -46,7 +48,9 @@ func startConsoleWithHeld(t *testing.T) (issuer, consoleURL string, p *proc, h h
 	dir := t.TempDir()
 	addr, adminAddr := freeAddr(t), freeAddr(t)
 	issuer = "http://" + addr
-	dsn := "sqlite:" + filepath.Join(dir, "a.db")
+	if dsn == "" {
+		dsn = "sqlite:" + filepath.Join(dir, "a.db")
+	}
 	cfg := consoleConfig(t, issuer, addr, adminAddr, dsn) + fmt.Sprintf(`connections:
   - id: github
     authorization_endpoint: %s
@@ -109,7 +113,15 @@ func startConsoleWithHeld(t *testing.T) (issuer, consoleURL string, p *proc, h h
 // the record (the connection's tokens revoked at the provider) and writes
 // the audit event under alice's name.
 func TestConsoleApprovalsAndConnectionsOverHTTP(t *testing.T) {
-	_, consoleURL, p, h := startConsoleWithHeld(t)
+	t.Run("SQLite", func(t *testing.T) { consoleApprovalsAndConnections(t, "") })
+	t.Run("PostgreSQL", func(t *testing.T) {
+		dsn, _ := pgtest.Schema(t)
+		consoleApprovalsAndConnections(t, dsn)
+	})
+}
+
+func consoleApprovalsAndConnections(t *testing.T, dsn string) {
+	_, consoleURL, p, h := startConsoleWithHeld(t, dsn)
 	ctx := context.Background()
 	alice, resp, page := consoleSignIn(t, consoleURL, "alice", alicePW)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(page, `<h1 id="title">Overview</h1>`) {
