@@ -109,14 +109,16 @@ func signInWithPassword(t *testing.T, ctx context.Context, consoleURL, user, pw,
 
 // An operator signs in with a password in Chromium, sees every page (each
 // screenshot), finds the agent's grant and revokes it with the
-// confirmation step; the agent's next refresh fails. A person not in
-// admin.people gets the server's "not permitted" page and no console.
+// confirmation step; the agent's next refresh fails. She revokes a
+// person's approval of a held tool call and connected account the same
+// way. A person not in admin.people gets the server's "not permitted"
+// page and no console.
 func TestConsoleInChromium(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
 	ctx := browser(t)
-	issuer, consoleURL, _ := startConsole(t)
+	issuer, consoleURL, _, h := startConsoleWithHeld(t, "")
 	agent, tok := agentGrant(t, issuer)
 	dir := artifactDir(t)
 	type css = chromedp.CSS
@@ -133,6 +135,42 @@ func TestConsoleInChromium(t *testing.T) {
 			name = "overview"
 		}
 		shot(t, ctx, dir, "1"+string(rune('a'+i))+"-"+name)
+	}
+
+	// alice's approval and connection: listed without the call's
+	// arguments or any token, revoked after a confirmation.
+	for _, tc := range []struct{ path, button, row, done string }{
+		{"/approvals", `button.revoke-approval`, "send_email", "Revoked approval " + h.approval + "."},
+		{"/connections", `button.revoke-connection`, "github", "Revoked 1 connection(s) of alice."},
+	} {
+		name := strings.Trim(tc.path, "/")
+		step(t, ctx, name, chromedp.Navigate(consoleURL+tc.path), chromedp.WaitVisible(css(`#`+name+` tbody tr`)))
+		body := text(t, ctx, `body`)
+		if row := text(t, ctx, `#`+name+` tbody tr`); !strings.Contains(row, "alice") || !strings.Contains(row, tc.row) {
+			t.Fatalf("%s: the row %q", name, row)
+		}
+		for _, secret := range append([]string{argumentValue}, h.connTokens...) {
+			if strings.Contains(body, secret) {
+				t.Fatalf("%s shows an argument value or a token", name)
+			}
+		}
+		step(t, ctx, "revoking from "+name, chromedp.Click(css(tc.button)), chromedp.WaitVisible(css(`#confirm`)))
+		shot(t, ctx, dir, "24-"+name+"-confirm")
+		step(t, ctx, "confirming on "+name, chromedp.Click(css(`#confirm`)), chromedp.WaitVisible(css(`#detail`)))
+		if d := text(t, ctx, `#detail`); d != tc.done {
+			t.Fatalf("after confirming on %s: %q", name, d)
+		}
+		step(t, ctx, name+" again", chromedp.Navigate(consoleURL+tc.path), chromedp.WaitVisible(css(`#`+name+` tbody tr`)))
+		shot(t, ctx, dir, "25-"+name+"-after")
+		if row := text(t, ctx, `#`+name+` tbody tr`); !strings.HasPrefix(row, "No ") {
+			t.Fatalf("%s after the revocation: %q", name, row)
+		}
+	}
+	if _, err := h.store.GetApproval(context.Background(), h.approval); err == nil {
+		t.Fatal("the approval is still stored")
+	}
+	if cs, err := h.store.ListConnections(context.Background(), "alice"); err != nil || len(cs) != 0 {
+		t.Fatalf("the connection is still stored: %v %v", cs, err)
 	}
 
 	// Another site cannot frame the console, even for a signed-in person.

@@ -151,6 +151,10 @@ func consolePages(consoleURL, person, client string) []string {
 		consoleURL + "/person?sub=" + url.QueryEscape(person),
 		consoleURL + "/grants",
 		consoleURL + "/grants?client=" + url.QueryEscape(client),
+		consoleURL + "/approvals",
+		consoleURL + "/approvals?user=" + url.QueryEscape(person),
+		consoleURL + "/connections",
+		consoleURL + "/connections?user=" + url.QueryEscape(person),
 		consoleURL + "/keys",
 		consoleURL + "/audit",
 	}
@@ -256,7 +260,7 @@ func TestConsoleOverHTTP(t *testing.T) {
 	}
 
 	// Bad input is a 400 page, never a storage error.
-	for _, pu := range []string{"/people?q=%00", "/clients?after=%ff", "/client?id=" + strings.Repeat("x", 1025), "/audit?before=-1", "/grants?user=a%0Ab"} {
+	for _, pu := range []string{"/people?q=%00", "/clients?after=%ff", "/client?id=" + strings.Repeat("x", 1025), "/audit?before=-1", "/grants?user=a%0Ab", "/approvals?user=%00", "/approvals?after=%ff", "/connections?user=a%0Ab"} {
 		if resp, page, _ := readPage(alice.Get(consoleURL + pu)); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("GET %s: %d\n%s", pu, resp.StatusCode, page)
 		}
@@ -264,15 +268,17 @@ func TestConsoleOverHTTP(t *testing.T) {
 
 	// Every form refuses a missing or foreign CSRF token, and changes nothing.
 	actions := map[string]url.Values{
-		"/signout":        {},
-		"/clients/new":    {"client_name": {"X"}, "redirect_uris": {"https://x.example/cb"}},
-		"/client/delete":  {"id": {"demo-app"}, "confirm": {"yes"}},
-		"/person/disable": {"sub": {"alice"}, "confirm": {"yes"}},
-		"/person/enable":  {"sub": {"bob"}},
-		"/grants/revoke":  {"grant": {grantID}, "confirm": {"yes"}},
-		"/keys/rotate":    {},
-		"/keys/retire":    {"kid": {"x"}},
-		"/keys/prune":     {"unloadable": {"on"}},
+		"/signout":            {},
+		"/clients/new":        {"client_name": {"X"}, "redirect_uris": {"https://x.example/cb"}},
+		"/client/delete":      {"id": {"demo-app"}, "confirm": {"yes"}},
+		"/person/disable":     {"sub": {"alice"}, "confirm": {"yes"}},
+		"/person/enable":      {"sub": {"bob"}},
+		"/grants/revoke":      {"grant": {grantID}, "confirm": {"yes"}},
+		"/keys/rotate":        {},
+		"/keys/retire":        {"kid": {"x"}},
+		"/keys/prune":         {"unloadable": {"on"}},
+		"/approvals/revoke":   {"id": {"x"}, "confirm": {"yes"}},
+		"/connections/revoke": {"sub": {"alice"}, "connection": {"x"}, "confirm": {"yes"}},
 	}
 	for path, form := range actions {
 		for _, token := range []string{"", foreign} {

@@ -46,6 +46,10 @@ type Operations interface {
 	PruneKeys(ctx context.Context, actor string, unloadable bool) ([]string, error)
 	ListAudit(ctx context.Context, q ops.AuditQuery) (ops.AuditPage, error)
 	HourlyCounts(ctx context.Context, now time.Time, hours int, names ...string) (ops.HourlyCounts, error)
+	ListApprovals(ctx context.Context, user, after string, limit int) ([]ops.Approval, string, error)
+	RevokeApproval(ctx context.Context, actor, id string) error
+	ListConnections(ctx context.Context, user string) ([]ops.Connection, error)
+	RevokeConnections(ctx context.Context, actor, user, connection string) ([]ops.Connection, error)
 }
 
 // Sessions reads the server's browser sessions (storage.SessionStore): a
@@ -207,6 +211,10 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /console/person/enable", c.page(c.enablePerson))
 	m.HandleFunc("GET /console/grants", c.page(c.grants))
 	m.HandleFunc("POST /console/grants/revoke", c.page(c.revokeGrants))
+	m.HandleFunc("GET /console/approvals", c.page(c.approvals))
+	m.HandleFunc("POST /console/approvals/revoke", c.page(c.revokeApproval))
+	m.HandleFunc("GET /console/connections", c.page(c.connections))
+	m.HandleFunc("POST /console/connections/revoke", c.page(c.revokeConnection))
 	m.HandleFunc("GET /console/keys", c.page(c.keys))
 	m.HandleFunc("POST /console/keys/rotate", c.page(c.rotateKey))
 	m.HandleFunc("POST /console/keys/retire", c.page(c.retireKey))

@@ -1,6 +1,7 @@
 // Package console is the operator console: server-rendered pages under
 // /console/ on the admin listener, where a person signs in as themselves
-// and manages clients, people, grants and signing keys, and reads the
+// and manages clients, people, grants, approvals of held tool calls,
+// connected accounts and signing keys, and reads the
 // audit events and statistics the server keeps.
 //
 // Sign-in: the console is a confidential client of the authorization

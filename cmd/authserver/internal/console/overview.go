@@ -32,7 +32,10 @@ type counts struct {
 	// maxNeverUsed of NeverUsedCount).
 	NeverUsed      []ops.Client
 	NeverUsedCount int
-	At             time.Time
+	// PendingApprovals are the live approvals of held tool calls no one
+	// has decided yet.
+	PendingApprovals int
+	At               time.Time
 }
 
 // maxGrantCount is the list size at which the live grants stop being
@@ -111,6 +114,21 @@ func (c *Console) recount(ctx context.Context) (*counts, error) {
 				if len(n.NeverUsed) < maxNeverUsed {
 					n.NeverUsed = append(n.NeverUsed, cl)
 				}
+			}
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	for after := ""; ; {
+		page, next, err := o.ListApprovals(ctx, "", after, ops.MaxApprovalPage)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range page {
+			if a.Status == "pending" && !a.Expired {
+				n.PendingApprovals++
 			}
 		}
 		if next == "" {

@@ -37,8 +37,23 @@ var funcs = template.FuncMap{
 	"grantTable": func(csrf string, gs []as.Grant, user, client string) grantTable {
 		return grantTable{csrf, gs, user, client}
 	},
-	"join": strings.Join,
-	"q":    url.QueryEscape,
+	"approvalTable": func(csrf string, as []ops.Approval, sub string) approvalTable {
+		return approvalTable{csrf, as, sub}
+	},
+	"connectionTable": func(csrf string, cs []ops.Connection, back string) connectionTable {
+		return connectionTable{csrf, cs, back}
+	},
+	"join":  strings.Join,
+	"q":     url.QueryEscape,
+	"short": short,
+}
+
+// short cuts a long digest to its first 16 characters for a table.
+func short(s string) string {
+	if len(s) <= 16 {
+		return s
+	}
+	return s[:16] + "…"
 }
 
 // stamp formats a time (time.Time or *time.Time) for a table; "—" for none.
@@ -88,6 +103,22 @@ type grantTable struct {
 	CSRF         string
 	Grants       []as.Grant
 	User, Client string
+}
+
+// approvalTable is what the approval table template needs; Sub, when
+// set, is the person whose page it is on.
+type approvalTable struct {
+	CSRF      string
+	Approvals []ops.Approval
+	Sub       string
+}
+
+// connectionTable is what the connection table template needs; Back is
+// "person" on a person's page.
+type connectionTable struct {
+	CSRF        string
+	Connections []ops.Connection
+	Back        string
 }
 
 // fail maps an operation's error to a page; internal causes are logged,
@@ -284,9 +315,14 @@ func (c *Console) people(w http.ResponseWriter, r *http.Request, s *session) {
 }
 
 type personPage struct {
-	User     ops.User
-	Grants   []as.Grant
-	Sessions []storage.Session
+	User        ops.User
+	Grants      []as.Grant
+	Sessions    []storage.Session
+	Connections []ops.Connection
+	Approvals   []ops.Approval
+	// MoreApprovals: the person has more approvals than shown; the
+	// approvals page lists them all.
+	MoreApprovals bool
 }
 
 func (c *Console) showPerson(w http.ResponseWriter, r *http.Request, s *session) {
@@ -313,7 +349,18 @@ func (c *Console) showPerson(w http.ResponseWriter, r *http.Request, s *session)
 			liveSessions = append(liveSessions, ss[i])
 		}
 	}
-	c.show(w, s, http.StatusOK, "person.html", "people", u.Subject, personPage{User: *u, Grants: gs, Sessions: liveSessions})
+	conns, err := o.ListConnections(r.Context(), u.Subject)
+	if err != nil {
+		c.failAs(w, s, err)
+		return
+	}
+	aps, next, err := o.ListApprovals(r.Context(), u.Subject, "", pageSize)
+	if err != nil {
+		c.failAs(w, s, err)
+		return
+	}
+	c.show(w, s, http.StatusOK, "person.html", "people", u.Subject, personPage{User: *u, Grants: gs, Sessions: liveSessions,
+		Connections: conns, Approvals: aps, MoreApprovals: next != ""})
 }
 
 func (c *Console) disablePerson(w http.ResponseWriter, r *http.Request, s *session) {

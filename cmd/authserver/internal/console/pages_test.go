@@ -31,6 +31,11 @@ func listConsole(t *testing.T, n int) *Console {
 		if _, err := st.RecordLogin(ctx, &storage.User{Subject: fmt.Sprintf("person-%03d", i), LastSeen: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := st.CreateApproval(ctx, &storage.Approval{ID: fmt.Sprintf("approval-%03d", i),
+			ApprovalBinding: storage.ApprovalBinding{Subject: fmt.Sprintf("person-%03d", i), ClientID: "client-000", Resource: "https://mcp.example", Tool: "t", ArgsDigest: "d"},
+			CreatedAt:       time.Now(), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	o := &ops.Ops{Store: st,
 		Configured: []ops.Client{{ID: "client-050a", Source: "config"}, {ID: "zz-config", Source: "config"}},
@@ -87,6 +92,9 @@ func TestListsPageThroughEveryRowOnceInOrder(t *testing.T) {
 		{"a client id searched exactly, then those it prefixes", c.clients, "/console/clients?q=client-050", func(id string) bool { return strings.HasPrefix(id, "client-050") }, 2},
 		{"every person, recorded and configured", c.people, "/console/people", func(string) bool { return true }, 122},
 		{"people whose subject starts with a prefix", c.people, "/console/people?q=person-1", func(id string) bool { return strings.HasPrefix(id, "person-1") }, 20},
+		// An approval's row starts with its person: approval-i is person-i's.
+		{"every approval", c.approvals, "/console/approvals", func(string) bool { return true }, 120},
+		{"the approvals of one person", c.approvals, "/console/approvals?user=person-042", func(id string) bool { return id == "person-042" }, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ids := walk(t, tc.page, tc.target)
