@@ -95,8 +95,13 @@ func urlRequiredBody(ctx context.Context, method, id string, u URLRequired) []by
 		Message string  `json:"message"`
 		Data    errData `json:"data"`
 	}
+	// A client without URL elicitation (answered with the error for a
+	// method other than tools/call, such as initialize) shows only the
+	// message: it names the URL, so the person still learns where to go.
 	msg := u.Message
-	if msg == "" {
+	if !URLElicitationDeclared(ctx) {
+		msg = urlRequiredText(u)
+	} else if msg == "" {
 		msg = "URL elicitation required"
 	}
 	body, _ := json.Marshal(struct {

@@ -311,7 +311,7 @@ func TestWriteURLRequiredBytes(t *testing.T) {
 		{"undeclared tools/call", "tools/call", `"a"`, false,
 			`{"jsonrpc":"2.0","id":"a","result":{"content":[{"type":"text","text":"A person must approve this call. Open https://as.example.com/approve/Zm9v and then try again."}],"isError":true}}`},
 		{"undeclared resources/read", "resources/read", `2`, false,
-			`{"jsonrpc":"2.0","id":2,"error":{"code":-32042,"message":"A person must approve this call.","data":{"elicitations":[{"mode":"url","elicitationId":"Zm9v","url":"https://as.example.com/approve/Zm9v","message":"A person must approve this call."}]}}}`},
+			`{"jsonrpc":"2.0","id":2,"error":{"code":-32042,"message":"A person must approve this call. Open https://as.example.com/approve/Zm9v and then try again.","data":{"elicitations":[{"mode":"url","elicitationId":"Zm9v","url":"https://as.example.com/approve/Zm9v","message":"A person must approve this call."}]}}}`},
 		{"an id that is not JSON", "tools/call", `{`, false,
 			`{"jsonrpc":"2.0","id":null,"result":{"content":[{"type":"text","text":"A person must approve this call. Open https://as.example.com/approve/Zm9v and then try again."}],"isError":true}}`},
 	} {

@@ -302,7 +302,8 @@ func TestUpstreamAuthConnection(t *testing.T) {
 
 // An upstream that needs the account for everything (initialize too) gets
 // no request without it: initialize is answered with the connect URL
-// (-32042), and works once the person connected.
+// (-32042, whose message names the URL for a client without URL
+// elicitation), and works once the person connected.
 func TestUpstreamAuthConnectionStrictUpstream(t *testing.T) {
 	cs := newConnStackOf(t, true)
 	client := &http.Client{Transport: bearer{cs.personToken(t), http.DefaultTransport}}
@@ -310,7 +311,10 @@ func TestUpstreamAuthConnectionStrictUpstream(t *testing.T) {
 		return mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(context.Background(),
 			&mcp.StreamableClientTransport{Endpoint: cs.resource, HTTPClient: client}, nil)
 	}
-	if _, err := connect(); err == nil || !strings.Contains(err.Error(), "needs your github account") {
+	// The Go SDK client shows the error's message only: it must name the
+	// connect page.
+	if _, err := connect(); err == nil || !strings.Contains(err.Error(), "needs your github account") ||
+		!strings.Contains(err.Error(), cs.issuer+"/connections?connection=github") {
 		t.Fatalf("initialize before connecting: %v", err)
 	}
 	cs.connect(t)
