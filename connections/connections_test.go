@@ -238,7 +238,7 @@ func TestTokenRefreshesAnExpiredToken(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	clock := func() time.Time { return now }
-	tp, p := startProvider(t, testprovider.Config{AccessTTL: time.Minute}, nil)
+	tp, p := startProvider(t, testprovider.Config{AccessTTL: time.Minute}, func(c *connections.Config) { c.Now = clock })
 	st := memory.New()
 	v := newVault(t, st, clock, p)
 	first := connect(t, v, p, "ada")

@@ -266,6 +266,11 @@ func (p *Provider) fromOAuth2(t *oauth2.Token) (*Token, error) {
 		return nil, fmt.Errorf("%w: no access token in the answer", ErrUnavailable)
 	}
 	out := &Token{AccessToken: t.AccessToken, RefreshToken: t.RefreshToken, TokenType: t.Type(), ExpiresAt: t.Expiry}
+	if t.ExpiresIn > 0 {
+		// expires_in (RFC 6749 §5.1) counted from our clock, the one the
+		// vault decides refreshes by.
+		out.ExpiresAt = p.cfg.Now().Add(time.Duration(t.ExpiresIn) * time.Second)
+	}
 	if raw, ok := t.Extra("token_type").(string); ok && raw != "" {
 		out.TokenType = raw // as the provider spelled it
 	}

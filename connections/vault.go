@@ -225,7 +225,15 @@ func (v *Vault) refresh(ctx context.Context, p *Provider, subject string, old *T
 	f := &flight{done: make(chan struct{})}
 	v.flights[key] = f
 	v.mu.Unlock()
-	f.tok, f.err = v.doRefresh(ctx, p, subject, old)
+	// A caller that read the record before the previous refresh of this
+	// process stored its answer arrives here after that refresh ended:
+	// the stored tokens are new, and refreshing with its old refresh
+	// token (rotated, RFC 9700 §4.14.2) would be refused.
+	if cur := v.current(ctx, subject, p.ID()); cur != nil && cur.RefreshToken != old.RefreshToken {
+		f.tok = withoutRefresh(cur)
+	} else {
+		f.tok, f.err = v.doRefresh(ctx, p, subject, old)
+	}
 	v.mu.Lock()
 	delete(v.flights, key)
 	v.mu.Unlock()

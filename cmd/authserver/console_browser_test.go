@@ -52,7 +52,9 @@ func browser(t *testing.T) context.Context {
 // shot saves a full-page screenshot of the browser's page as name.png.
 func shot(t *testing.T, ctx context.Context, dir, name string) {
 	t.Helper()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -308,7 +310,14 @@ func TestSecurityEngineerRevokesAnAgentInTheConsole(t *testing.T) {
 
 	// Find the agent: search the clients, open it, select its grant.
 	step(t, ctx, "clients", chromedp.Click(css(`nav.top a[href="/console/clients"]`)), chromedp.WaitVisible(css(`#q`)))
-	step(t, ctx, "search", chromedp.SendKeys(css(`#q`), "demo"), chromedp.Submit(css(`#q`)), chromedp.WaitVisible(css(`#clients a[href*="demo-app"]`)))
+	// The list before the search shows the agent too: mark that page, and
+	// wait for the agent on the search's own page, not the marked one (a
+	// screenshot taken while the page is replaced never returns).
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.body.dataset.before = "search"; true`)); err != nil {
+		t.Fatalf("browser: marking the list: %v", err)
+	}
+	step(t, ctx, "search", chromedp.SendKeys(css(`#q`), "demo"), chromedp.Submit(css(`#q`)),
+		chromedp.WaitVisible(css(`body:not([data-before]) #clients a[href*="demo-app"]`)))
 	shot(t, ctx, shots, "41-engineer-search")
 	step(t, ctx, "the agent", chromedp.Click(css(`#clients a[href*="demo-app"]`)), chromedp.WaitVisible(css(`table.grants`)))
 	shot(t, ctx, shots, "42-engineer-agent")
