@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/mcpauth/mcpauth/internal/jsonstr"
 	"io"
 	"log/slog"
 	"math"
@@ -264,55 +265,12 @@ func appendAuditJSON(b []byte, e AuditEvent) []byte {
 }
 
 // appendJSONMember appends ,"k":"v" with v escaped as slog escapes JSON
-// strings: '"', '\\' and controls escaped (\n, \r, \t short), invalid
-// UTF-8 as \ufffd, U+2028 and U+2029 as escapes, everything else literal.
+// strings (jsonstr.Append).
 func appendJSONMember(b []byte, k, v string) []byte {
-	const hexDigits = "0123456789abcdef"
 	b = append(b, ',', '"')
 	b = append(b, k...)
-	b = append(b, '"', ':', '"')
-	start := 0
-	for i := 0; i < len(v); {
-		c := v[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, v[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(v[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, v[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, v[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, v[start:]...)
-	return append(b, '"')
+	b = append(b, '"', ':')
+	return jsonstr.Append(b, v)
 }
 
 // appendJSONFloat appends f as encoding/json encodes a float64 (slog's
